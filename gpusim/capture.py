@@ -1,0 +1,316 @@
+"""Capture: a PyTorch callable or ``nn.Module`` becomes an :class:`OpGraph`.
+
+Tracing uses ``make_fx`` in pre-dispatch mode on fake tensors: nothing is allocated
+(example args may live on the ``meta`` device, so a 7B model costs no memory), and the
+graph keeps the ops eager PyTorch dispatches to kernels (``linear``, ``layer_norm``,
+``scaled_dot_product_attention``) rather than their CPU decompositions. Module
+parameters and buffers become graph inputs, so the captured FX graph is a pure function
+that can also be run for real (the validation harness does that).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from dataclasses import dataclass
+
+import networkx as nx
+
+from . import ops
+from .graph import OpGraph
+
+import torch  # noqa: E402  (torch is a hard dependency of capture only)
+
+
+class CaptureError(ValueError):
+    """The model could not be traced; the message says why and what to do."""
+
+
+@dataclass
+class Captured:
+    """The result of tracing: the FX graph (runnable), its flat inputs, and the OpGraph."""
+
+    gm: "torch.fx.GraphModule"
+    flat_inputs: list
+    input_names: list[str]
+    graph: OpGraph
+    seconds: float
+
+
+def _dtype_name(dt) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def _meta(t) -> ops.TensorMeta:
+    return ops.TensorMeta(tuple(int(s) for s in t.shape), _dtype_name(t.dtype),
+                          t.element_size(), tuple(int(s) for s in t.stride()))
+
+
+def _storage_key(t):
+    try:
+        return t.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 - sparse/odd tensors have no storage
+        return None
+
+
+def _flatten_tensors(x, out):
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _flatten_tensors(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _flatten_tensors(y, out)
+    return out
+
+
+def _to_meta_arg(a, vals):
+    """Replace FX nodes in args by TensorMeta (tensors) or their python values."""
+    if isinstance(a, torch.fx.Node):
+        v = vals.get(a.name)
+        return _meta(v) if isinstance(v, torch.Tensor) else v
+    if isinstance(a, (list, tuple)):
+        return type(a)(_to_meta_arg(x, vals) for x in a)
+    return a
+
+
+def _wrap(fn_or_module, args):
+    """A pure function of (params, buffers, *args) and the flat list of its inputs."""
+    if isinstance(fn_or_module, torch.nn.Module):
+        module = fn_or_module
+        params = dict(module.named_parameters(remove_duplicate=False))
+        buffers = dict(module.named_buffers(remove_duplicate=False))
+
+        def pure(p, b, *a):
+            return torch.func.functional_call(module, (p, b), a, tie_weights=True)
+        names = ([f"p:{k}" for k in params] + [f"b:{k}" for k in buffers])
+        return pure, (params, buffers, *args), names
+    if not callable(fn_or_module):
+        raise CaptureError(f"cannot capture a {type(fn_or_module).__name__}: pass a function "
+                           "or an nn.Module")
+    return fn_or_module, tuple(args), []
+
+
+def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
+    """Trace to an FX GraphModule of aten ops (pre-dispatch). Returns (gm, flat_inputs, names)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    fn, full_args, pnames = _wrap(fn_or_module, args)
+    flat = _flatten_tensors(full_args, [])
+    try:
+        with torch.no_grad():
+            gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
+                         _allow_non_fake_inputs=True)(*full_args)
+    except CaptureError:
+        raise
+    except Exception as e:  # noqa: BLE001 - turn tracer failures into one clear line
+        raise CaptureError(_explain_trace_failure(e)) from None
+    return gm, flat, pnames
+
+
+def _explain_trace_failure(e: Exception) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    name = type(e).__name__
+    data_dep = ("DataDependent" in name or "data-dependent" in str(e).lower()
+                or "data dependent" in str(e).lower() or "item()" in str(e)
+                or "GuardOnDataDependent" in str(e) or "nonzero" in str(e))
+    if data_dep:
+        return ("the model has data-dependent control flow or output shapes (" + msg[:160] +
+                "); gpusim traces on fake tensors without data: replace Python branches on "
+                "tensor values with torch.where, and avoid .item()/.nonzero()/boolean masks")
+    return (f"could not trace the model: {name}: {msg[:200]}; check that it runs on the "
+            "example args (shapes, dtypes, devices) and has no data-dependent control flow")
+
+
+def capture(fn_or_module, args=(), name: str | None = None) -> OpGraph:
+    """Trace ``fn_or_module(*args)`` on fake tensors into an :class:`OpGraph`.
+
+    Parameters
+    ----------
+    fn_or_module : callable or torch.nn.Module
+    args : tuple of example inputs (real, ``meta`` or fake tensors; Python scalars allowed)
+
+    Raises
+    ------
+    CaptureError
+        when tracing fails (data-dependent control flow, bad example args).
+
+    >>> import torch
+    >>> g = capture(lambda x: torch.relu(x + 1), (torch.empty(1024, device="meta"),))
+    >>> [g.node(n)["op"] for n in g.compute_nodes]
+    ['aten.add.Tensor', 'aten.relu.default']
+    """
+    return capture_full(fn_or_module, args, name).graph
+
+
+def capture_full(fn_or_module, args=(), name: str | None = None,
+                 tracing_mode: str = "fake") -> Captured:
+    t0 = time.perf_counter()
+    gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode)
+    label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
+    graph = fx_to_opgraph(gm, label, pnames)
+    return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
+
+
+def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None) -> OpGraph:
+    """Convert a traced GraphModule (nodes carry ``meta['val']``) to an OpGraph."""
+    g = nx.DiGraph()
+    vals: dict = {}
+    inplace_writer: dict = {}  # storage key -> last in-place op that wrote it
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    labels = {}
+    n_params = len(param_names or [])
+    for i, n in enumerate(placeholders):
+        labels[n.name] = (param_names[i][2:] if i < n_params else f"in{i - n_params}")
+
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if n.op == "output":
+            outs = _flatten_nodes(n.args[0])
+            for o in outs:
+                if o.name in g:
+                    g.nodes[g.nodes[o.name]["base"]]["is_output"] = True
+            continue
+        vals[n.name] = val
+        if n.op == "placeholder":
+            if not isinstance(val, torch.Tensor):
+                continue
+            g.add_node(n.name, op="input", kind="input", shape=tuple(val.shape),
+                       dtype=_dtype_name(val.dtype), flops=0, bytes_read=0,
+                       bytes_written=0, inputs=[], base=n.name, is_output=False,
+                       unmodelled=False, reads={}, label=labels.get(n.name))
+            continue
+        if n.op == "get_attr":
+            t = getattr(gm, n.target, None)
+            if isinstance(t, torch.Tensor):
+                g.add_node(n.name, op="input", kind="input", shape=tuple(t.shape),
+                           dtype=_dtype_name(t.dtype), flops=0, bytes_read=0,
+                           bytes_written=0, inputs=[], base=n.name, is_output=False,
+                           unmodelled=False, reads={}, label=f"const:{n.target}")
+                vals[n.name] = t
+            continue
+        if n.op != "call_function":
+            continue
+        in_nodes = [a for a in _flatten_nodes((n.args, n.kwargs)) if a.name in g]
+        if n.target is operator.getitem:
+            src = n.args[0]
+            if src.name not in g:
+                continue
+            _add_view(g, n.name, "getitem", val, src.name, g.nodes[src.name]["base"])
+            continue
+        if not hasattr(n.target, "_schema") and not hasattr(n.target, "overloadpacket"):
+            # python-level helpers (e.g. sym size ops) carry no kernel
+            if isinstance(val, torch.Tensor) and in_nodes:
+                _add_view(g, n.name, str(n.target), val, in_nodes[0].name,
+                          g.nodes[in_nodes[0].name]["base"])
+            continue
+        opname = str(n.target)
+        outs = _flatten_tensors(val, [])
+        if not outs:
+            continue        # e.g. profiler ops, asserts
+        in_tensors = [vals[a.name] for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
+        tensor_nodes = [a for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
+        ctx = ops.OpCtx(opname, [_meta(t) for t in in_tensors], [_meta(t) for t in outs],
+                        _to_meta_arg(tuple(n.args), vals),
+                        {k: _to_meta_arg(v, vals) for k, v in n.kwargs.items()})
+        est = ops.estimate(ctx)
+        pname = ops.packet_name(opname)
+        inplace = pname.endswith("_") and not pname.startswith("_")
+        # Aliasing decides views generically: an op whose output shares an input's
+        # storage moved no bytes (unless it is an in-place compute op).
+        alias_of = None
+        out_key = _storage_key(outs[0])
+        for a, t in zip(tensor_nodes, in_tensors):
+            if _storage_key(t) == out_key and out_key is not None:
+                alias_of = a
+                break
+        if alias_of is not None and not inplace and est["kind"] not in ("view",) \
+                and len(outs) == 1:
+            est = dict(est, kind="view", unmodelled=False)
+        if pname in ("dropout", "feature_dropout", "alpha_dropout") and \
+                not ctx.arg(2, "train", False) and tensor_nodes:
+            alias_of = tensor_nodes[0]      # eval-mode dropout returns its input
+        if est["kind"] == "view" and alias_of is None and tensor_nodes and \
+                pname not in ("empty", "empty_like", "empty_strided"):
+            # a "view" op that had to materialise (reshape of a strided tensor,
+            # .contiguous() of a transpose, .to() a new dtype): a paid copy
+            rd, wr = ops.default_bytes(ctx)
+            est = dict(est, kind="copy", bytes_read=rd, bytes_written=wr)
+        if est["kind"] == "view":
+            src = alias_of or (tensor_nodes[0] if tensor_nodes else None)
+            if src is None:
+                _add_input_like(g, n.name, opname, val)
+            else:
+                _add_view(g, n.name, opname, outs[0], src.name, g.nodes[src.name]["base"])
+            continue
+        reads: dict = {}
+        for a, t in zip(tensor_nodes, in_tensors):
+            # a tensor mutated in place earlier is read from the op that mutated it
+            base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
+            b = _meta(t).ubytes
+            reads[base] = max(reads.get(base, 0), b)
+        if est["kind"] in ("copy",) and pname in ("embedding", "index_select", "gather",
+                                                   "index", "take"):
+            # a gather reads the fetched rows of its table, not the whole table
+            for a, t in zip(tensor_nodes, in_tensors):
+                if _dtype_name(t.dtype) not in ("int64", "int32"):
+                    base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
+                    reads[base] = min(reads[base], sum(o.numel() * o.element_size() for o in outs))
+        shape = tuple(outs[0].shape) if len(outs) == 1 else tuple(tuple(o.shape) for o in outs)
+        g.add_node(n.name, op=opname, kind=est["kind"], shape=tuple(int(s) for s in outs[0].shape)
+                   if len(outs) == 1 else shape, dtype=_dtype_name(outs[0].dtype),
+                   flops=est["flops"], bytes_read=float(sum(reads.values())),
+                   bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
+                   base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
+                   gemm=est["gemm"])
+        for a, t in zip(tensor_nodes, in_tensors):
+            g.add_edge(a.name, n.name, bytes=_meta(t).ubytes)
+        for p in reads:
+            if not g.has_edge(p, n.name):
+                g.add_edge(p, n.name, bytes=reads[p])
+        if inplace and alias_of is not None:
+            # later readers of the mutated storage see this op's result
+            inplace_writer[out_key] = n.name
+    mapping = {old: lab for old, lab in labels.items() if old in g and lab not in g}
+    g = nx.relabel_nodes(g, mapping, copy=True)
+    for old, new in mapping.items():
+        g.nodes[new]["fx_name"] = old
+    for n in g.nodes:
+        a = g.nodes[n]
+        a["base"] = mapping.get(a["base"], a["base"])
+        a["inputs"] = [mapping.get(i, i) for i in a["inputs"]]
+        a["reads"] = {mapping.get(k, k): v for k, v in a["reads"].items()}
+    return OpGraph(g, name)
+
+
+def _add_view(g, name, opname, val, src, base):
+    shape = tuple(int(s) for s in val.shape) if isinstance(val, torch.Tensor) else None
+    dtype = _dtype_name(val.dtype) if isinstance(val, torch.Tensor) else g.nodes[src]["dtype"]
+    g.add_node(name, op=opname, kind="view", shape=shape, dtype=dtype, flops=0,
+               bytes_read=0, bytes_written=0, inputs=[src], base=base, is_output=False,
+               unmodelled=False, reads={})
+    g.add_edge(src, name, bytes=0)
+
+
+def _add_input_like(g, name, opname, val):
+    """A free op with no tensor input (``empty``): a fresh buffer, no kernel."""
+    g.add_node(name, op=opname, kind="input", shape=tuple(int(s) for s in val.shape),
+               dtype=_dtype_name(val.dtype), flops=0, bytes_read=0, bytes_written=0,
+               inputs=[], base=name, is_output=False, unmodelled=False, reads={},
+               label=f"alloc:{opname}")
+
+
+def _flatten_nodes(x, out=None):
+    out = [] if out is None else out
+    if isinstance(x, torch.fx.Node):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _flatten_nodes(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _flatten_nodes(y, out)
+    return out
