@@ -1,0 +1,210 @@
+"""Cost: one kernel's time on one GPU spec.
+
+A kernel is a group of compute nodes of an :class:`OpGraph` (one node in eager mode).
+It reads only the tensors that cross into it and writes only those that leave it;
+tensors internal to the group cost nothing. Its time is a roofline with a fixed cost::
+
+    t = max(kernel_min_us, kernel_fixed_us + max(t_memory, t_compute))
+
+* ``t_memory``: DRAM bytes over ``mem_efficiency x bandwidth``, plus bytes served by
+  L2 over the L2 bandwidth. A tensor produced by an earlier kernel of the same graph and
+  no larger than ``l2_resident_fraction x L2`` is read from L2; graph inputs (weights,
+  activations from outside) are cold. The rule is order-free on purpose, so that a
+  partition's device time is a sum over its kernels (which exact search relies on).
+* ``t_compute``: GEMM-like FLOPs (matmul, conv, attention) over the peak of the unit
+  that runs them times ``matmul_efficiency`` times a tile/wave-quantisation efficiency;
+  other FLOPs over the CUDA-core peak times ``cuda_core_efficiency``.
+
+Units follow PyTorch's defaults: float32 matmuls run on CUDA cores (TF32 off,
+``torch.backends.cuda.matmul.allow_tf32 = False``) while float32 convolutions run on
+TF32 tensor cores (``torch.backends.cudnn.allow_tf32 = True``); float16 and bfloat16 use
+tensor cores (bfloat16 falls back to CUDA cores where a GPU has none, as on V100).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .graph import OpGraph
+
+GEMM_KINDS = frozenset({"matmul", "conv", "attention"})
+
+
+@dataclass(frozen=True)
+class KernelEstimate:
+    """The common currency: one kernel's counts and predicted time (µs)."""
+
+    name: str
+    ops: tuple[str, ...]           # member node names, topological order
+    op_types: tuple[str, ...]      # their aten op names
+    kind: str                      # dominant kind (gemm kind if any, else reduction/norm, ...)
+    shape: tuple                   # output shape of the last member
+    flops: float
+    bytes_read: float              # bytes crossing into the kernel (DRAM + L2)
+    bytes_read_l2: float           # of which served by L2
+    bytes_written: float
+    mem_us: float
+    compute_us: float
+    fixed_us: float
+    us: float
+    bound: str                     # "memory" | "compute" | "latency"
+    unit: str                      # "fp32", "fp16_tc", ... the unit the FLOPs run on
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte moved."""
+        return self.flops / self.bytes if self.bytes else math.inf
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ops"], d["op_types"], d["shape"] = list(self.ops), list(self.op_types), _jsonable(self.shape)
+        d["bytes"] = self.bytes
+        d["intensity"] = None if math.isinf(self.intensity) else self.intensity
+        return d
+
+
+def _jsonable(s):
+    if isinstance(s, tuple):
+        return [_jsonable(x) for x in s]
+    return s
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    allow_tf32: bool = False        # torch.backends.cuda.matmul.allow_tf32
+    cudnn_allow_tf32: bool = True   # torch.backends.cudnn.allow_tf32
+
+
+def group_io(graph: OpGraph, members) -> tuple[dict, dict]:
+    """Tensors crossing a group's boundary: ``(reads, writes)``.
+
+    ``reads``: ``{producer: bytes}`` for producers outside the group (max over readers
+    of one tensor: a fused kernel loads it once). ``writes``: ``{member: bytes}`` for
+    members whose tensor is read outside the group or is a graph output.
+    """
+    mem = set(members)
+    reads: dict = {}
+    writes: dict = {}
+    df = graph.dataflow
+    for n in members:
+        for p, b in graph.g.nodes[n]["reads"].items():
+            if p not in mem:
+                reads[p] = max(reads.get(p, 0), b)
+        a = graph.g.nodes[n]
+        if a["is_output"] or any(s not in mem for s in df.successors(n)):
+            writes[n] = a["bytes_written"]
+    return reads, writes
+
+
+def unit_for(kind: str, dtype: str, spec, opts: CostOptions) -> str:
+    """The execution unit FLOPs of a node of ``kind`` in ``dtype`` run on."""
+    if dtype == "float64":
+        return "fp64"
+    if kind in GEMM_KINDS:
+        if dtype == "float16":
+            return "fp16_tc"
+        if dtype == "bfloat16":
+            return "bf16_tc" if "bf16_tc" in spec.peak_tflops else "fp32"
+        tf32 = opts.cudnn_allow_tf32 if kind == "conv" else opts.allow_tf32
+        if dtype == "float32" and tf32 and "tf32_tc" in spec.peak_tflops:
+            return "tf32_tc"
+    return "fp32"
+
+
+def quantisation_efficiency(gemm: dict, spec) -> float:
+    """Fraction of the GPU a GEMM keeps busy, from tile padding and wave quantisation.
+
+    Output tiles of ``matmul_tile_m x matmul_tile_n`` are spread over the SMs in waves;
+    the last wave is partly idle, and edge tiles are partly padding. When there are
+    fewer tiles than SMs, libraries split K across blocks: we allow a split of up to
+    ``k / (4 * tile)`` so that a skinny-output, long-K product can still fill the GPU.
+    """
+    tm, tn = spec.matmul_tile_m, spec.matmul_tile_n
+    m, n, k, b = gemm["m"], gemm["n"], gemm["k"], gemm.get("b", 1)
+    tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
+    tiles = tiles_m * tiles_n * b
+    pad = (m * n) / (tiles_m * tm * tiles_n * tn)
+    split = 1
+    if tiles < spec.sm_count:
+        split = max(1, min(spec.sm_count // tiles, k // (4 * max(tm, tn))))
+    work = tiles * split
+    waves = math.ceil(work / spec.sm_count)
+    return pad * work / (waves * spec.sm_count)
+
+
+def gemm_flops_effective(a: dict) -> float:
+    """FLOPs the hardware actually performs: causal attention skips half the scores."""
+    g = a.get("gemm") or {}
+    return a["flops"] * (0.5 if g.get("causal") else 1.0)
+
+
+def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOptions(),
+                   name: str | None = None) -> KernelEstimate:
+    """Predict one kernel made of ``members`` (node names) on ``spec``."""
+    members = list(members)
+    if not members:
+        raise ValueError("a kernel needs at least one node")
+    nodes = [graph.g.nodes[n] for n in members]
+    reads, writes = group_io(graph, members)
+    l2_cap = spec.l2_resident_fraction * spec.l2_bytes
+    rd_l2 = 0.0
+    rd_dram = 0.0
+    for p, b in reads.items():
+        if graph.g.nodes[p]["kind"] != "input" and b <= l2_cap:
+            rd_l2 += b
+        else:
+            rd_dram += b
+    wr = float(sum(writes.values()))
+    mem_s = (rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth) + rd_l2 / spec.l2_bandwidth
+
+    comp_s = 0.0
+    flops = 0.0
+    unit = "fp32"
+    kind = nodes[0]["kind"]
+    gemm_nodes = [a for a in nodes if a["kind"] in GEMM_KINDS and a.get("gemm")]
+    if len(gemm_nodes) > 1:
+        # horizontal fusion: sibling matmuls sharing an operand run as one wider GEMM
+        g0 = dict(gemm_nodes[0]["gemm"])
+        g0["n"] = sum(a["gemm"]["n"] for a in gemm_nodes)
+        merged = dict(gemm_nodes[0], gemm=g0, flops=sum(a["flops"] for a in gemm_nodes))
+        nodes_for_time = [merged] + [a for a in nodes if a not in gemm_nodes]
+    else:
+        nodes_for_time = nodes
+    for a in nodes_for_time:
+        flops += a["flops"]
+        if a["kind"] in GEMM_KINDS and a.get("gemm"):
+            u = unit_for(a["kind"], a["gemm"].get("unit_dtype", a["dtype"]), spec, opts)
+            q = quantisation_efficiency(a["gemm"], spec)
+            comp_s += gemm_flops_effective(a) / (spec.peak_flops(u) * spec.matmul_efficiency * q)
+            unit, kind = u, a["kind"]
+        else:
+            u = "fp64" if a["dtype"] == "float64" else "fp32"
+            comp_s += a["flops"] / (spec.peak_flops(u) * spec.cuda_core_efficiency)
+            if kind not in GEMM_KINDS and a["kind"] in ("reduction", "norm"):
+                kind = a["kind"]
+    mem_us, comp_us = mem_s * 1e6, comp_s * 1e6
+    body = max(mem_us, comp_us)
+    us = max(spec.kernel_min_us, spec.kernel_fixed_us + body)
+    if body < spec.kernel_fixed_us or us == spec.kernel_min_us:
+        bound = "latency"
+    else:
+        bound = "compute" if comp_us > mem_us else "memory"
+    last = nodes[-1]
+    return KernelEstimate(
+        name=name or "+".join(members) if len(members) <= 3 else
+        (name or f"{members[0]}+{len(members) - 1}"),
+        ops=tuple(members), op_types=tuple(short_op(a["op"]) for a in nodes), kind=kind,
+        shape=last.get("shape") or (), flops=flops, bytes_read=rd_l2 + rd_dram,
+        bytes_read_l2=rd_l2, bytes_written=wr, mem_us=mem_us, compute_us=comp_us,
+        fixed_us=spec.kernel_fixed_us, us=us, bound=bound, unit=unit)
+
+
+def short_op(op: str) -> str:
+    """``"aten.add.Tensor"`` -> ``"add"``."""
+    parts = op.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else op

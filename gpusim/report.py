@@ -1,0 +1,123 @@
+"""Report: plain-text tables and JSON documents for predictions and searches."""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+def fmt_num(x: float, unit: str = "") -> str:
+    """Engineering notation: 1.5e9 -> '1.50G'."""
+    if x is None:
+        return "-"
+    if x == 0:
+        return f"0{unit}"
+    for s, f in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= f:
+            return f"{x / f:.3g}{s}{unit}"
+    return f"{x:.3g}{unit}"
+
+
+def fmt_shape(s) -> str:
+    if not s:
+        return "()"
+    if isinstance(s[0], (tuple, list)):
+        return ",".join(fmt_shape(x) for x in s)
+    return "x".join(str(d) for d in s)
+
+
+def table(rows: list[list[str]], header: list[str], align: str | None = None) -> str:
+    cols = len(header)
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(cols)]
+    align = align or ("l" + "r" * (cols - 1))
+    def line(r):
+        return "  ".join(str(c).ljust(w) if a == "l" else str(c).rjust(w)
+                         for c, w, a in zip(r, widths, align))
+    out = [line(header), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def _ops_label(k, width: int = 40) -> str:
+    s = "+".join(k.op_types) if len(k.op_types) > 1 else k.op_types[0]
+    name = k.name if len(k.ops) == 1 else f"{k.ops[0]}..({len(k.ops)})"
+    lab = f"{name} [{s}]" if len(k.ops) == 1 else f"{name} [{s}]"
+    return lab if len(lab) <= width else lab[: width - 2] + ".."
+
+
+def kernel_rows(kernels) -> list[list[str]]:
+    rows = []
+    for k in kernels:
+        ai = "inf" if math.isinf(k.intensity) else f"{k.intensity:.3g}"
+        rows.append([_ops_label(k), fmt_shape(k.shape), fmt_num(k.flops), fmt_num(k.bytes, "B"),
+                     ai, k.bound, f"{k.us:.2f}"])
+    return rows
+
+
+KERNEL_HEADER = ["kernel [ops]", "shape", "FLOPs", "bytes", "FLOP/B", "bound", "us"]
+
+
+def prediction_text(pred, top: int | None = None) -> str:
+    ks = pred.kernels
+    shown = sorted(ks, key=lambda k: -k.us)[:top] if top else ks
+    out = [f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), mode {pred.mode}",
+           table(kernel_rows(shown), KERNEL_HEADER)]
+    if top and len(ks) > top:
+        out.append(f"... {len(ks) - top} more kernels (top {top} by time shown; --all for all)")
+    bounds = {}
+    for k in ks:
+        bounds[k.bound] = bounds.get(k.bound, 0.0) + k.us
+    out.append("")
+    out.append(f"kernels          {len(ks)}")
+    out.append(f"FLOPs / bytes    {fmt_num(pred.flops)} / {fmt_num(pred.bytes, 'B')}")
+    out.append(f"device time      {pred.device_us:.1f} us  (" + ", ".join(
+        f"{b} {v / pred.device_us * 100:.0f}%" for b, v in sorted(bounds.items(), key=lambda x: -x[1])
+    ) + ")" if pred.device_us else "device time      0 us")
+    out.append(f"host time        {pred.timeline.host_us:.1f} us per call")
+    out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
+               f"{pred.idle_us:.1f} us of the first call)")
+    if pred.unmodelled_ops:
+        out.append(f"unmodelled ops   {len(pred.unmodelled_ops)}: " + ", ".join(pred.unmodelled_ops[:8])
+                   + (" ..." if len(pred.unmodelled_ops) > 8 else "")
+                   + "  (estimated as memory-bound copies)")
+    return "\n".join(out)
+
+
+def search_text(res, top: int | None = None) -> str:
+    f, u = res.fused, res.unfused
+    rows = []
+    ks = sorted(f.kernels, key=lambda k: -k.us)[:top] if top else f.kernels
+    for k in ks:
+        rows.append([_ops_label(k, 56), fmt_num(k.bytes_read, "B"), fmt_num(k.bytes_written, "B"),
+                     k.bound, f"{k.us:.2f}"])
+    out = [f"{res.graph.name} on {f.spec.display_name}: fusion search ({res.algo}, "
+           f"{res.seconds:.2f} s), fused run in mode {f.mode}",
+           table(rows, ["group [ops]", "bytes in", "bytes out", "bound", "us"])]
+    if top and len(f.kernels) > top:
+        out.append(f"... {len(f.kernels) - top} more groups")
+    out += ["",
+            table([["unfused (eager)", str(len(u.kernels)), fmt_num(u.bytes, "B"),
+                    f"{u.device_us:.1f}", f"{u.end_to_end_us:.1f}"],
+                   [f"fused ({f.mode})", str(len(f.kernels)), fmt_num(f.bytes, "B"),
+                    f"{f.device_us:.1f}", f"{f.end_to_end_us:.1f}"],
+                   ["speed-up", "", "", f"{res.speedup_device:.2f}x",
+                    f"{res.speedup_end_to_end:.2f}x"]],
+                  ["", "kernels", "bytes", "device us", "end-to-end us"])]
+    if res.optimal_over:
+        out.append(f"exact: {'optimal' if res.optimal else 'best found'} over {res.optimal_over}"
+                   + (f" (gap {res.gap:.2%})" if res.gap else ""))
+    for n in res.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def dumps(doc) -> str:
+    return json.dumps(doc, indent=2, default=_default)
+
+
+def _default(o):
+    if isinstance(o, float) and (math.isinf(o) or math.isnan(o)):
+        return None
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)

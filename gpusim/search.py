@@ -1,0 +1,398 @@
+"""Search: find a good (or the optimal) fusion partition of an OpGraph.
+
+One interface, several algorithms, one cost (:class:`gpusim.partition.Scorer`):
+
+``greedy``  merge the legal pair of groups with the largest predicted time saving first,
+            until no merge helps (cost-model driven, like XLA's priority fusion).
+``bytes``   merge the legal pair that saves the most bytes first, ignoring the cost model
+            (the heuristic of torch.compile's scheduler): a baseline.
+``exact``   the optimum: an integer program (``scipy.optimize.milp``) choosing among
+            candidate groups so that every node is covered once at least cost, with cuts
+            that forbid cyclic kernel graphs. On small graphs the candidates are *all*
+            legal groups, so the answer is the optimum over all legal partitions; on large
+            graphs they are legal groups of up to ``max_group`` ops, and the result says
+            so (``optimal_over``) and reports the solver's gap if it stopped early.
+``auto``    ``exact`` when the graph is small enough to solve quickly, else ``greedy``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from .cost import CostOptions, group_io
+from .graph import OpGraph
+from .legality import FusionError, check_partition, group_violation, quotient
+from .partition import Partition, Scorer
+from .predict import Prediction, as_graph, as_spec, predict_groups
+from .simulate import check_mode
+
+ALGOS = ("auto", "greedy", "bytes", "exact")
+EXACT_ALL_GROUPS_MAX_NODES = 14     # enumerate every legal group up to this size
+AUTO_EXACT_MAX_NODES = 400
+
+
+class SearchError(ValueError):
+    pass
+
+
+@dataclass
+class SearchResult:
+    partition: Partition
+    graph: OpGraph                  # the graph partitioned (after BN folding, if any)
+    unfused: Prediction             # eager, one kernel per op, original graph
+    fused: Prediction               # the partition in the chosen mode
+    algo: str
+    seconds: float
+    optimal: bool = False
+    optimal_over: str = ""
+    gap: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup_device(self) -> float:
+        return self.unfused.device_us / self.fused.device_us if self.fused.device_us else float("inf")
+
+    @property
+    def speedup_end_to_end(self) -> float:
+        return self.unfused.end_to_end_us / self.fused.end_to_end_us if self.fused.end_to_end_us else float("inf")
+
+    def to_dict(self) -> dict:
+        groups = []
+        for k in self.fused.kernels:
+            groups.append({"name": k.name, "ops": list(k.ops), "op_types": list(k.op_types),
+                           "bytes_in": k.bytes_read, "bytes_out": k.bytes_written,
+                           "flops": k.flops, "us": k.us, "bound": k.bound})
+        return {"gpu": self.fused.gpu, "mode": self.fused.mode, "algo": self.algo,
+                "unfused_us": self.unfused.end_to_end_us, "fused_us": self.fused.end_to_end_us,
+                "unfused_device_us": self.unfused.device_us, "fused_device_us": self.fused.device_us,
+                "speedup_device": self.speedup_device,
+                "speedup_end_to_end": self.speedup_end_to_end,
+                "n_kernels_unfused": len(self.unfused.kernels),
+                "n_kernels_fused": len(self.fused.kernels), "groups": groups,
+                "folded": list(self.partition.folded), "optimal": self.optimal,
+                "optimal_over": self.optimal_over, "gap": self.gap, "seconds": self.seconds,
+                "notes": self.notes}
+
+
+# ---------------------------------------------------------------------------
+# Graph rewrite: conv -> batch_norm (eval) folding.
+def fold_conv_bn(graph: OpGraph) -> tuple[OpGraph, list[str]]:
+    """Fold inference BatchNorm into the preceding convolution.
+
+    BN's per-channel scale and shift are absorbed into the conv's weights and bias
+    offline, so the BN node becomes a free alias of the conv output and its parameter
+    reads vanish. Applies when the conv's only consumer is the BN.
+    """
+    from .legality import _BN
+    g = graph.g.copy()
+    folded = []
+    for n in graph.compute_nodes:
+        a = g.nodes[n]
+        op = a["op"].split(".")[1] if a["op"].startswith("aten.") else a["op"]
+        if op not in _BN:
+            continue
+        x = next(iter(a["reads"]), None)
+        if x is None or g.nodes[x]["kind"] != "conv" or g.nodes[x]["is_output"]:
+            continue
+        if set(graph.dataflow.successors(x)) != {n}:
+            continue
+        a.update(kind="view", flops=0, bytes_read=0, bytes_written=0, base=x, reads={},
+                 folded_into=x)
+        if a["is_output"]:
+            g.nodes[x]["is_output"] = True
+            a["is_output"] = False
+        # readers of the BN output now read the conv output
+        for m in g.nodes:
+            r = g.nodes[m].get("reads") or {}
+            if n in r:
+                r[x] = max(r.get(x, 0), r.pop(n))
+            if g.nodes[m].get("base") == n:
+                g.nodes[m]["base"] = x
+        folded.append(n)
+    if not folded:
+        return graph, []
+    return OpGraph(g, graph.name), folded
+
+
+# ---------------------------------------------------------------------------
+def _neighbour_pairs(graph: OpGraph, gid: dict) -> set:
+    pairs = set()
+    df = graph.dataflow
+    for u, v in df.edges:
+        if u in gid and v in gid and gid[u] != gid[v]:
+            pairs.add((min(gid[u], gid[v]), max(gid[u], gid[v])))
+    for p in df.nodes:
+        cons = sorted({gid[c] for c in df.successors(p) if c in gid})
+        if 1 < len(cons) <= 8:
+            for a, b in itertools.combinations(cons, 2):
+                pairs.add((a, b))
+    return pairs
+
+
+def _io_bytes(graph, members) -> float:
+    r, w = group_io(graph, members)
+    return float(sum(r.values()) + sum(w.values()))
+
+
+def greedy(graph: OpGraph, scorer: Scorer, objective: str = "time") -> Partition:
+    """Merge the best legal pair of groups until no merge improves ``objective``."""
+    groups: dict[int, frozenset] = {i: frozenset([n]) for i, n in enumerate(graph.compute_nodes)}
+    gid = {n: i for i, g in groups.items() for n in g}
+    q = quotient(graph, [list(groups[i]) for i in range(len(groups))])
+    version = {i: 0 for i in groups}
+    heap: list = []
+
+    def gain(a, b):
+        merged = groups[a] | groups[b]
+        if group_violation(graph, list(merged)):
+            return None
+        if objective == "time":
+            return scorer.group_cost(groups[a]) + scorer.group_cost(groups[b]) - scorer.group_cost(merged)
+        return _io_bytes(graph, groups[a]) + _io_bytes(graph, groups[b]) - _io_bytes(graph, merged)
+
+    def creates_cycle(a, b):
+        for x, y in ((a, b), (b, a)):
+            for s in q.successors(x):
+                if s != y and nx.has_path(q, s, y):
+                    return True
+        return False
+
+    def push(a, b):
+        s = gain(a, b)
+        if s is not None and s > 1e-9:
+            heapq.heappush(heap, (-s, a, b, version[a], version[b]))
+
+    for a, b in _neighbour_pairs(graph, gid):
+        push(a, b)
+    while heap:
+        _, a, b, va, vb = heapq.heappop(heap)
+        if a not in groups or b not in groups or version[a] != va or version[b] != vb:
+            continue
+        if creates_cycle(a, b):
+            continue
+        groups[a] = groups[a] | groups.pop(b)
+        version[a] += 1
+        for n in groups[a]:
+            gid[n] = a
+        q = nx.contracted_nodes(q, a, b, self_loops=False)
+        # re-score the merged group's neighbours
+        nbrs = set(q.predecessors(a)) | set(q.successors(a))
+        for n in groups[a]:
+            for p in graph.g.nodes[n]["reads"]:
+                for c in graph.dataflow.successors(p):
+                    if c in gid and gid[c] != a:
+                        nbrs.add(gid[c])
+        for c in nbrs:
+            if c in groups and c != a:
+                push(min(a, c), max(a, c))
+    return Partition.of(sorted(groups.values(), key=lambda g: min(scorer._pos(n) for n in g)))
+
+
+def enumerate_groups(graph: OpGraph, max_size: int, limit: int = 200_000) -> list[frozenset]:
+    """Legal groups of up to ``max_size`` compute nodes, grown from each node through
+    data edges and shared inputs. Grows through illegal sets too (a set that is not
+    convex may become convex when the path's middle joins), up to ``limit`` sets."""
+    df = graph.dataflow
+    nodes = graph.compute_nodes
+    nbr = {n: set() for n in nodes}
+    for u, v in df.edges:
+        if u in nbr and v in nbr:
+            nbr[u].add(v)
+            nbr[v].add(u)
+    for p in df.nodes:
+        cons = [c for c in df.successors(p) if c in nbr]
+        if len(cons) <= 8:
+            for a, b in itertools.combinations(cons, 2):
+                nbr[a].add(b)
+                nbr[b].add(a)
+    seen: set = set()
+    legal: list = []
+    frontier = [frozenset([n]) for n in nodes]
+    seen.update(frontier)
+    while frontier:
+        nxt = []
+        for s in frontier:
+            if len(s) == 1 or group_violation(graph, list(s)) is None:
+                legal.append(s)
+            if len(s) >= max_size:
+                continue
+            for n in set().union(*(nbr[m] for m in s)) - s:
+                t = s | {n}
+                if t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+                    if len(seen) > limit:
+                        raise SearchError(f"more than {limit} candidate groups; use greedy")
+        frontier = nxt
+    return legal
+
+
+def exact(graph: OpGraph, scorer: Scorer, max_group: int | None = None,
+          time_limit: float = 20.0) -> tuple[Partition, bool, str, float | None]:
+    """Optimal partition over candidate groups (integer program with cycle cuts).
+
+    Returns ``(partition, optimal, optimal_over, gap)``.
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import lil_matrix
+
+    nodes = graph.compute_nodes
+    if not nodes:
+        return Partition(()), True, "all legal partitions", 0.0
+    n = len(nodes)
+    if max_group is None:
+        max_group = n if n <= EXACT_ALL_GROUPS_MAX_NODES else 8
+    cands = enumerate_groups(graph, max_group)
+    over = ("all legal partitions" if max_group >= n else
+            f"partitions into legal groups of at most {max_group} ops")
+    idx = {v: i for i, v in enumerate(nodes)}
+    c = np.array([scorer.group_cost(g) for g in cands])
+    A = lil_matrix((n, len(cands)))
+    for j, g in enumerate(cands):
+        for v in g:
+            A[idx[v], j] = 1
+    cover = LinearConstraint(A.tocsr(), 1, 1)
+    cuts: list[np.ndarray] = []
+    cut_ub: list[float] = []
+    gap = None
+    t0 = time.perf_counter()
+    for _ in range(200):
+        left = max(1.0, time_limit - (time.perf_counter() - t0))
+        allc = [cover]
+        if cuts:
+            allc.append(LinearConstraint(np.vstack(cuts), -np.inf, np.array(cut_ub)))
+        res = milp(c, integrality=np.ones(len(cands)), bounds=Bounds(0, 1), constraints=allc,
+                   options={"time_limit": left})
+        if res.x is None:
+            raise SearchError(f"exact search failed: {res.message}")
+        gap = getattr(res, "mip_gap", None)
+        chosen = [cands[j] for j in np.flatnonzero(res.x > 0.5)]
+        q = quotient(graph, [list(g) for g in chosen])
+        try:
+            cyc = nx.find_cycle(q)
+        except nx.NetworkXNoCycle:
+            part = Partition.of(sorted((sorted(g, key=idx.__getitem__) for g in chosen),
+                                       key=lambda g: idx[g[0]]))
+            optimal = res.status == 0
+            return part, optimal, over, gap
+        # forbid this combination of groups: at most all but one of them
+        row = np.zeros(len(cands))
+        ids = {cands.index(chosen[i]) for i, _ in cyc}
+        row[list(ids)] = 1
+        cuts.append(row)
+        cut_ub.append(len(ids) - 1)
+    raise SearchError("exact search did not converge (too many cyclic solutions); use greedy")
+
+
+def brute_force(graph: OpGraph, scorer: Scorer) -> tuple[Partition, float]:
+    """Enumerate every legal partition (small graphs only) and return the cheapest."""
+    best = [None, float("inf")]
+    for p in enumerate_partitions(graph):
+        c = scorer.cost(p)
+        if c < best[1] - 1e-12:
+            best = [p, c]
+    return best[0], best[1]
+
+
+def enumerate_partitions(graph: OpGraph):
+    """Yield every legal partition of the compute nodes (exponential: tests only)."""
+    nodes = graph.compute_nodes
+    groups = enumerate_groups(graph, len(nodes))
+    by_first: dict = {}
+    pos = {v: i for i, v in enumerate(nodes)}
+    for g in groups:
+        by_first.setdefault(min(g, key=pos.__getitem__), []).append(g)
+
+    def rec(covered, chosen):
+        rest = [v for v in nodes if v not in covered]
+        if not rest:
+            try:
+                check_partition(graph, [list(g) for g in chosen])
+            except FusionError:
+                return
+            yield Partition.of([sorted(g, key=pos.__getitem__) for g in chosen])
+            return
+        first = rest[0]
+        for g in by_first.get(first, []):
+            if not (g & covered):
+                yield from rec(covered | g, chosen + [g])
+    yield from rec(frozenset(), [])
+
+
+# ---------------------------------------------------------------------------
+def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "auto",
+           fold_bn: bool = True, opts: CostOptions = CostOptions(),
+           max_group: int | None = None) -> SearchResult:
+    """Find a fusion partition for ``target`` and predict what it buys.
+
+    ``unfused`` is eager PyTorch (one kernel per op); ``fused`` is the partition run in
+    ``mode``. Never returns a partition predicted slower than running every op alone in
+    ``mode``.
+    """
+    check_mode(mode)
+    if algo not in ALGOS:
+        raise SearchError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")
+    spec = as_spec(gpu)
+    graph0 = as_graph(target, args)
+    t0 = time.perf_counter()
+    graph, folded = fold_conv_bn(graph0) if fold_bn else (graph0, [])
+    scorer = Scorer(graph, spec, mode, opts)
+    notes = []
+    n = len(graph.compute_nodes)
+    chosen = algo
+    if algo == "auto":
+        chosen = "exact" if n <= AUTO_EXACT_MAX_NODES else "greedy"
+    optimal, over, gap = False, "", None
+    if chosen == "exact":
+        try:
+            part, optimal, over, gap = exact(graph, scorer, max_group)
+        except SearchError as e:
+            if algo == "exact":
+                raise
+            notes.append(f"exact search gave up ({e}); used greedy")
+            chosen = "greedy"
+    if chosen in ("greedy", "bytes"):
+        part = greedy(graph, scorer, "time" if chosen == "greedy" else "bytes")
+    single = Partition.singletons(graph)
+    if scorer.cost(part) > scorer.cost(single) + 1e-9:
+        notes.append("no fusion helps: every merge was predicted slower than launching ops alone")
+        part = single
+    if folded:
+        part = Partition(part.groups, tuple(folded))
+        notes.append(f"folded {len(folded)} batch norm(s) into their convolution")
+    unfused = predict_groups(graph0, [[v] for v in graph0.compute_nodes], spec, "eager", opts)
+    fused = predict_groups(graph, [list(g) for g in part.groups], spec, mode, opts)
+    return SearchResult(part, graph, unfused, fused, algo if algo != "auto" else f"auto:{chosen}",
+                        time.perf_counter() - t0, optimal, over, gap, notes)
+
+
+def whatif(target, fuse: list[list[str]], args=None, gpu="h100", mode: str = "compiled",
+           opts: CostOptions = CostOptions()) -> SearchResult:
+    """Predict the effect of fusing exactly the named groups (others stay alone)."""
+    check_mode(mode)
+    spec = as_spec(gpu)
+    graph = as_graph(target, args)
+    t0 = time.perf_counter()
+    named = set()
+    for grp in fuse:
+        for v in grp:
+            if v not in graph:
+                close = [c for c in graph.compute_nodes if v in c or c in v][:5]
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise FusionError(f"no node named {v!r} in the graph{hint}; names are as "
+                                  "`gpusim predict` prints them")
+            if v in named:
+                raise FusionError(f"{v} is named in two --fuse groups")
+            named.add(v)
+    groups = [list(g) for g in fuse] + [[v] for v in graph.compute_nodes if v not in named]
+    check_partition(graph, groups)
+    part = Partition.of(groups)
+    unfused = predict_groups(graph, [[v] for v in graph.compute_nodes], spec, "eager", opts)
+    fused = predict_groups(graph, groups, spec, mode, opts)
+    return SearchResult(part, graph, unfused, fused, "whatif", time.perf_counter() - t0)

@@ -1,0 +1,134 @@
+"""Simulate: the host issuing kernels and one GPU stream executing them.
+
+Two lanes. The host spends a dispatch cost per kernel (depending on the runtime mode)
+and then enqueues it; the GPU starts a kernel when it is enqueued (plus a launch
+latency if the stream was idle) and the previous kernel has finished. When the host is
+slower than the GPU, the GPU waits: those idle gaps are why fusion can lose at small
+sizes (a compiled call's wrapper costs more than the bytes it saves) and win big at
+large ones.
+
+Modes
+    ``eager``     every non-view aten op is a kernel; ``eager_op_us`` of host time each,
+                  plus ``eager_view_us`` for each view op dispatched on the way.
+    ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then
+                  ``compiled_kernel_us`` per kernel launch (what torch.compile pays).
+    ``cudagraph`` one replay: ``cudagraph_call_us`` of host time, and the GPU spends
+                  ``cudagraph_kernel_us`` between consecutive kernels.
+
+End-to-end time is the steady-state time per call when calls run back to back (what a
+wall clock around a loop of calls measures): the simulation runs several calls and
+takes the spacing of their completions. A single call's latency is reported too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cost import KernelEstimate
+
+MODES = ("eager", "compiled", "cudagraph")
+
+
+class ModeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    lane: str          # "host" or "gpu"
+    start_us: float
+    dur_us: float
+    call: int = 0
+    kernel: int | None = None   # index into Timeline.kernels for GPU events
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+
+@dataclass
+class Timeline:
+    mode: str
+    kernels: list[KernelEstimate]
+    events: list[Event]             # host and GPU events of the first call
+    device_us: float                # sum of kernel times (GPU busy time)
+    end_to_end_us: float            # steady-state wall time per call
+    latency_us: float               # one call, host start to last kernel end
+    span_us: float                  # one call, first kernel start to last kernel end
+    host_us: float                  # host time per call
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # GPU idle in call 1
+
+    @property
+    def idle_us(self) -> float:
+        return sum(b - a for a, b in self.gaps)
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ModeError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    return mode
+
+
+def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
+             views_before: list[int] | None = None, trailing_views: int = 0,
+             calls: int = 4) -> Timeline:
+    """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
+
+    ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
+    pays for them. Returns the first call's events and the steady-state timing.
+    """
+    check_mode(mode)
+    n = len(kernels)
+    views_before = views_before or [0] * n
+    if mode == "eager":
+        call_us, per_k = 0.0, [spec.eager_op_us + v * spec.eager_view_us for v in views_before]
+        tail = trailing_views * spec.eager_view_us
+        gpu_gap = 0.0
+    elif mode == "compiled":
+        call_us, per_k, tail, gpu_gap = spec.compiled_call_us, [spec.compiled_kernel_us] * n, 0.0, 0.0
+    else:
+        call_us, per_k, tail, gpu_gap = spec.cudagraph_call_us, [0.0] * n, 0.0, spec.cudagraph_kernel_us
+
+    host = 0.0
+    gpu_free = 0.0
+    ends = []
+    events: list[Event] = []
+    gaps: list[tuple[float, float]] = []
+    first_start = None
+    end0 = 0.0
+    for c in range(calls):
+        call_start = host
+        host += call_us
+        if c == 0 and call_us:
+            events.append(Event("call overhead", "host", call_start, call_us, c))
+        enqueue = host       # cudagraph: the whole graph is enqueued by the replay
+        prev_end = None
+        for i, k in enumerate(kernels):
+            if mode != "cudagraph":
+                if c == 0 and per_k[i]:
+                    events.append(Event(f"launch {k.name}", "host", host, per_k[i], c, i))
+                host += per_k[i]
+                enqueue = host
+            idle = gpu_free <= enqueue
+            start = max(gpu_free + (gpu_gap if prev_end is not None else 0.0),
+                        enqueue + (spec.launch_latency_us if idle else 0.0))
+            if c == 0:
+                if first_start is None:
+                    first_start = start
+                if prev_end is not None and start > prev_end + 1e-9:
+                    gaps.append((prev_end, start))
+                events.append(Event(k.name, "gpu", start, k.us, c, i))
+            gpu_free = start + k.us
+            prev_end = gpu_free
+        host += tail
+        if c == 0:
+            end0 = gpu_free
+        ends.append(max(gpu_free, host))
+    device = sum(k.us for k in kernels)
+    host_per_call = call_us + sum(per_k) + tail
+    e2e = (ends[-1] - ends[0]) / (calls - 1) if calls > 1 else ends[0]
+    return Timeline(mode=mode, kernels=list(kernels), events=events, device_us=device,
+                    end_to_end_us=e2e, latency_us=ends[0],
+                    span_us=(end0 - first_start) if first_start is not None else 0.0,
+                    host_us=host_per_call, gaps=gaps)
