@@ -89,7 +89,11 @@ def _wrap(fn_or_module, args):
     if not callable(fn_or_module):
         raise CaptureError(f"cannot capture a {type(fn_or_module).__name__}: pass a function "
                            "or an nn.Module")
-    return fn_or_module, tuple(args), []
+    fn = fn_or_module
+
+    def call(*a):   # make_fx binds every parameter; hide defaults such as inplace=False
+        return fn(*a)
+    return call, tuple(args), []
 
 
 def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):

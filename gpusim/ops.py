@@ -363,7 +363,7 @@ def _sdpa_gemm(ctx):
     q, k = ctx.ins[0], ctx.ins[1]
     v = ctx.ins[2]
     b = numel(q.shape[:-2])
-    causal = bool(ctx.arg(4, "is_causal", False)) if packet_name(ctx.name) == \
+    causal = bool(ctx.arg(5, "is_causal", False)) if packet_name(ctx.name) == \
         "scaled_dot_product_attention" else bool(ctx.kwargs.get("is_causal", False))
     return {"b": b, "m": q.shape[-2], "n": k.shape[-2], "k": q.shape[-1],
             "dv": v.shape[-1], "causal": causal, "unit_dtype": q.dtype}
