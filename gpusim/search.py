@@ -191,7 +191,8 @@ def greedy(graph: OpGraph, scorer: Scorer, objective: str = "time") -> Partition
         for c in nbrs:
             if c in groups and c != a:
                 push(min(a, c), max(a, c))
-    return Partition.of(sorted(groups.values(), key=lambda g: min(scorer._pos(n) for n in g)))
+    ordered = [sorted(g, key=scorer._pos) for g in groups.values()]
+    return Partition.of(sorted(ordered, key=lambda g: scorer._pos(g[0])))
 
 
 def enumerate_groups(graph: OpGraph, max_size: int, limit: int = 200_000) -> list[frozenset]:
