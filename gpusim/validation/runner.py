@@ -100,21 +100,24 @@ def partitioned_callable(cap, groups, compile_groups=True):
     subs = [name for name, _ in split.named_children() if name.startswith("submod_")]
     for name in subs:
         mod = getattr(split, name)
-        wrapped = _Ranged(torch.compile(mod) if compile_groups else mod, name)
+        wrapped = _ranged(torch.compile(mod) if compile_groups else mod, name)
         setattr(split, name, wrapped)
     return split, subs
 
 
-class _Ranged:
-    """Calls a sub-module inside a profiler range named after it (kernel attribution)."""
+def _ranged(mod, name):
+    """Wrap a sub-module so each call runs inside a profiler range named after it."""
+    import torch
 
-    def __init__(self, mod, name):
-        self.mod, self.name = mod, name
+    class Ranged(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = mod
 
-    def __call__(self, *a, **k):
-        import torch
-        with torch.profiler.record_function(f"gpusim:{self.name}"):
-            return self.mod(*a, **k)
+        def forward(self, *a, **k):
+            with torch.profiler.record_function(f"gpusim:{name}"):
+                return self.inner(*a, **k)
+    return Ranged()
 
 
 def _kernels_per_range(prof, prefix="gpusim:"):
