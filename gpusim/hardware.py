@@ -1,0 +1,258 @@
+"""Hardware: GPU spec files (``hwspecs/*.toml``) loaded into a frozen, validated dataclass.
+
+The device is data, not code: no ``if gpu == "a100"`` anywhere. Every datasheet figure
+cites its source in the TOML; ``[model]`` and ``[host]`` hold the cost-model parameters,
+assumed for datasheet specs and measured for calibrated ones (``gpusim calibrate``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+ALIASES = {"a100": "a100-sxm4-80gb", "v100": "v100-sxm2-16gb", "h100": "h100-sxm",
+           "h200": "h200-sxm"}
+UNITS = ("fp64", "fp32", "tf32_tc", "fp16_tc", "bf16_tc")
+REQUIRED_UNITS = ("fp64", "fp32", "fp16_tc")
+
+MEMORY = ("bandwidth_gbs", "capacity_gib", "l2_mib")
+COMPUTE = ("sm_count", "boost_clock_mhz", "smem_per_sm_kib", "registers_per_sm")
+MODEL = ("mem_efficiency", "l2_bandwidth_gbs", "l2_resident_fraction", "kernel_fixed_us",
+         "kernel_min_us", "cuda_core_efficiency", "matmul_efficiency", "matmul_tile_m",
+         "matmul_tile_n")
+HOST = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel_us",
+        "cudagraph_call_us", "cudagraph_kernel_us", "launch_latency_us")
+FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
+             "matmul_efficiency")
+INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
+SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL, "host": HOST}
+
+
+class SpecError(ValueError):
+    """A spec that cannot be found or is malformed; one line naming file and field."""
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    name: str
+    display_name: str
+    source: str
+    measured_on: str | None
+    measured_date: str | None
+    path: str
+    bandwidth_gbs: float
+    capacity_gib: float
+    l2_mib: float
+    sm_count: int
+    boost_clock_mhz: float
+    smem_per_sm_kib: float
+    registers_per_sm: int
+    peak_tflops: Mapping[str, float]
+    mem_efficiency: float
+    l2_bandwidth_gbs: float
+    l2_resident_fraction: float
+    kernel_fixed_us: float
+    kernel_min_us: float
+    cuda_core_efficiency: float
+    matmul_efficiency: float
+    matmul_tile_m: int
+    matmul_tile_n: int
+    eager_op_us: float
+    eager_view_us: float
+    compiled_call_us: float
+    compiled_kernel_us: float
+    cudagraph_call_us: float
+    cudagraph_kernel_us: float
+    launch_latency_us: float
+
+    @property
+    def bandwidth(self) -> float:
+        """Peak DRAM bandwidth, bytes/s."""
+        return self.bandwidth_gbs * 1e9
+
+    @property
+    def l2_bytes(self) -> float:
+        return self.l2_mib * 2**20
+
+    @property
+    def l2_bandwidth(self) -> float:
+        return self.l2_bandwidth_gbs * 1e9
+
+    def peak_flops(self, unit: str) -> float:
+        """Peak FLOP/s of an execution unit (``fp32``, ``fp16_tc``, ...)."""
+        if unit not in self.peak_tflops:
+            raise SpecError(f"{self.name}: no peak for unit {unit!r} (has {', '.join(self.peak_tflops)})")
+        return self.peak_tflops[unit] * 1e12
+
+    def replace(self, **changes) -> "GPUSpec":
+        if "peak_tflops" in changes:
+            changes["peak_tflops"] = MappingProxyType(dict(changes["peak_tflops"]))
+        return dataclasses.replace(self, **changes)
+
+    def __hash__(self):
+        return hash((self.name, self.path, self.bandwidth_gbs, self.kernel_fixed_us))
+
+
+def builtin_dir() -> Path:
+    here = Path(__file__).resolve().parent.parent / "hwspecs"
+    if here.is_dir() and any(here.glob("*.toml")):
+        return here
+    from importlib.resources import files
+    return Path(str(files("gpusim.hwspecs")))
+
+
+def _num(path, section, key, v, integer=False):
+    where = f"{path}: field [{section}].{key}" if section else f"{path}: field {key}"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SpecError(f"{where} must be a positive number, got {v!r}; fix the spec file")
+    if not math.isfinite(v) or v <= 0:
+        raise SpecError(f"{where} must be a positive number, got {v!r}; fix the spec file")
+    if key in FRACTIONS and v > 1:
+        raise SpecError(f"{where} is a fraction and must be in (0, 1], got {v!r}")
+    if integer:
+        if int(v) != v:
+            raise SpecError(f"{where} must be a whole number, got {v!r}")
+        return int(v)
+    return float(v)
+
+
+def parse_spec(data: dict, path: str) -> GPUSpec:
+    """Validate a parsed TOML document and build a GPUSpec."""
+    for key in ("name", "display_name"):
+        if not isinstance(data.get(key), str) or not data.get(key):
+            raise SpecError(f"{path}: field {key} is missing or not a string; add it")
+    source = data.get("source", "datasheet")
+    if source not in ("datasheet", "measured"):
+        raise SpecError(f"{path}: field source must be 'datasheet' or 'measured', got {source!r}")
+    vals: dict = {}
+    for section, keys in SECTIONS.items():
+        sec = data.get(section)
+        if not isinstance(sec, dict):
+            raise SpecError(f"{path}: section [{section}] is missing; add it (see hwspecs/h100-sxm.toml)")
+        for k in keys:
+            if k not in sec:
+                raise SpecError(f"{path}: field [{section}].{k} is missing; add it")
+            vals[k] = _num(path, section, k, sec[k], k in INTS)
+    peaks = (data.get("compute") or {}).get("peak_tflops")
+    if not isinstance(peaks, dict):
+        raise SpecError(f"{path}: section [compute.peak_tflops] is missing; add it")
+    for k in peaks:
+        if k not in UNITS:
+            raise SpecError(f"{path}: field [compute.peak_tflops].{k} is not a known unit "
+                            f"({', '.join(UNITS)})")
+    for k in REQUIRED_UNITS:
+        if k not in peaks:
+            raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
+    pk = {k: _num(path, "compute.peak_tflops", k, v) for k, v in peaks.items()}
+    if vals["kernel_min_us"] <= 0:
+        raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
+    return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,
+                   measured_on=data.get("measured_on"), measured_date=data.get("measured_date"),
+                   path=str(path), peak_tflops=MappingProxyType(pk), **vals)
+
+
+def _read(path: Path) -> GPUSpec:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML ({e})") from None
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read ({e.strerror})") from None
+    spec = parse_spec(data, str(path))
+    if path.parent == builtin_dir() and spec.name != path.stem:
+        raise SpecError(f"{path}: field name is {spec.name!r} but the file is {path.stem}.toml; "
+                        "make them equal")
+    return spec
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin(name: str) -> GPUSpec:
+    return _read(builtin_dir() / f"{name}.toml")
+
+
+def canonical_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.toml"))
+
+
+def known_names() -> list[str]:
+    return sorted(set(canonical_names()) | set(ALIASES))
+
+
+def load_spec(name_or_path) -> GPUSpec:
+    """A spec by canonical name, alias (case-insensitive) or path to a .toml file."""
+    if isinstance(name_or_path, GPUSpec):
+        return name_or_path
+    s = str(name_or_path)
+    if s.endswith(".toml") or "/" in s:
+        p = Path(s)
+        if not p.is_file():
+            raise SpecError(f"spec file {s} does not exist")
+        return _read(p)
+    key = ALIASES.get(s.lower(), s.lower())
+    if key not in canonical_names():
+        raise SpecError(f"unknown GPU {s!r}; known: {', '.join(known_names())} "
+                        "(or pass a path to a .toml spec file)")
+    return _builtin(key)
+
+
+def list_specs() -> list[GPUSpec]:
+    return [load_spec(n) for n in canonical_names()]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> None:
+    """Write ``spec`` as TOML in the hwspecs schema; ``comments[field]`` is written
+    beside that field (e.g. how it was measured)."""
+    comments = comments or {}
+
+    def line(k, v):
+        c = comments.get(k)
+        return f"{k} = {_fmt(v)}" + (f"  # {c}" if c else "")
+    out = [f"# {spec.display_name}: written by gpusim", line("name", spec.name),
+           line("display_name", spec.display_name), line("source", spec.source)]
+    if spec.measured_on:
+        out.append(line("measured_on", spec.measured_on))
+    if spec.measured_date:
+        out.append(line("measured_date", spec.measured_date))
+    for section, keys in SECTIONS.items():
+        out += ["", f"[{section}]"]
+        out += [line(k, getattr(spec, k)) for k in keys]
+        if section == "compute":
+            out += ["", "[compute.peak_tflops]"]
+            out += [line(k, float(v)) for k, v in spec.peak_tflops.items()]
+    text = "\n".join(out) + "\n"
+    p = Path(path)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(p)
+
+
+def specs_table(specs) -> str:
+    from .report import table
+    rows = []
+    for s in specs:
+        pk = s.peak_tflops
+        rows.append([s.name, s.display_name, f"{s.bandwidth_gbs:g}", f"{s.l2_mib:g}",
+                     str(s.sm_count), f"{pk['fp32']:g}"] +
+                    [f"{pk[u]:g}" if u in pk else "-" for u in ("tf32_tc", "fp16_tc", "bf16_tc")] +
+                    [s.source + (f" ({s.measured_date})" if s.measured_date else "")])
+    aliases = ", ".join(f"{a} = {c}" for a, c in sorted(ALIASES.items()))
+    return table(rows, ["name", "GPU", "GB/s", "L2 MiB", "SMs", "FP32", "TF32", "FP16",
+                        "BF16", "source"], "llrrrrrrrl") + \
+        f"\n\nTFLOP/s dense; TF32/FP16/BF16 on tensor cores. Aliases: {aliases}."
