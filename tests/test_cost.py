@@ -64,7 +64,7 @@ def test_wave_quantisation():
 def test_every_spec_predicts():
     for s in SPECS:
         p = predict(lambda x: torch.relu(x) @ x, (torch.empty(512, 512, device="meta"),), gpu=s)
-        assert p.device_us > 0 and p.end_to_end_us >= p.device_us
+        assert p.device_us > 0 and p.end_to_end_us >= p.device_us - 1e-9
 
 
 def _chain(n_elems, k=3):
