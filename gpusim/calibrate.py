@@ -1,0 +1,245 @@
+"""``gpusim calibrate``: measure the GPU at hand and write a spec file.
+
+Microbenchmarks (``run_microbenchmarks``, needs CUDA) produce raw JSON; ``fit_spec``
+(pure, runs anywhere) turns it into the ``[model]`` and ``[host]`` parameters of a
+spec, keeping the datasheet peaks. Each fitted figure's comment in the written TOML
+names the benchmark and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import date
+
+import numpy as np
+
+from .hardware import GPUSpec, dump_spec, load_spec
+
+
+def _log(msg):
+    if sys.stderr.isatty():
+        print(msg, file=sys.stderr, flush=True)
+
+
+def run_microbenchmarks() -> dict:
+    import torch
+
+    from .validation import measure
+    measure.require_cuda()
+    raw = {"env": measure.env_info(), "copy": [], "add": [], "host": {}, "matmul": []}
+    dev = "cuda"
+    # a) copy bandwidth against size, cold and warm
+    for e in range(10, 32, 1):
+        nbytes = 1 << e
+        n = nbytes // 4
+        src = torch.randn(n, device=dev)
+        dst = torch.empty_like(src)
+        f = lambda: dst.copy_(src)  # noqa: E731
+        cold = measure.time_device(f, flush=True, reps=15 if e < 28 else 8)
+        warm = measure.time_device(f, flush=False, reps=15 if e < 28 else 8)
+        raw["copy"].append({"bytes": 2 * nbytes, "cold_us": cold["median_us"], "warm_us": warm["median_us"]})
+        _log(f"copy {nbytes} B: cold {cold['median_us']:.1f} us warm {warm['median_us']:.1f} us")
+        del src, dst
+    # b) x + 1, cold: fixed and minimum kernel time
+    for e in range(10, 30, 2):
+        x = torch.randn((1 << e) // 4, device=dev)
+        t = measure.time_device(lambda: x + 1, flush=True, reps=15)
+        raw["add"].append({"bytes": 2 * (1 << e), "cold_us": t["median_us"]})
+        del x
+    # c) host costs
+    tiny = torch.randn(1, device=dev)
+
+    def eager_ops(k):
+        def f():
+            y = tiny
+            for _ in range(k):
+                y = torch.add(y, 1.0)
+            return y
+        return f
+
+    def views(k):
+        def f():
+            y = tiny
+            for _ in range(k):
+                y = y.view(-1)
+            return y
+        return f
+    raw["host"]["eager_100_ops_us"] = measure.time_wall(eager_ops(100))["median_us"]
+    raw["host"]["eager_1_op_us"] = measure.time_wall(eager_ops(1))["median_us"]
+    raw["host"]["views_100_us"] = measure.time_wall(views(100))["median_us"]
+    raw["host"]["views_1_us"] = measure.time_wall(views(1))["median_us"]
+    mats = [torch.randn(16, 16, device=dev) for _ in range(9)]
+
+    def chain(k):
+        def f(x):
+            for i in range(k):
+                x = x @ mats[i]
+            return x
+        return f
+    comp = {}
+    for k in (1, 8):
+        torch._dynamo.reset()
+        cf = torch.compile(chain(k))
+        x = torch.randn(16, 16, device=dev)
+        comp[k] = {"wall_us": measure.time_wall(cf, (x,))["median_us"],
+                   "kernels": len(measure.profile_kernels(cf, (x,), flush=False, reps=2)["kernels"])}
+    raw["host"]["compiled"] = comp
+    graphs = {}
+    for k in (1, 32):
+        s = torch.randn(1024, device=dev)
+        g = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            y = s
+            for _ in range(k):
+                y = y + 1
+        graphs[k] = {"wall_us": measure.time_wall(g.replay)["median_us"],
+                     "device_us": measure.time_device(g.replay, flush=False)["median_us"]}
+    raw["host"]["cudagraph"] = graphs
+    # d) matmul throughput per dtype against shape
+    shapes = [(256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+              (8192, 8192, 8192), (4096, 4096, 128), (8192, 128, 8192), (1000, 1000, 1000),
+              (4097, 4097, 4097), (16384, 1024, 1024), (128, 4096, 4096)]
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for m, n, k in shapes:
+            if dt == torch.float32 and m * n * k > 4096 ** 3:
+                reps = 5
+            else:
+                reps = 10
+            a = torch.randn(m, k, device=dev, dtype=dt)
+            b = torch.randn(k, n, device=dev, dtype=dt)
+            t = measure.time_device(lambda: a @ b, flush=True, reps=reps)
+            raw["matmul"].append({"dtype": str(dt).replace("torch.", ""), "m": m, "n": n, "k": k,
+                                  "us": t["median_us"],
+                                  "tflops": 2 * m * n * k / t["median_us"] / 1e6})
+            _log(f"mm {dt} {m}x{n}x{k}: {raw['matmul'][-1]['tflops']:.1f} TFLOP/s")
+            del a, b
+    return raw
+
+
+UNIT_OF = {"float32": "fp32", "float16": "fp16_tc", "bfloat16": "bf16_tc"}
+
+
+def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec, dict]:
+    """Fit the [model] and [host] parameters of ``base`` from raw microbenchmarks."""
+    diag: dict = {}
+    env = raw.get("env", {})
+    l2 = float(env.get("l2_bytes") or base.l2_bytes)
+    copies = raw["copy"]
+    # DRAM regime: cold copies well past L2; t = fixed + bytes / bw_eff
+    big = [c for c in copies if c["bytes"] >= 8 * l2]
+    xb = np.array([c["bytes"] for c in big], float)
+    yb = np.array([c["cold_us"] for c in big], float)
+    slope, icpt = np.polyfit(xb, yb, 1)
+    bw_eff = 1.0 / slope * 1e6                   # bytes/s
+    mem_eff = min(1.0, bw_eff / base.bandwidth)
+    diag["copy_bandwidth_gbs"] = bw_eff / 1e9
+    # fixed per-kernel cost and minimum time from small cold kernels
+    adds = raw.get("add") or []
+    kmin = min(a["cold_us"] for a in adds) if adds else base.kernel_min_us
+    small = [c["cold_us"] for c in copies if c["bytes"] <= 64 * 1024]
+    fixed = float(np.median(small)) if small else max(icpt, 0.5)
+    diag["dram_fit_intercept_us"] = float(icpt)
+    # L2: warm copies that fit in half the L2; slope is the L2 bandwidth
+    warm = [c for c in copies if 1 << 20 <= c["bytes"] <= l2 / 2]
+    if len(warm) >= 2:
+        s2, _ = np.polyfit([c["bytes"] for c in warm], [c["warm_us"] for c in warm], 1)
+        l2_bw = 1.0 / s2 * 1e6 if s2 > 0 else base.l2_bandwidth
+    else:
+        l2_bw = base.l2_bandwidth
+    l2_bw = max(l2_bw, bw_eff * 1.05)
+    # the largest warm size still clearly faster than DRAM
+    resident = [c["bytes"] / 2 for c in copies
+                if c["warm_us"] > 0 and c["cold_us"] / c["warm_us"] > 1.5]
+    frac = min(1.0, max(resident) / l2) if resident else base.l2_resident_fraction
+    # matmul efficiency: best large-square rate against the unit's peak, per dtype
+    effs = {}
+    for dt, unit in UNIT_OF.items():
+        rates = [r["tflops"] for r in raw.get("matmul", []) if r["dtype"] == dt and r["m"] == r["n"] == r["k"] >= 4096]
+        if rates and unit in base.peak_tflops:
+            effs[dt] = max(rates) / base.peak_tflops[unit]
+    diag["matmul_efficiency_by_dtype"] = effs
+    mm_eff = float(np.median(list(effs.values()))) if effs else base.matmul_efficiency
+    # host costs
+    h = raw["host"]
+    eager_op = (h["eager_100_ops_us"] - h["eager_1_op_us"]) / 99
+    view = max(0.05, (h["views_100_us"] - h["views_1_us"]) / 99)
+    comp = {int(k): v for k, v in h["compiled"].items()}
+    k_lo, k_hi = min(comp), max(comp)
+    per_kernel = (comp[k_hi]["wall_us"] - comp[k_lo]["wall_us"]) / max(1, comp[k_hi]["kernels"] - comp[k_lo]["kernels"])
+    call = comp[k_lo]["wall_us"] - comp[k_lo]["kernels"] * per_kernel
+    cg = {int(k): v for k, v in h["cudagraph"].items()}
+    g_lo, g_hi = min(cg), max(cg)
+    cg_kernel = (cg[g_hi]["device_us"] - cg[g_lo]["device_us"]) / (g_hi - g_lo)
+    cg_kernel = max(0.05, cg_kernel - kmin)       # the gap between kernels, not their run time
+    cg_call = max(0.5, cg[g_lo]["wall_us"] - cg[g_lo]["device_us"])
+    diag.update(eager_op_us=eager_op, compiled_per_kernel_us=per_kernel, compiled_call_us=call)
+    changes = dict(
+        name=name or f"{base.name}-calibrated", source="measured",
+        measured_on=str(env.get("gpu_name", "unknown GPU")), measured_date=date.today().isoformat(),
+        mem_efficiency=float(mem_eff), kernel_fixed_us=float(max(0.5, fixed)),
+        kernel_min_us=float(max(0.5, kmin)), l2_bandwidth_gbs=float(l2_bw / 1e9),
+        l2_resident_fraction=float(max(0.05, frac)), matmul_efficiency=float(min(1.0, mm_eff)),
+        eager_op_us=float(max(0.5, eager_op)), eager_view_us=float(view),
+        compiled_call_us=float(max(0.5, call)), compiled_kernel_us=float(max(0.5, per_kernel)),
+        cudagraph_call_us=float(cg_call), cudagraph_kernel_us=float(cg_kernel))
+    if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:
+        diag["sm_count_note"] = f"device reports {env['sm_count']} SMs, datasheet {base.sm_count}"
+        changes["sm_count"] = int(env["sm_count"])
+    if env.get("l2_bytes") and abs(l2 / 2**20 - base.l2_mib) > 0.5:
+        diag["l2_note"] = f"device reports {l2 / 2**20:.0f} MiB L2, datasheet {base.l2_mib}"
+        changes["l2_mib"] = float(l2 / 2**20)
+    return base.replace(**changes), diag
+
+
+COMMENTS = {
+    "mem_efficiency": "cold device-to-device copies of 8x L2 and more: fitted bandwidth / datasheet peak",
+    "kernel_fixed_us": "median cold copy time at 64 KiB and below",
+    "kernel_min_us": "fastest cold x+1 kernel",
+    "l2_bandwidth_gbs": "slope of warm (L2-resident) copies",
+    "l2_resident_fraction": "largest warm copy still 1.5x faster than cold / L2 size",
+    "matmul_efficiency": "median over fp32/fp16/bf16 of best square GEMM rate / peak",
+    "eager_op_us": "wall per eager torch.add in a loop of 100",
+    "eager_view_us": "wall per view in a loop of 100",
+    "compiled_call_us": "torch.compile'd matmul chain: wall at k kernels, fitted call + k * launch",
+    "compiled_kernel_us": "same fit, per kernel",
+    "cudagraph_call_us": "graph replay wall minus its device time",
+    "cudagraph_kernel_us": "graph of 32 vs 1 tiny kernels, per-kernel device gap",
+}
+
+
+def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
+    from .validation import measure
+    measure.require_cuda()
+    raw = run_microbenchmarks()
+    gpu = measure.gpu_name_short()
+    base = load_spec(base_name or {"h100": "h100-sxm", "h200": "h200-sxm"}.get(gpu, gpu))
+    stem = os.path.splitext(os.path.basename(out_path))[0]
+    spec, diag = fit_spec(raw, base, name=stem)
+    raw["fit"] = diag
+    with open(out_path + ".raw.json", "w") as f:
+        json.dump(raw, f, indent=1)
+    day = spec.measured_date
+    dump_spec(spec, out_path, {k: f"measured {day}: {v}" for k, v in COMMENTS.items()})
+    return spec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="gpusim calibrate")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--base", default=None)
+    a = ap.parse_args(argv)
+    try:
+        spec = calibrate(a.out, a.base)
+    except RuntimeError as e:
+        print(f"gpusim: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {a.out} ({spec.display_name}, measured {spec.measured_date})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
