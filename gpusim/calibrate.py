@@ -40,14 +40,20 @@ def run_microbenchmarks() -> dict:
         f = lambda: dst.copy_(src)  # noqa: E731
         cold = measure.time_device(f, flush=True, reps=15 if e < 28 else 8)
         warm = measure.time_device(f, flush=False, reps=15 if e < 28 else 8)
-        raw["copy"].append({"bytes": 2 * nbytes, "cold_us": cold["median_us"], "warm_us": warm["median_us"]})
+        prof = measure.profile_kernels(f, flush=True, reps=3)["kernels"]
+        profw = measure.profile_kernels(f, flush=False, reps=3)["kernels"]
+        raw["copy"].append({"bytes": 2 * nbytes, "cold_us": cold["median_us"], "warm_us": warm["median_us"],
+                            "kernel_cold_us": sum(k["us"] for k in prof),
+                            "kernel_warm_us": sum(k["us"] for k in profw)})
         _log(f"copy {nbytes} B: cold {cold['median_us']:.1f} us warm {warm['median_us']:.1f} us")
         del src, dst
     # b) x + 1, cold: fixed and minimum kernel time
     for e in range(10, 30, 2):
         x = torch.randn((1 << e) // 4, device=dev)
         t = measure.time_device(lambda: x + 1, flush=True, reps=15)
-        raw["add"].append({"bytes": 2 * (1 << e), "cold_us": t["median_us"]})
+        pk = measure.profile_kernels(lambda: x + 1, flush=True, reps=3)["kernels"]
+        raw["add"].append({"bytes": 2 * (1 << e), "cold_us": t["median_us"],
+                           "kernel_cold_us": sum(k["us"] for k in pk)})
         del x
     # c) host costs
     tiny = torch.randn(1, device=dev)
@@ -74,9 +80,10 @@ def run_microbenchmarks() -> dict:
     mats = [torch.randn(16, 16, device=dev) for _ in range(9)]
 
     def chain(k):
+        # each step is an extern matmul and a Triton relu: 2k kernels
         def f(x):
             for i in range(k):
-                x = x @ mats[i]
+                x = torch.relu(x @ mats[i])
             return x
         return f
     comp = {}
@@ -87,6 +94,21 @@ def run_microbenchmarks() -> dict:
         comp[k] = {"wall_us": measure.time_wall(cf, (x,))["median_us"],
                    "kernels": len(measure.profile_kernels(cf, (x,), flush=False, reps=2)["kernels"])}
     raw["host"]["compiled"] = comp
+    # each group of a partition run as its own compiled region (the validation harness)
+    from .capture import capture_full
+    from .validation.runner import _flat_inputs, partitioned_callable
+    regions = {}
+    for k in (1, 6):
+        chain_fn = lambda x: torch.relu(x + 1) * 2 + torch.sin(x) - x.abs() / 3 + torch.cos(x)  # noqa: E731
+        xx = torch.randn(1024, device=dev)
+        cap = capture_full(chain_fn, (xx,))
+        nodes = cap.graph.compute_nodes
+        groups = [nodes] if k == 1 else [[n] for n in nodes]
+        torch._dynamo.reset()
+        split, subs = partitioned_callable(cap, groups)
+        regions[len(groups)] = {"wall_us": measure.time_wall(lambda: split(xx))["median_us"],
+                                "kernels": len(measure.profile_kernels(lambda: split(xx), flush=False, reps=2)["kernels"])}
+    raw["host"]["regions"] = regions
     graphs = {}
     for k in (1, 32):
         s = torch.randn(1024, device=dev)
@@ -129,31 +151,33 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
     env = raw.get("env", {})
     l2 = float(env.get("l2_bytes") or base.l2_bytes)
     copies = raw["copy"]
-    # DRAM regime: cold copies well past L2; t = fixed + bytes / bw_eff
+    # Kernel durations as the profiler reports them (what per-kernel accuracy compares
+    # with). DRAM regime: cold copies well past L2; t = fixed + bytes / bw_eff.
+    key = "kernel_cold_us" if all("kernel_cold_us" in c for c in copies) else "cold_us"
     big = [c for c in copies if c["bytes"] >= 8 * l2]
-    xb = np.array([c["bytes"] for c in big], float)
-    yb = np.array([c["cold_us"] for c in big], float)
-    slope, icpt = np.polyfit(xb, yb, 1)
+    slope, icpt = np.polyfit([c["bytes"] for c in big], [c[key] for c in big], 1)
     bw_eff = 1.0 / slope * 1e6                   # bytes/s
     mem_eff = min(1.0, bw_eff / base.bandwidth)
     diag["copy_bandwidth_gbs"] = bw_eff / 1e9
-    # fixed per-kernel cost and minimum time from small cold kernels
-    adds = raw.get("add") or []
-    kmin = min(a["cold_us"] for a in adds) if adds else base.kernel_min_us
-    small = [c["cold_us"] for c in copies if c["bytes"] <= 64 * 1024]
-    fixed = float(np.median(small)) if small else max(icpt, 0.5)
     diag["dram_fit_intercept_us"] = float(icpt)
-    # L2: warm copies that fit in half the L2; slope is the L2 bandwidth
+    adds = raw.get("add") or []
+    akey = "kernel_cold_us" if adds and all("kernel_cold_us" in a for a in adds) else "cold_us"
+    kmin = min(a[akey] for a in adds) if adds else base.kernel_min_us
+    small = [c[key] for c in copies if c["bytes"] <= 64 * 1024]
+    fixed = float(np.median(small)) if small else max(icpt, 0.5)
+    # L2: warm copies that fit in half the L2; the slope is the L2 bandwidth
+    wkey = "kernel_warm_us" if all("kernel_warm_us" in c for c in copies) else "warm_us"
     warm = [c for c in copies if 1 << 20 <= c["bytes"] <= l2 / 2]
+    l2_bw = base.l2_bandwidth
     if len(warm) >= 2:
-        s2, _ = np.polyfit([c["bytes"] for c in warm], [c["warm_us"] for c in warm], 1)
-        l2_bw = 1.0 / s2 * 1e6 if s2 > 0 else base.l2_bandwidth
-    else:
-        l2_bw = base.l2_bandwidth
+        s2, _ = np.polyfit([c["bytes"] for c in warm], [c[wkey] for c in warm], 1)
+        if s2 > 0:
+            l2_bw = 1.0 / s2 * 1e6
     l2_bw = max(l2_bw, bw_eff * 1.05)
-    # the largest warm size still clearly faster than DRAM
+    diag["l2_bandwidth_gbs"] = l2_bw / 1e9
+    # the largest copy whose warm run is still clearly faster than its cold run
     resident = [c["bytes"] / 2 for c in copies
-                if c["warm_us"] > 0 and c["cold_us"] / c["warm_us"] > 1.5]
+                if c[wkey] > 0 and c["bytes"] >= 1 << 20 and c[key] / c[wkey] > 1.3]
     frac = min(1.0, max(resident) / l2) if resident else base.l2_resident_fraction
     # matmul efficiency: best large-square rate against the unit's peak, per dtype
     effs = {}
@@ -171,6 +195,12 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
     k_lo, k_hi = min(comp), max(comp)
     per_kernel = (comp[k_hi]["wall_us"] - comp[k_lo]["wall_us"]) / max(1, comp[k_hi]["kernels"] - comp[k_lo]["kernels"])
     call = comp[k_lo]["wall_us"] - comp[k_lo]["kernels"] * per_kernel
+    region = None
+    if h.get("regions"):
+        rg = {int(k): v for k, v in h["regions"].items()}
+        r_lo, r_hi = min(rg), max(rg)
+        region = (rg[r_hi]["wall_us"] - rg[r_lo]["wall_us"]) / (r_hi - r_lo) - per_kernel
+        diag["region_call_us"] = region
     cg = {int(k): v for k, v in h["cudagraph"].items()}
     g_lo, g_hi = min(cg), max(cg)
     cg_kernel = (cg[g_hi]["device_us"] - cg[g_lo]["device_us"]) / (g_hi - g_lo)
@@ -185,7 +215,8 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         l2_resident_fraction=float(max(0.05, frac)), matmul_efficiency=float(min(1.0, mm_eff)),
         eager_op_us=float(max(0.5, eager_op)), eager_view_us=float(view),
         compiled_call_us=float(max(0.5, call)), compiled_kernel_us=float(max(0.5, per_kernel)),
-        cudagraph_call_us=float(cg_call), cudagraph_kernel_us=float(cg_kernel))
+        cudagraph_call_us=float(cg_call), cudagraph_kernel_us=float(cg_kernel),
+        compiled_region_us=float(max(0.5, region)) if region else None)
     if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:
         diag["sm_count_note"] = f"device reports {env['sm_count']} SMs, datasheet {base.sm_count}"
         changes["sm_count"] = int(env["sm_count"])
@@ -197,9 +228,9 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
 
 COMMENTS = {
     "mem_efficiency": "cold device-to-device copies of 8x L2 and more: fitted bandwidth / datasheet peak",
-    "kernel_fixed_us": "median cold copy time at 64 KiB and below",
-    "kernel_min_us": "fastest cold x+1 kernel",
-    "l2_bandwidth_gbs": "slope of warm (L2-resident) copies",
+    "kernel_fixed_us": "median profiled duration of cold copy kernels of 64 KiB and below",
+    "kernel_min_us": "shortest profiled cold x+1 kernel",
+    "l2_bandwidth_gbs": "slope of profiled warm (L2-resident) copy kernels",
     "l2_resident_fraction": "largest warm copy still 1.5x faster than cold / L2 size",
     "matmul_efficiency": "median over fp32/fp16/bf16 of best square GEMM rate / peak",
     "eager_op_us": "wall per eager torch.add in a loop of 100",
@@ -208,6 +239,7 @@ COMMENTS = {
     "compiled_kernel_us": "same fit, per kernel",
     "cudagraph_call_us": "graph replay wall minus its device time",
     "cudagraph_kernel_us": "graph of 32 vs 1 tiny kernels, per-kernel device gap",
+    "compiled_region_us": "a 6-op chain run as 6 separately compiled regions vs 1: extra wall per region",
 }
 
 

@@ -70,6 +70,9 @@ class GPUSpec:
     cudagraph_call_us: float
     cudagraph_kernel_us: float
     launch_latency_us: float
+    # host cost of one call into a separately compiled region (validation harness);
+    # optional in files, defaults to compiled_call_us
+    compiled_region_us: float | None = None
 
     @property
     def bandwidth(self) -> float:
@@ -150,6 +153,9 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
         if k not in peaks:
             raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
     pk = {k: _num(path, "compute.peak_tflops", k, v) for k, v in peaks.items()}
+    if "compiled_region_us" in data["host"]:
+        vals["compiled_region_us"] = _num(path, "host", "compiled_region_us",
+                                          data["host"]["compiled_region_us"])
     if vals["kernel_min_us"] <= 0:
         raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
     return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,
@@ -233,6 +239,8 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
     for section, keys in SECTIONS.items():
         out += ["", f"[{section}]"]
         out += [line(k, getattr(spec, k)) for k in keys]
+        if section == "host" and spec.compiled_region_us is not None:
+            out.append(line("compiled_region_us", spec.compiled_region_us))
         if section == "compute":
             out += ["", "[compute.peak_tflops]"]
             out += [line(k, float(v)) for k, v in spec.peak_tflops.items()]

@@ -140,8 +140,12 @@ def _io_bytes(graph, members) -> float:
     return float(sum(r.values()) + sum(w.values()))
 
 
-def greedy(graph: OpGraph, scorer: Scorer, objective: str = "time") -> Partition:
-    """Merge the best legal pair of groups until no merge improves ``objective``."""
+def greedy(graph: OpGraph, scorer: Scorer, objective: str = "time", seed: int = 0) -> Partition:
+    """Merge the best legal pair of groups until no merge improves ``objective``
+    (``"time"``, ``"bytes"``, or ``"random"``: random legal merges, used by the
+    validation harness to measure a spread of partitions)."""
+    import random
+    rng = random.Random(seed)
     groups: dict[int, frozenset] = {i: frozenset([n]) for i, n in enumerate(graph.compute_nodes)}
     gid = {n: i for i, g in groups.items() for n in g}
     q = quotient(graph, [list(groups[i]) for i in range(len(groups))])
@@ -152,6 +156,8 @@ def greedy(graph: OpGraph, scorer: Scorer, objective: str = "time") -> Partition
         merged = groups[a] | groups[b]
         if group_violation(graph, list(merged)):
             return None
+        if objective == "random":
+            return rng.random() if rng.random() < 0.5 else None
         if objective == "time":
             return scorer.group_cost(groups[a]) + scorer.group_cost(groups[b]) - scorer.group_cost(merged)
         return _io_bytes(graph, groups[a]) + _io_bytes(graph, groups[b]) - _io_bytes(graph, merged)

@@ -201,6 +201,19 @@ def run_case(name, preset, dtype_name, spec_name="h100"):
             single = [[n] for n in cap.graph.compute_nodes]
             if frozenset(frozenset(g) for g in single) not in seen:
                 parts.append(("singletons", single))
+                seen.add(frozenset(frozenset(g) for g in single))
+            # random legal partitions widen the spread for the rank correlation
+            from ..hardware import load_spec
+            from ..partition import Scorer
+            from ..search import greedy
+            sc = Scorer(cap.graph, load_spec(spec_name), "compiled")
+            for seed in range(12):
+                if len(parts) >= 6:
+                    break
+                p = greedy(cap.graph, sc, "random", seed=seed)
+                if p.canonical() not in seen:
+                    seen.add(p.canonical())
+                    parts.append((f"random{seed}", [list(g) for g in p.groups]))
             for algo, groups in parts:
                 def run_part(groups=groups, algo=algo):
                     torch._dynamo.reset()
