@@ -190,11 +190,13 @@ def group_violation(graph: OpGraph, members) -> str | None:
     why = kind_violation(graph, members)
     if why:
         return why
-    if not connected(graph, members):
-        return "the nodes are neither connected by data nor share an input"
+    # convexity first: a group that a path leaves and re-enters is linked by data, and
+    # naming that path tells the user what to add to the group
     path = convexity_violation(graph, members)
     if path:
         return f"not convex: the path {' -> '.join(path)} leaves the group and re-enters it"
+    if not connected(graph, members):
+        return "the nodes are neither connected by data nor share an input"
     from .cost import group_io
     reads, writes = group_io(graph, members)
     if len(reads) + len(writes) > MAX_GROUP_TENSORS:

@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Run on the GPU machine (repo root): calibrate, then validate, results tarred into $OUT.
-# usage: bash validation/device_run.sh GPU_TAG SECONDS [calibrate] [cases] [--quick]
+# Run on the GPU machine (repo root): optionally calibrate, then validate; results tarred
+# into $OUT. Resumable: cases already recorded under validation/results/TAG are skipped.
+# usage: bash validation/device_run.sh TAG SECONDS [calibrate|no] [cases|all] [--quick]
 set -u
-TAG=$1; SECS=$2; CAL=${3:-no}; CASES=${4:-}; QUICK=${5:-}
+TAG=$1; SECS=$2; CAL=${3:-no}; CASES=${4:-all}; QUICK=${5:-}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
 RES=/tmp/gpusim_results/$TAG
 mkdir -p "$RES" "$OUT"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/smi_before.txt"
+[ -d "validation/results/$TAG" ] && cp validation/results/$TAG/*.json "$RES"/ 2>/dev/null
+BEFORE=$(ls "$RES" | wc -l)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/smi_before.txt"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+T0=$(date +%s)
 if [ "$CAL" = "calibrate" ]; then
-  timeout 300 python3 -m gpusim calibrate --out "$OUT/$TAG-sxm-calibrated.toml" 2>&1 | tail -5
+  timeout 300 python3 -m gpusim calibrate --out "$OUT/$TAG-sxm-calibrated.toml" 2>&1 | tail -8
 fi
-export GPUSIM_VALIDATE_SECONDS=$SECS
+LEFT=$(( SECS - ($(date +%s) - T0) ))
+export GPUSIM_VALIDATE_SECONDS=$LEFT
 ARGS=(--out "$RES")
-[ -n "$CASES" ] && [ "$CASES" != "all" ] && ARGS+=(--cases "$CASES")
+[ "$CASES" != "all" ] && ARGS+=(--cases "$CASES")
 [ -n "$QUICK" ] && ARGS+=(--quick)
-python3 -m gpusim validate "${ARGS[@]}" 2>&1 | tail -40
-tar czf "$OUT/results-$TAG.tgz" -C /tmp/gpusim_results "$TAG"
-ls "$RES" | wc -l
+# hard stop a little after the soft deadline, so the tarball below is always written
+timeout $(( LEFT + 90 )) python3 -m gpusim validate "${ARGS[@]}" 2>&1 | tail -60
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
+(cd "$RES" && ls *.json | grep -v '^env' > /dev/null) && tar czf "$OUT/results-$TAG.tgz" -C /tmp/gpusim_results "$TAG"
+echo "records: before $BEFORE, after $(ls "$RES" | wc -l)"

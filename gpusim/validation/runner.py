@@ -91,7 +91,9 @@ def split_by_groups(cap, groups):
         if n.op == "call_function" and n.name not in gid:
             users = [u for u in n.users if u.name in gid]
             gid[n.name] = gid[users[0].name] if users else 0
-    split = split_module(flat, None, lambda node: gid[node.name], keep_original_order=True)
+    # partitions in dependency order (a legal partition can put a group first in capture
+    # order that reads a later one, e.g. matmul+add reading a second matmul)
+    split = split_module(flat, None, lambda node: gid[node.name], keep_original_order=False)
     return split, torch
 
 
