@@ -55,6 +55,8 @@ def run_microbenchmarks() -> dict:
         raw["add"].append({"bytes": 2 * (1 << e), "cold_us": t["median_us"],
                            "kernel_cold_us": sum(k["us"] for k in pk)})
         del x
+    # b2) ATen kernel classes against a plain stream of the same bytes and dtype
+    raw["aten"] = aten_microbenchmarks()
     # c) host costs
     tiny = torch.randn(1, device=dev)
 
@@ -73,6 +75,25 @@ def run_microbenchmarks() -> dict:
                 y = y.view(-1)
             return y
         return f
+    # library ops (GEMM, norm, conv, attention) go through more dispatch layers than an add
+    import torch.nn.functional as F
+    xs = torch.randn(4, 64, device=dev)
+    wl = torch.randn(64, 64, device=dev)
+    im = torch.randn(1, 8, 8, 8, device=dev)
+    wc = torch.randn(8, 8, 3, 3, device=dev)
+    q = torch.randn(1, 2, 8, 32, device=dev)
+    lib = {"linear": lambda: F.linear(xs, wl), "layer_norm": lambda: F.layer_norm(xs, (64,)),
+           "conv2d": lambda: F.conv2d(im, wc, padding=1),
+           "sdpa": lambda: F.scaled_dot_product_attention(q, q, q)}
+
+    def loop(f, k):
+        def g():
+            for _ in range(k):
+                f()
+        return g
+    raw["host"]["library_ops"] = {
+        name: (measure.time_wall(loop(f, 50))["median_us"] - measure.time_wall(loop(f, 1))["median_us"]) / 49
+        for name, f in lib.items()}
     raw["host"]["eager_100_ops_us"] = measure.time_wall(eager_ops(100))["median_us"]
     raw["host"]["eager_1_op_us"] = measure.time_wall(eager_ops(1))["median_us"]
     raw["host"]["views_100_us"] = measure.time_wall(views(100))["median_us"]
@@ -142,6 +163,71 @@ def run_microbenchmarks() -> dict:
     return raw
 
 
+def aten_microbenchmarks() -> dict:
+    """Eager PyTorch's kernel classes against a contiguous elementwise add on the same
+    dtype and about 512 MiB (far past L2), plus floors of tiny reductions and GEMMs.
+    Times are profiled kernel durations, L2 flushed."""
+    import torch
+
+    from .validation import measure
+    dev = "cuda"
+
+    def kern(fn, *a):
+        ks = measure.profile_kernels(lambda: fn(*a), flush=True, reps=5)["kernels"]
+        return sum(k["us"] for k in ks)
+    out = {}
+    cols = 1024
+    for dt in (torch.float32, torch.bfloat16):
+        name = str(dt).replace("torch.", "")
+        rows = (256 << 20) // (cols * dt.itemsize)          # 256 MiB per operand
+        x = torch.randn(rows, cols, device=dev, dtype=dt)
+        y = torch.randn(rows, cols, device=dev, dtype=dt)
+        b = torch.randn(cols, device=dev, dtype=dt)
+        w = torch.randn(cols, device=dev, dtype=dt)
+        nb = x.numel() * dt.itemsize
+        r = {"bytes_operand": nb}
+        r["add_contiguous_us"] = kern(torch.add, x, y)       # reads 2, writes 1 operand
+        r["add_broadcast_us"] = kern(torch.add, x, b)        # reads 1, writes 1
+        r["sum_rows_us"] = kern(lambda t: t.sum(-1), x)     # reads 1
+        r["layer_norm_us"] = kern(lambda t: torch.nn.functional.layer_norm(t, (cols,), w, b), x)
+        out[name] = r
+        del x, y
+    small = torch.randn(8, 128, device=dev)
+    out["floor_sum_us"] = kern(lambda t: t.sum(-1), small)
+    out["floor_layer_norm_us"] = kern(lambda t: torch.nn.functional.layer_norm(t, (128,)), small)
+    floors = []
+    for dt in (torch.float32, torch.bfloat16):
+        a = torch.randn(8, 128, device=dev, dtype=dt)
+        m = torch.randn(128, 128, device=dev, dtype=dt)
+        floors.append(kern(torch.mm, a, m))
+    out["floor_mm_us"] = floors
+    return out
+
+
+def fit_aten(aten: dict) -> dict:
+    """Fractions of a plain stream's bandwidth for ATen's kernel classes, and floors.
+
+    A contiguous add moves 3 operands' bytes; a broadcast add 2, a row sum 1 and a layer
+    norm 2 (reads x, writes y): each class's bandwidth over the add's.
+    """
+    out = {}
+    for name, key in (("float32", ""), ("bfloat16", "_16bit")):
+        r = aten.get(name)
+        if not r:
+            continue
+        nb = r["bytes_operand"]
+        stream = 3 * nb / r["add_contiguous_us"]
+        out["aten_strided_efficiency" + key] = min(1.0, 2 * nb / r["add_broadcast_us"] / stream)
+        out["aten_norm_efficiency" + key] = min(1.0, 2 * nb / r["layer_norm_us"] / stream)
+        if name == "float32":
+            out["aten_reduction_efficiency"] = min(1.0, nb / r["sum_rows_us"] / stream)
+    if "floor_sum_us" in aten:
+        out["reduction_min_us"] = float(np.median([aten["floor_sum_us"], aten["floor_layer_norm_us"]]))
+    if "floor_mm_us" in aten:
+        out["gemm_min_us"] = float(min(aten["floor_mm_us"]))
+    return out
+
+
 UNIT_OF = {"float32": "fp32", "float16": "fp16_tc", "bfloat16": "bf16_tc"}
 
 
@@ -207,6 +293,12 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
     cg_kernel = max(0.05, cg_kernel - kmin)       # the gap between kernels, not their run time
     cg_call = max(0.5, cg[g_lo]["wall_us"] - cg[g_lo]["device_us"])
     diag.update(eager_op_us=eager_op, compiled_per_kernel_us=per_kernel, compiled_call_us=call)
+    lib = h.get("library_ops")
+    if lib:
+        diag["library_ops_us"] = lib
+        changes_lib = float(np.median(list(lib.values())))
+    else:
+        changes_lib = None
     changes = dict(
         name=name or f"{base.name}-calibrated", source="measured",
         measured_on=str(env.get("gpu_name", "unknown GPU")), measured_date=date.today().isoformat(),
@@ -216,7 +308,12 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         eager_op_us=float(max(0.5, eager_op)), eager_view_us=float(view),
         compiled_call_us=float(max(0.5, call)), compiled_kernel_us=float(max(0.5, per_kernel)),
         cudagraph_call_us=float(cg_call), cudagraph_kernel_us=float(cg_kernel),
-        compiled_region_us=float(max(0.5, region)) if region else None)
+        compiled_region_us=float(max(0.5, region)) if region else None,
+        eager_library_op_us=float(max(0.5, changes_lib)) if changes_lib else None)
+    if raw.get("aten"):
+        fitted = fit_aten(raw["aten"])
+        diag["aten"] = fitted
+        changes.update({k: float(v) for k, v in fitted.items()})
     if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:
         diag["sm_count_note"] = f"device reports {env['sm_count']} SMs, datasheet {base.sm_count}"
         changes["sm_count"] = int(env["sm_count"])
@@ -240,6 +337,14 @@ COMMENTS = {
     "cudagraph_call_us": "graph replay wall minus its device time",
     "cudagraph_kernel_us": "graph of 32 vs 1 tiny kernels, per-kernel device gap",
     "compiled_region_us": "a 6-op chain run as 6 separately compiled regions vs 1: extra wall per region",
+    "eager_library_op_us": "median over linear, layer_norm, conv2d, sdpa of eager wall per op in a loop of 50",
+    "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
+    "aten_strided_efficiency_16bit": "same in bf16",
+    "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",
+    "aten_norm_efficiency": "fp32 layer_norm (1024 columns): bandwidth / contiguous add's",
+    "aten_norm_efficiency_16bit": "same in bf16",
+    "reduction_min_us": "median of profiled 8x128 sum and layer_norm kernels",
+    "gemm_min_us": "shortest profiled 8x128 @ 128x128 mm (fp32, bf16)",
 }
 
 

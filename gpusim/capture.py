@@ -264,12 +264,18 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                     base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
                     reads[base] = min(reads[base], sum(o.numel() * o.element_size() for o in outs))
         shape = tuple(outs[0].shape) if len(outs) == 1 else tuple(tuple(o.shape) for o in outs)
+        # ATen's elementwise kernels take their vectorised path only when every operand
+        # is contiguous at the output's shape (0-dim scalars aside); a broadcast or strided
+        # operand drops them to a per-element path that moves bytes far slower (measured:
+        # calibrate's broadcast-add benchmark). Fused (generated) kernels do not care.
+        contiguous = all(_plain(t, outs[0]) for t in in_tensors) and \
+            all(o.is_contiguous() for o in outs)
         g.add_node(n.name, op=opname, kind=est["kind"], shape=tuple(int(s) for s in outs[0].shape)
                    if len(outs) == 1 else shape, dtype=_dtype_name(outs[0].dtype),
                    flops=est["flops"], bytes_read=float(sum(reads.values())),
                    bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
-                   gemm=est["gemm"])
+                   gemm=est["gemm"], contiguous=contiguous)
         for a, t in zip(tensor_nodes, in_tensors):
             g.add_edge(a.name, n.name, bytes=_meta(t).ubytes)
         for p in reads:
@@ -288,6 +294,17 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         a["inputs"] = [mapping.get(i, i) for i in a["inputs"]]
         a["reads"] = {mapping.get(k, k): v for k, v in a["reads"].items()}
     return OpGraph(g, name)
+
+
+def _plain(t, out) -> bool:
+    """An operand ATen can stream with vector loads: a 0-dim scalar, or contiguous at the
+    output's shape."""
+    if t.dim() == 0:
+        return True
+    try:
+        return bool(t.is_contiguous()) and tuple(t.shape) == tuple(out.shape)
+    except Exception:  # noqa: BLE001 - odd tensor subclasses: assume the slow path
+        return False
 
 
 def _add_view(g, name, opname, val, src, base):

@@ -78,6 +78,11 @@ def _jsonable(s):
 class CostOptions:
     allow_tf32: bool = False        # torch.backends.cuda.matmul.allow_tf32
     cudnn_allow_tf32: bool = True   # torch.backends.cudnn.allow_tf32
+    # Kernels are eager PyTorch's own (ATen) rather than generated ones: set for eager
+    # mode. ATen's elementwise, reduce and norm kernels reach less bandwidth than a copy
+    # in measured cases (the spec's aten_* fractions); generated (Triton) kernels are
+    # timed as plain streams.
+    aten: bool = False
 
 
 def group_io(graph: OpGraph, members) -> tuple[dict, dict]:
@@ -116,15 +121,36 @@ def unit_for(kind: str, dtype: str, spec, opts: CostOptions) -> str:
     return "fp32"
 
 
-def quantisation_efficiency(gemm: dict, spec) -> float:
-    """Fraction of the GPU a GEMM keeps busy, from tile padding and wave quantisation.
-
-    Output tiles of ``matmul_tile_m x matmul_tile_n`` are spread over the SMs in waves;
-    the last wave is partly idle, and edge tiles are partly padding. When there are
-    fewer tiles than SMs, libraries split K across blocks: we allow a split of up to
-    ``k / (4 * tile)`` so that a skinny-output, long-K product can still fill the GPU.
-    """
+def tile_candidates(spec) -> list[tuple[int, int]]:
+    """Output tiles a GEMM library chooses among: the spec's large tile and its halvings
+    down to a quarter per side (cuBLAS kernel names on an H200 show 128x128 .. 32x32)."""
     tm, tn = spec.matmul_tile_m, spec.matmul_tile_n
+    return [(tm, tn), (tm, max(tn // 2, 16)), (max(tm // 2, 16), max(tn // 2, 16)),
+            (max(tm // 2, 16), max(tn // 4, 16)), (max(tm // 4, 16), max(tn // 4, 16))]
+
+
+def quantisation_efficiency(gemm: dict, spec) -> float:
+    """Fraction of the GPU's GEMM rate a product reaches from its shape: the best over the
+    candidate tiles (:func:`tile_candidates`) of tile reuse x wave fill.
+
+    Output tiles are spread over the SMs in waves; the last wave is partly idle, and edge
+    tiles are partly padding. Smaller tiles fill more SMs but reuse each loaded operand
+    less: a ``tm x tn`` tile does ``tm*tn`` multiply-adds per ``tm+tn`` operand elements
+    loaded, so its rate relative to the large tile scales with ``tm*tn/(tm+tn)``.
+    """
+    tm0, tn0 = spec.matmul_tile_m, spec.matmul_tile_n
+    reuse0 = tm0 * tn0 / (tm0 + tn0)
+    best = 0.0
+    for tm, tn in tile_candidates(spec):
+        reuse = min(1.0, (tm * tn / (tm + tn)) / reuse0)
+        best = max(best, reuse * _fill(gemm, spec, tm, tn))
+    return best
+
+
+def _fill(gemm: dict, spec, tm: int, tn: int) -> float:
+    """Wave fill and padding of one tile choice. When there are fewer tiles than SMs,
+    libraries split K across blocks: a split of up to ``k / (4 * tile)`` lets a
+    skinny-output, long-K product still fill the GPU."""
     m, n, k, b = gemm["m"], gemm["n"], gemm["k"], gemm.get("b", 1)
     tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
     tiles = tiles_m * tiles_n * b
@@ -151,6 +177,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         raise ValueError("a kernel needs at least one node")
     nodes = [graph.g.nodes[n] for n in members]
     reads, writes = group_io(graph, members)
+    bw_frac = aten_fraction(nodes, spec) if opts.aten and len(nodes) == 1 else 1.0
     l2_cap = spec.l2_resident_fraction * spec.l2_bytes
     rd_l2 = 0.0
     rd_dram = 0.0
@@ -160,7 +187,8 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         else:
             rd_dram += b
     wr = float(sum(writes.values()))
-    mem_s = (rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth) + rd_l2 / spec.l2_bandwidth
+    mem_s = ((rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth)
+             + rd_l2 / spec.l2_bandwidth) / bw_frac
 
     comp_s = 0.0
     flops = 0.0
@@ -189,8 +217,9 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
                 kind = a["kind"]
     mem_us, comp_us = mem_s * 1e6, comp_s * 1e6
     body = max(mem_us, comp_us)
-    us = max(spec.kernel_min_us, spec.kernel_fixed_us + body)
-    if body < spec.kernel_fixed_us or us == spec.kernel_min_us:
+    floor = kernel_floor(nodes, spec)
+    us = max(floor, spec.kernel_fixed_us + body)
+    if body < spec.kernel_fixed_us or us == floor:
         bound = "latency"
     else:
         bound = "compute" if comp_us > mem_us else "memory"
@@ -202,6 +231,40 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         shape=last.get("shape") or (), flops=flops, bytes_read=rd_l2 + rd_dram,
         bytes_read_l2=rd_l2, bytes_written=wr, mem_us=mem_us, compute_us=comp_us,
         fixed_us=spec.kernel_fixed_us, us=us, bound=bound, unit=unit)
+
+
+_BN_OPS = ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
+           "_native_batch_norm_legit", "cudnn_batch_norm")
+
+
+def aten_fraction(nodes, spec) -> float:
+    """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
+
+    Elementwise ops with a broadcast or strided operand run ATen's non-vectorised path
+    (one element per load: 2-byte types suffer most); reduce and norm kernels do a
+    block-wide reduction per row. The fractions are measured by ``gpusim calibrate``.
+    """
+    a = nodes[0]
+    kind = a["kind"]
+    half = a.get("dtype") in ("float16", "bfloat16")
+    if kind in ("pointwise", "copy") and not a.get("contiguous", True):
+        return spec.aten_strided_efficiency_16bit if half else spec.aten_strided_efficiency
+    if kind == "reduction":
+        return spec.aten_reduction_efficiency
+    if kind == "norm" and short_op(a["op"]) not in _BN_OPS:
+        return spec.aten_norm_efficiency_16bit if half else spec.aten_norm_efficiency
+    return 1.0
+
+
+def kernel_floor(nodes, spec) -> float:
+    """Shortest duration of a kernel of this class: library GEMMs and block reductions
+    have longer prologues than a streaming elementwise kernel (measured floors)."""
+    kinds = {a["kind"] for a in nodes}
+    if kinds & GEMM_KINDS and spec.gemm_min_us:
+        return spec.gemm_min_us
+    if kinds & {"reduction", "norm"} and spec.reduction_min_us:
+        return spec.reduction_min_us
+    return spec.kernel_min_us
 
 
 def short_op(op: str) -> str:

@@ -28,8 +28,15 @@ MODEL = ("mem_efficiency", "l2_bandwidth_gbs", "l2_resident_fraction", "kernel_f
          "matmul_tile_n")
 HOST = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel_us",
         "cudagraph_call_us", "cudagraph_kernel_us", "launch_latency_us")
+# Optional [model] fields: effects of eager PyTorch's own (ATen) kernels and floors by
+# kernel class, measured by `gpusim calibrate`. A spec without them predicts as if
+# those kernels were as good as a plain copy (fraction 1) with the common floor.
+OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
+                  "aten_reduction_efficiency", "aten_norm_efficiency",
+                  "aten_norm_efficiency_16bit", "reduction_min_us", "gemm_min_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
-             "matmul_efficiency")
+             "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
+             "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL, "host": HOST}
 
@@ -73,6 +80,14 @@ class GPUSpec:
     # host cost of one call into a separately compiled region (validation harness);
     # optional in files, defaults to compiled_call_us
     compiled_region_us: float | None = None
+    aten_strided_efficiency: float = 1.0       # ATen elementwise with a broadcast/strided operand
+    aten_strided_efficiency_16bit: float = 1.0  # same, 2-byte elements
+    aten_reduction_efficiency: float = 1.0     # ATen reduce kernels (sum, amax, ...)
+    aten_norm_efficiency: float = 1.0          # ATen layer/group/rms norm kernels
+    aten_norm_efficiency_16bit: float = 1.0
+    reduction_min_us: float | None = None      # floor of reduction/norm kernels
+    gemm_min_us: float | None = None           # floor of library GEMM/conv kernels
+    eager_library_op_us: float | None = None   # eager host cost of a GEMM/conv/norm/attention op
 
     @property
     def bandwidth(self) -> float:
@@ -153,9 +168,12 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
         if k not in peaks:
             raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
     pk = {k: _num(path, "compute.peak_tflops", k, v) for k, v in peaks.items()}
-    if "compiled_region_us" in data["host"]:
-        vals["compiled_region_us"] = _num(path, "host", "compiled_region_us",
-                                          data["host"]["compiled_region_us"])
+    for k in ("compiled_region_us", "eager_library_op_us"):    # optional host fields
+        if k in data["host"]:
+            vals[k] = _num(path, "host", k, data["host"][k])
+    for k in OPTIONAL_MODEL:
+        if k in data["model"]:
+            vals[k] = _num(path, "model", k, data["model"][k])
     if vals["kernel_min_us"] <= 0:
         raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
     return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,
@@ -239,8 +257,12 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
     for section, keys in SECTIONS.items():
         out += ["", f"[{section}]"]
         out += [line(k, getattr(spec, k)) for k in keys]
-        if section == "host" and spec.compiled_region_us is not None:
-            out.append(line("compiled_region_us", spec.compiled_region_us))
+        if section == "model":
+            out += [line(k, getattr(spec, k)) for k in OPTIONAL_MODEL
+                    if getattr(spec, k) is not None]
+        if section == "host":
+            out += [line(k, getattr(spec, k)) for k in ("compiled_region_us", "eager_library_op_us")
+                    if getattr(spec, k) is not None]
         if section == "compute":
             out += ["", "[compute.peak_tflops]"]
             out += [line(k, float(v)) for k, v in spec.peak_tflops.items()]

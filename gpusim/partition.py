@@ -16,6 +16,7 @@ full simulation (:mod:`gpusim.simulate`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .cost import CostOptions, estimate_group
@@ -74,6 +75,8 @@ class Scorer:
 
     def __post_init__(self):
         self.h = host_per_kernel(self.spec, self.mode)
+        if self.mode == "eager":        # as predict_groups: eager runs ATen's kernels
+            self.opts = dataclasses.replace(self.opts, aten=True)
         self._cache: dict = {}
 
     def kernel_us(self, group) -> float:

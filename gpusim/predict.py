@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import networkx as nx
@@ -109,6 +110,8 @@ def predict_groups(graph: OpGraph, groups, spec: GPUSpec, mode: str = "eager",
                    opts: CostOptions = CostOptions(), names: list[str] | None = None) -> Prediction:
     """Predict a run in which each group of compute nodes is one kernel."""
     check_mode(mode)
+    if mode == "eager":
+        opts = dataclasses.replace(opts, aten=True)   # eager runs ATen's own kernels
     groups = kernel_order(graph, [list(g) for g in groups])
     kernels = [estimate_group(graph, g, spec, opts) for g in groups]
     if mode == "eager":

@@ -70,6 +70,18 @@ def check_mode(mode: str) -> str:
     return mode
 
 
+# Ops that eager PyTorch sends through a library (cuBLAS, cuDNN, fused norm and attention
+# kernels): more dispatch layers, measured separately by `gpusim calibrate`.
+LIBRARY_KINDS = frozenset({"matmul", "conv", "attention", "norm"})
+
+
+def eager_dispatch_us(kernel: KernelEstimate, spec) -> float:
+    """Host time eager PyTorch spends issuing one op."""
+    if kernel.kind in LIBRARY_KINDS and spec.eager_library_op_us:
+        return spec.eager_library_op_us
+    return spec.eager_op_us
+
+
 def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              views_before: list[int] | None = None, trailing_views: int = 0,
              calls: int = 6) -> Timeline:
@@ -82,7 +94,9 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     n = len(kernels)
     views_before = views_before or [0] * n
     if mode == "eager":
-        call_us, per_k = 0.0, [spec.eager_op_us + v * spec.eager_view_us for v in views_before]
+        call_us = 0.0
+        per_k = [eager_dispatch_us(k, spec) + v * spec.eager_view_us
+                 for k, v in zip(kernels, views_before)]
         tail = trailing_views * spec.eager_view_us
         gpu_gap = 0.0
     elif mode == "compiled":
