@@ -102,3 +102,24 @@ class Scorer:
         groups = partition.groups if isinstance(partition, Partition) else partition
         return sum(self.group_cost(g) for g in groups)
 
+
+def as_compiled_by_inductor(graph: OpGraph, groups) -> list[list[str]]:
+    """The kernels torch.compile (default settings) runs for each group of a partition.
+
+    Inductor calls library GEMMs, convolutions and attention as extern kernels: it does
+    not fuse a pointwise epilogue into cuBLAS/cuDNN, nor concatenate sibling matmuls
+    (that takes ``max_autotune`` templates). So a group ``{mm, add, relu}`` runs as
+    ``{mm}`` and ``{add, relu}``, and ``{q, k, v}`` as three GEMMs. Groups without a GEMM
+    are one generated kernel. The validation harness records the kernels each group
+    really became; this is what gpusim predicts for them.
+    """
+    from .cost import GEMM_KINDS
+    out = []
+    for g in groups:
+        gemms = [n for n in g if graph.g.nodes[n]["kind"] in GEMM_KINDS]
+        rest = [n for n in g if n not in gemms]
+        out += [[n] for n in gemms]
+        if rest:
+            out.append(rest)
+    return out
+

@@ -107,8 +107,12 @@ def views_per_kernel(graph: OpGraph, groups: list[list[str]]) -> tuple[list[int]
 
 
 def predict_groups(graph: OpGraph, groups, spec: GPUSpec, mode: str = "eager",
-                   opts: CostOptions = CostOptions(), names: list[str] | None = None) -> Prediction:
-    """Predict a run in which each group of compute nodes is one kernel."""
+                   opts: CostOptions = CostOptions(), names: list[str] | None = None,
+                   host_before: dict | None = None) -> Prediction:
+    """Predict a run in which each group of compute nodes is one kernel.
+
+    ``host_before``: extra host µs paid before the kernel whose first node (in capture
+    order) is the key."""
     check_mode(mode)
     if mode == "eager":
         opts = dataclasses.replace(opts, aten=True)   # eager runs ATen's own kernels
@@ -118,7 +122,8 @@ def predict_groups(graph: OpGraph, groups, spec: GPUSpec, mode: str = "eager",
         vb, trailing = views_per_kernel(graph, groups)
     else:
         vb, trailing = None, 0
-    tl = simulate(kernels, spec, mode, vb, trailing)
+    hb = [host_before.get(g[0], 0.0) for g in groups] if host_before else None
+    tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb)
     return Prediction(spec.name, mode, graph, kernels, tl, spec)
 
 

@@ -84,15 +84,17 @@ def eager_dispatch_us(kernel: KernelEstimate, spec) -> float:
 
 def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              views_before: list[int] | None = None, trailing_views: int = 0,
-             calls: int = 6) -> Timeline:
+             calls: int = 6, host_before: list[float] | None = None) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
-    pays for them. Returns the first call's events and the steady-state timing.
+    pays for them. ``host_before[i]``: further host time before launching kernel ``i``
+    (entering a separately compiled region, in the validation harness). Returns the first call's events and the steady-state timing.
     """
     check_mode(mode)
     n = len(kernels)
     views_before = views_before or [0] * n
+    host_before = host_before or [0.0] * n
     if mode == "eager":
         call_us = 0.0
         per_k = [eager_dispatch_us(k, spec) + v * spec.eager_view_us
@@ -103,6 +105,8 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
         call_us, per_k, tail, gpu_gap = spec.compiled_call_us, [spec.compiled_kernel_us] * n, 0.0, 0.0
     else:
         call_us, per_k, tail, gpu_gap = spec.cudagraph_call_us, [0.0] * n, 0.0, spec.cudagraph_kernel_us
+    if mode != "cudagraph":
+        per_k = [p + h for p, h in zip(per_k, host_before)]
 
     host = 0.0
     gpu_free = 0.0

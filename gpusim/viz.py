@@ -329,14 +329,29 @@ def roofline_points(kernels) -> tuple[list[RoofPoint], list]:
 def roofs(spec, kernels) -> list[tuple[str, float]]:
     """``[(unit, peak FLOP/s)]`` for each execution unit the kernels run on, plus the
     CUDA cores (where every pointwise op runs), highest first."""
-    units = {k.unit for k in kernels} | {"fp32"}
-    out = []
+    units = sorted({k.unit for k in kernels} | {"fp32"})
+    by_peak: dict = {}
     for u in units:
         try:
-            out.append((u, spec.peak_flops(u)))
+            f = spec.peak_flops(u)
         except Exception:  # noqa: BLE001 - a unit this spec lacks has no roof to draw
-            pass
-    return sorted(out, key=lambda x: -x[1])
+            continue
+        # units with one peak (fp16 and bf16 tensor cores) share one roof: "fp16_tc/bf16_tc"
+        by_peak[f] = f"{by_peak[f]}/{u}" if f in by_peak else u
+    return sorted(((u, f) for f, u in by_peak.items()), key=lambda x: -x[1])
+
+
+def unit_name(unit: str) -> str:
+    """``"fp16_tc/bf16_tc"`` -> ``"FP16/BF16 tensor cores"``."""
+    names = [UNIT_NAMES.get(u, u) for u in unit.split("/")]
+    tail = " tensor cores"
+    if len(names) > 1 and all(n.endswith(tail) for n in names):
+        return "/".join(n[: -len(tail)] for n in names) + tail
+    return " / ".join(names)
+
+
+def _roof_text(unit: str, f: float) -> str:
+    return f"{unit_name(unit)}  {fmt_si(f, 'FLOP/s')}"
 
 
 def _parts_of(result, kernel) -> list:
@@ -404,9 +419,9 @@ def _roof_data(pred=None, result=None) -> _RoofData:
     ys = [p.flops_per_s for p in pts + before] + [m.y0 for m in moves]
     xlo, xhi = min(xs) / 3, max(xs) * 3
     ylo = min(ys) / 3 if ys else peaks[-1][1] / 1e4
-    yhi = peaks[0][1] * 2.5
     return _RoofData(spec, title, pts, before, moves, left_out, peaks,
-                     _decade_range(xlo, xhi), _decade_range(ylo, yhi))
+                     _decade_range(xlo, xhi),
+                     (10 ** math.floor(math.log10(ylo)), peaks[0][1] * 4))
 
 
 def _left_out_note(left_out) -> str:
@@ -475,6 +490,30 @@ def _place_labels(items, circles, bounds, size: float, keep_out=(), max_chars: i
     return out
 
 
+def _roof_labels(d: "_RoofData", to_px, circles, size: float):
+    """``[(text, box, anchor)]``, one per flat roof: above it at the right end, above it
+    just right of its ridge, or below it at the right end, whichever covers fewest dots."""
+    x_right = to_px(d.xr[1], d.yr[0])[0]
+    h = size * 1.15
+    out, taken = [], []
+    for unit, f in d.peaks:
+        text = _roof_text(unit, f)
+        w = _text_w(text, size)
+        rx, y = to_px(f / d.spec.bandwidth, f)
+        cands = [((x_right - 6 - w, y - 4 - h, x_right - 6, y - 4), "end"),
+                 ((rx + 10, y - 4 - h, rx + 10 + w, y - 4), "start"),
+                 ((x_right - 6 - w, y + 4, x_right - 6, y + 4 + h), "end")]
+
+        def cost(c, i):
+            box = c[0]
+            return (sum(_hits_circle(box, cc) for cc in circles)
+                    + 10 * sum(_overlaps(box, t) for t in taken), i)
+        box, anchor = min(cands, key=lambda c: cost(c, cands.index(c)))
+        taken.append(box)
+        out.append((text, box, anchor))
+    return out
+
+
 def _label_items(d: "_RoofData", to_px, n: int = 8):
     """The biggest kernels' labels, with the dots they must avoid, in pixels."""
     max_us = max([p.kernel.us for p in d.points + d.before] or [1.0])
@@ -539,20 +578,15 @@ def roofline_figure(pred=None, result=None):
     top_unit, top = d.peaks[0]
     handles = []
     handles += ax.plot(xs, np.minimum(xs * bw, top), color=INK, lw=2.0, zorder=2,
-                       label=f"roofline: DRAM {fmt_si(bw, 'B/s')}, "
-                             f"{UNIT_NAMES.get(top_unit, top_unit)}")
+                       label=f"roofline: DRAM {fmt_si(bw, 'B/s')}, {unit_name(top_unit)}")
     handles += ax.plot(xs, np.minimum(xs * bw * spec.mem_efficiency, top), color=INK, lw=0.8,
                        ls="--", alpha=0.6, zorder=2,
                        label=f"achievable DRAM ({spec.mem_efficiency:.0%} of peak, model)")
     handles += ax.plot(xs, np.minimum(xs * spec.l2_bandwidth, top), color=MUTED, lw=0.8, ls=":",
                        zorder=2, label=f"L2 {fmt_si(spec.l2_bandwidth, 'B/s')}")
-    roof_labels = []
     for unit, f in d.peaks:
         ax.plot([f / bw, d.xr[1]], [f, f], color=INK, lw=2.0 if f == top else 1.0,
                 ls="-" if f == top else "--", zorder=2)
-        roof_labels.append(ax.annotate(f"{UNIT_NAMES.get(unit, unit)}  {fmt_si(f, 'FLOP/s')}", (d.xr[1], f),
-                    xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom",
-                    fontsize=8.5, color=INK))
     max_us = max([p.kernel.us for p in d.points + d.before] or [1.0])
     # matplotlib sizes markers in points^2; _radius is in points here
     if d.before:
@@ -591,12 +625,13 @@ def roofline_figure(pred=None, result=None):
     if note:
         fig.text(0.01, 0.005, note, fontsize=8, color=MUTED, ha="left", va="bottom")
     fig.tight_layout()
-    _mpl_labels(fig, ax, d, [ax.get_legend()] + roof_labels)
+    _mpl_labels(fig, ax, d)
     return fig
 
 
-def _mpl_labels(fig, ax, d: _RoofData, taken) -> None:
-    """Label the biggest kernels, placed in points after layout (dpi-independent)."""
+def _mpl_labels(fig, ax, d: _RoofData) -> None:
+    """Label the roofs and the biggest kernels, placed in points after layout (so that
+    they do not depend on the dpi the figure is saved at)."""
     k = 72.0 / fig.dpi
     w_pts, h_pts = fig.get_figwidth() * 72.0, fig.get_figheight() * 72.0
 
@@ -606,16 +641,22 @@ def _mpl_labels(fig, ax, d: _RoofData, taken) -> None:
     items, circles = _label_items(d, to_pts)
     x0, y0 = to_pts(d.xr[0], d.yr[1])
     x1, y1 = to_pts(d.xr[1], d.yr[0])
-    renderer = fig.canvas.get_renderer()
     keep_out = []
-    for artist in taken:
-        if artist is not None:
-            bb = artist.get_window_extent(renderer)
-            keep_out.append((bb.x0 * k, h_pts - bb.y1 * k, bb.x1 * k, h_pts - bb.y0 * k))
-    for text, box, anchor in _place_labels(items, circles, (x0, y0, x1, y1), 7.5, keep_out):
+    leg = ax.get_legend()
+    if leg is not None:
+        bb = leg.get_window_extent(fig.canvas.get_renderer())
+        keep_out.append((bb.x0 * k, h_pts - bb.y1 * k, bb.x1 * k, h_pts - bb.y0 * k))
+    roof = _roof_labels(d, to_pts, circles, 8.5)
+    keep_out += [box for _, box, _ in roof]
+
+    def put(text, box, anchor, size, colour):
         x = {"start": box[0], "end": box[2], "middle": (box[0] + box[2]) / 2}[anchor]
-        fig.text(x / w_pts, 1 - (box[1] + box[3]) / 2 / h_pts, text, fontsize=7.5, color=INK,
+        fig.text(x / w_pts, 1 - (box[1] + box[3]) / 2 / h_pts, text, fontsize=size, color=colour,
                  ha={"start": "left", "end": "right", "middle": "center"}[anchor], va="center")
+    for text, box, anchor in roof:
+        put(text, box, anchor, 8.5, INK)
+    for text, box, anchor in _place_labels(items, circles, (x0, y0, x1, y1), 7.5, keep_out):
+        put(text, box, anchor, 7.5, INK)
 
 
 def plot_output(pred=None, result=None, path: str = "roofline.png"):
@@ -708,18 +749,23 @@ def roofline_svg(pred=None, result=None, width: int = 980, height: int = 580,
              f'fill="{INK}">arithmetic intensity (FLOP per byte moved)</text>')
     o.append(f'<text transform="translate(18 {top + ax.h / 2:.0f}) rotate(-90)" '
              f'text-anchor="middle" fill="{INK}">achieved FLOP/s (FLOPs / predicted time)</text>')
+    items, circles = _label_items(d, ax.xy)
+    legend, legend_box = _svg_roof_legend(d, ax)
+    roof = _roof_labels(d, ax.xy, circles, 11)
+    slopes, slope_boxes = _slope_labels(d, ax, circles)
     o.append(f'<g clip-path="url(#{uid}-clip)">')
     o += _svg_roofs(d, ax)
+    o += slopes
     o += _svg_points(d, ax, uid)
     o.append("</g>")
-    legend, legend_box = _svg_roof_legend(d, ax)
     o += legend
-    items, circles = _label_items(d, ax.xy)
+    for text, box, anchor in roof:
+        x = box[0] if anchor == "start" else box[2]
+        o.append(f'<text x="{x:.1f}" y="{box[3] - 2.5:.1f}" text-anchor="{anchor}" fill="{INK}" '
+                 f'stroke="#fff" stroke-width="3" paint-order="stroke">{_esc(text)}</text>')
     bounds = (left + 2, top + 2, left + ax.w - 2, top + ax.h - 2)
-    roof_boxes = [(ax.left + ax.w - 6 - _text_w(f"{UNIT_NAMES.get(u, u)} {fmt_si(f, 'FLOP/s')}"),
-                   ax.py(f) - 17, ax.left + ax.w - 6, ax.py(f) - 3) for u, f in d.peaks]
-    for text, box, anchor in _place_labels(items, circles, bounds, 10.5,
-                                           [legend_box] + roof_boxes):
+    keep_out = [legend_box] + [b for _, b, _ in roof] + slope_boxes
+    for text, box, anchor in _place_labels(items, circles, bounds, 10.5, keep_out):
         x = {"start": box[0], "end": box[2], "middle": (box[0] + box[2]) / 2}[anchor]
         o.append(f'<text x="{x:.1f}" y="{(box[1] + box[3]) / 2 + 3.8:.1f}" text-anchor="{anchor}" '
                  f'font-size="10.5" fill="{INK}" stroke="#fff" stroke-width="3" '
@@ -748,40 +794,61 @@ def _svg_roofs(d: _RoofData, ax: _LogAxes) -> list[str]:
         o.append(f'<line x1="{ax.px(f / bw):.1f}" y1="{ax.py(f):.1f}" x2="{ax.px(x1):.1f}" '
                  f'y2="{ax.py(f):.1f}" stroke="{INK}" stroke-width="1.2" stroke-dasharray="6 4"/>')
     o.append(slope(bw, "", INK, 2.2))
-    for unit, f in d.peaks:
-        o.append(f'<text x="{ax.px(x1) - 6:.1f}" y="{ax.py(f) - 6:.1f}" text-anchor="end" '
-                 f'fill="{INK}" font-size="11">{_esc(UNIT_NAMES.get(unit, unit))} '
-                 f'{_esc(fmt_si(f, "FLOP/s"))}</text>')
-    o += _slope_label(ax, bw, top, f"DRAM {fmt_si(bw, 'B/s')}", d, 0)
-    o += _slope_label(ax, d.spec.l2_bandwidth, top, f"L2 {fmt_si(d.spec.l2_bandwidth, 'B/s')}",
-                      d, 1, colour=MUTED)
     return o
 
 
-def _slope_label(ax, bw, top, text, d, which, colour=INK) -> list[str]:
-    """A label along a bandwidth slope, where it is farthest from any dot."""
+def _slope_labels(d: _RoofData, ax: _LogAxes, circles):
+    """DRAM and L2 labels along their slopes, each where it is farthest from any dot;
+    returns the SVG and the boxes they cover."""
+    o, boxes = [], []
+    for bw, text, colour in ((d.spec.bandwidth, f"DRAM {fmt_si(d.spec.bandwidth, 'B/s')}", INK),
+                             (d.spec.l2_bandwidth, f"L2 {fmt_si(d.spec.l2_bandwidth, 'B/s')}",
+                              MUTED)):
+        got = _slope_label(ax, bw, d.peaks[0][1], text, colour,
+                           circles + [_as_circle(b) for b in boxes])
+        if got:
+            o.append(got[0])
+            boxes.append(got[1])
+    return o, boxes
+
+
+def _as_circle(box):
+    """A box as a circle around it, so that later labels keep clear of it."""
+    return ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2,
+            math.hypot(box[2] - box[0], box[3] - box[1]) / 2)
+
+
+def _slope_label(ax: _LogAxes, bw: float, top: float, text: str, colour: str, circles):
     x0, x1 = 10 ** ax.lx0, 10 ** ax.lx1
     xa, xb = max(x0, 10 ** ax.ly0 / bw), min(top / bw, x1)
     if xb <= xa:
-        return []
-    dots = [ax.xy(p.intensity, p.flops_per_s) for p in d.points + d.before]
+        return None
+    pa, pb = ax.xy(xa, xa * bw), ax.xy(xb, xb * bw)
+    ang = math.atan2(pb[1] - pa[1], pb[0] - pa[0])
+    length = _text_w(text) + 4
+    ca, sa = math.cos(ang), math.sin(ang)
     la, lb = math.log10(xa), math.log10(xb)
-    best, best_t = -1.0, 0.2
-    for i in range(2, 15):
+    best = None
+    for i in range(1, 19):
         t = i / 20
         xm = 10 ** (la + t * (lb - la))
-        # the label runs from here up the slope for about its length
-        px0, py0 = ax.xy(xm, xm * bw)
-        if ax.px(x1) - px0 < _text_w(text) + 10:
-            continue
-        dist = min((math.hypot(px - px0 - 30, py - py0 + 20) for px, py in dots), default=1e9)
-        if dist > best:
-            best, best_t = dist, t
-    xm = 10 ** (la + best_t * (lb - la))
-    ang = math.degrees(math.atan2(ax.py(xb * bw) - ax.py(xa * bw), ax.px(xb) - ax.px(xa)))
-    dy = -6 if which == 0 else -5
-    return [f'<text transform="translate({ax.px(xm):.1f} {ax.py(xm * bw):.1f}) rotate({ang:.1f}) '
-            f'translate(0 {dy})" fill="{colour}" font-size="11">{_esc(text)}</text>']
+        px, py = ax.xy(xm, xm * bw)
+        if math.hypot(pb[0] - px, pb[1] - py) < length + 8:
+            break                      # it would run into the ridge
+        # the text sits just above the line: sample along it, 7 px off the line
+        samples = [(px + s * ca + 7 * sa, py + s * sa - 7 * ca) for s in range(0, int(length) + 1, 8)]
+        clear = min((math.hypot(qx - cx, qy - cy) - r for qx, qy in samples
+                     for cx, cy, r in circles), default=1e9)
+        if best is None or clear > best[0] + 0.5:
+            best = (clear, px, py, samples)
+    if best is None:
+        return None
+    _, px, py, samples = best
+    xs, ys = [q[0] for q in samples], [q[1] for q in samples]
+    box = (min(xs), min(ys) - 6, max(xs), max(ys) + 6)
+    svg = (f'<text transform="translate({px:.1f} {py:.1f}) rotate({math.degrees(ang):.1f}) '
+           f'translate(0 -6)" fill="{colour}" font-size="11">{_esc(text)}</text>')
+    return svg, box
 
 
 def _svg_points(d: _RoofData, ax: _LogAxes, uid: str) -> list[str]:
@@ -1012,14 +1079,15 @@ def _graph_and_kernels(pred=None, result=None):
     raise ValueError("give a Prediction (pred=) or a SearchResult (result=)")
 
 
-def dot_document(pred=None, result=None) -> str:
+def dot_document(pred=None, result=None, title: bool = True) -> str:
     """Graphviz DOT of the graph: compute nodes with name and op, inputs as small boxes,
     every kernel of more than one op as a ``cluster_N`` coloured by its bound (single-op
-    kernels are nodes filled with their bound's colour), edges labelled with bytes."""
+    kernels are nodes filled with their bound's colour), edges labelled with bytes.
+    ``title=False`` leaves out the heading and legend (the report has its own)."""
     graph, p, res = _graph_and_kernels(pred, result)
     g, df = graph.g, graph.dataflow
     owner = {op: i for i, k in enumerate(p.kernels) for op in k.ops}
-    title = (f"{graph.name} on {p.spec.display_name}, {p.mode}: {len(p.kernels)} kernels, "
+    heading = (f"{graph.name} on {p.spec.display_name}, {p.mode}: {len(p.kernels)} kernels, "
              f"{fmt_us(p.device_us)} device, {fmt_us(p.end_to_end_us)} end to end")
     fused = any(len(k.ops) > 1 for k in p.kernels)
     legend = ("colour = what bounds the kernel: memory blue, compute orange, latency purple"
@@ -1027,7 +1095,8 @@ def dot_document(pred=None, result=None) -> str:
                  "; one kernel per op"))
     o = [f"digraph {_q(graph.name)} {{",
          f'  graph [rankdir=TB, fontname="Helvetica", fontsize=13, labelloc=t, '
-         f'label={_qlabel(title, legend)}, nodesep=0.25, ranksep=0.4, bgcolor="white"];',
+         f'label={_qlabel(heading, legend) if title else _qlabel("")}, nodesep=0.25, '
+         f'ranksep=0.4, bgcolor="white"];',
          '  node [fontname="Helvetica", fontsize=10, shape=box, style="rounded,filled", '
          f'fillcolor="white", color="{MUTED}", margin="0.12,0.05"];',
          f'  edge [fontname="Helvetica", fontsize=8.5, color="#7a828c", fontcolor="{MUTED}", '
@@ -1270,7 +1339,7 @@ p.note, .note { color:var(--muted); margin:2px 0 12px; font-size:13px; }
        background:var(--line); }
 .mix span { display:block; height:100%; }
 .legend { color:var(--muted); font-size:12px; margin-top:4px; }
-.dot { display:inline-block; width:9px; height:9px; border-radius:50%; margin:0 4px 0 10px; }
+.dot { display:inline-block; width:8px; height:8px; border-radius:50%; margin:0 4px 0 9px; }
 .bars { display:grid; grid-template-columns:minmax(180px,300px) 1fr 150px; gap:5px 12px;
         align-items:center; font-variant-numeric:tabular-nums; }
 .bars .name { white-space:nowrap; overflow:hidden; text-overflow:ellipsis; }
@@ -1279,6 +1348,7 @@ p.note, .note { color:var(--muted); margin:2px 0 12px; font-size:13px; }
 .bars .val { text-align:right; color:var(--muted); }
 .fig { overflow-x:auto; }
 .pic { text-align:center; }
+.pic svg { max-width:100%; height:auto; }
 table { border-collapse:collapse; width:100%; font-size:13px; font-variant-numeric:tabular-nums; }
 th, td { padding:5px 7px; border-bottom:1px solid var(--line); text-align:right;
          white-space:nowrap; }
@@ -1347,7 +1417,12 @@ def _bound_mix(p) -> str:
             spans.append(f'<span style="width:{t / total * 100:.2f}%;background:'
                          f'{BOUND_COLOURS[b]}" title="{b}-bound: {fmt_us(t)} '
                          f'({t / total:.0%})"></span>')
-    return f'<div class="mix">{"".join(spans)}</div>'
+    legend = "".join(
+        f'<span class="dot" style="background:{BOUND_COLOURS[b]}"></span>{b} '
+        f'{sum(k.us for k in p.kernels if k.bound == b) / total:.0%}'
+        for b in BOUNDS if any(k.bound == b for k in p.kernels))
+    return (f'<div class="mix">{"".join(spans)}</div>'
+            f'<div class="legend">device time by bound:{legend}</div>')
 
 
 def _run_card(title: str, p) -> str:
@@ -1435,7 +1510,7 @@ def _strip_xml_prolog(svg: str) -> str:
 
 def _graph_section(res) -> str:
     dot = dot_document(result=res)
-    svg = render_dot(dot) if len(res.fused.kernels) <= 400 else None
+    svg = render_dot(dot_document(result=res, title=False)) if len(res.fused.kernels) <= 400 else None
     if svg is not None:
         pic, how = _strip_xml_prolog(svg), ("Drawn by Graphviz: ops as nodes, each fused kernel a "
                                             "cluster coloured by its bound, edges labelled with bytes; "
@@ -1472,15 +1547,11 @@ def report_html(result, info: dict | None = None) -> str:
     if f.unmodelled_ops:
         notes.append(f"{len(f.unmodelled_ops)} op(s) outside the cost model, estimated as "
                      "memory-bound copies: " + ", ".join(f.unmodelled_ops[:8]))
-    cls = {"memory": "mem", "compute": "cmp", "latency": "lat"}
-    legend = "".join(f'<span class="dot" style="background:var(--{cls[b]})"></span>{b}-bound'
-                     for b in BOUNDS)
     body = [
         f'<header><h1>{_esc(model)} <span>on {_esc(spec.display_name)}</span></h1>'
         f'<p>{_esc(" · ".join(facts))}</p></header>',
         f'<section class="cards" id="summary">{_run_card("Unfused (eager PyTorch)", u)}'
         f'{_run_card(f"Fused ({f.mode})", f)}{_speedup_card(result)}</section>',
-        f'<p class="legend">device time by bound:{legend}</p>',
         '<section id="timeline"><h2>Timeline</h2><p class="note">The first simulated call of '
         'each run: the host dispatches kernels (top lane of each), the GPU runs them in order '
         '(bottom lane). Hatched: the GPU waits for the host. End to end is the steady-state time '
@@ -1543,8 +1614,8 @@ def report_main(a) -> int:
 
 # ---------------------------------------------------------------------------
 # 6. accuracy plot
-CAT_MARKERS = {"kernel": "o", "device": "s", "end_to_end": "^"}
-GPU_COLOURS = ["#2f6fd0", "#e8743b", "#2a9d8f", "#8e6cc9", "#c93c37"]
+CAT_COLOURS = {"kernel": "#2f6fd0", "device": "#e8743b", "end_to_end": "#2a9d8f"}
+GPU_MARKERS = ["o", "s", "^", "D", "v"]
 
 
 def _accuracy_spec(gpu: str):
@@ -1597,8 +1668,8 @@ def accuracy_plot(results_dir: str, gpus, path: str):
     ax1, ax2 = fig.subplots(1, 2)
     lo, hi = math.inf, 0.0
     for gi, (gpu, (spec, errs)) in enumerate(data.items()):
-        colour = GPU_COLOURS[gi % len(GPU_COLOURS)]
-        for cat, marker in CAT_MARKERS.items():
+        marker = GPU_MARKERS[gi % len(GPU_MARKERS)]
+        for cat, colour in CAT_COLOURS.items():
             rows = errs.rows.get(cat) or []
             if not rows:
                 continue
@@ -1611,6 +1682,7 @@ def accuracy_plot(results_dir: str, gpus, path: str):
                         label=lab)
             ax2.scatter(m, e, marker=marker, s=22, color=colour, alpha=0.7, edgecolors="none",
                         label=lab)
+            ax2.axhline(float(np.median(e)), color=colour, lw=1, ls="--", alpha=0.8)
     lo, hi = lo / 1.5, hi * 1.5
     xs = np.array([lo, hi])
     ax1.fill_between(xs, xs / 1.25, xs * 1.25, color="#d0d7de", alpha=0.45, lw=0,
@@ -1619,7 +1691,7 @@ def accuracy_plot(results_dir: str, gpus, path: str):
     ax1.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
             xlabel="measured (µs)", ylabel="predicted (µs)", title="Predicted vs measured")
     ax2.set(xscale="log", xlabel="measured (µs)", ylabel="absolute error (%)",
-            title="Error vs size")
+            title="Error vs size (dashed: medians)")
     ax2.set_ylim(bottom=0)
     for ax in (ax1, ax2):
         ax.grid(True, which="major", color=GRID, lw=0.8)
