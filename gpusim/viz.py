@@ -692,6 +692,11 @@ class _LogAxes:
         return self.px(x), self.py(y)
 
 
+def _decades(l0: float, l1: float) -> range:
+    """Exponents of the powers of ten within [10**l0, 10**l1]."""
+    return range(math.ceil(l0 - 1e-9), math.floor(l1 + 1e-9) + 1)
+
+
 def _tick_label(v: float, unit: str = "") -> str:
     if 1e-3 <= v < 1e3 and not unit:
         return f"{v:g}"
@@ -733,12 +738,12 @@ def roofline_svg(pred=None, result=None, width: int = 980, height: int = 580,
          f'<rect width="{width}" height="{height}" fill="#fff"/>',
          f'<text x="{left}" y="20" font-size="13" font-weight="600" fill="{INK}">Roofline: '
          f'{_esc(d.title)} on {_esc(d.spec.display_name)}</text>']
-    for e in range(round(ax.lx0), round(ax.lx1) + 1):
+    for e in _decades(ax.lx0, ax.lx1):
         x = ax.px(10.0 ** e)
         o.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ax.h}" stroke="{GRID}"/>')
         o.append(f'<text x="{x:.1f}" y="{top + ax.h + 16}" text-anchor="middle" fill="{MUTED}">'
                  f'{_tick_label(10.0 ** e)}</text>')
-    for e in range(round(ax.ly0), round(ax.ly1) + 1):
+    for e in _decades(ax.ly0, ax.ly1):
         y = ax.py(10.0 ** e)
         o.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + ax.w}" y2="{y:.1f}" stroke="{GRID}"/>')
         o.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="{MUTED}">'
@@ -819,6 +824,8 @@ def _as_circle(box):
 
 
 def _slope_label(ax: _LogAxes, bw: float, top: float, text: str, colour: str, circles):
+    """``(svg, box)`` of ``text`` set along the slope ``y = bw * x`` where the dots leave
+    it most room, or None when the slope is not visible."""
     x0, x1 = 10 ** ax.lx0, 10 ** ax.lx1
     xa, xb = max(x0, 10 ** ax.ly0 / bw), min(top / bw, x1)
     if xb <= xa:
@@ -1234,46 +1241,50 @@ def graph_svg(pred=None, result=None, uid: str = "kg") -> str:
                             for n, t in enumerate(lines[i])) + 24) for i in lines}
     bh, vgap, hgap, margin = 12 + 14 * 4, 44, 26, 24
     widest = max((sum(bw[i] for i in r) + hgap * (len(r) - 1) for r in rows), default=200)
-    width = max(640.0, widest + 2 * margin + 200)   # room on the right for skip edges
+    width = max(640.0, widest + 2 * margin + 120)   # room on the right for skip edges
     cx: dict = {}
     for r, row in enumerate(rows):
         # order by the mean position of predecessors to keep edges short and uncrossed
         row.sort(key=lambda i: (sum(cx[u] for u in q.predecessors(i)) /
                                 max(1, q.in_degree(i)) if q.in_degree(i) else 0, i))
         total = sum(bw[i] for i in row) + hgap * (len(row) - 1)
-        x = (width - 200) / 2 - total / 2
+        x = (width - 120) / 2 - total / 2
         for i in row:
             cx[i] = x + bw[i] / 2
             x += bw[i] + hgap
     ytop = {i: margin + layer[i] * (bh + vgap) for i in cx}
     height = margin * 2 + n_layers * (bh + vgap) - vgap
-    o = [_svg_open(width, height, f"Kernel graph of {graph.name}"),
-         f'<defs>{_arrow_marker(uid + "-arrow", "#7a828c")}</defs>',
-         f'<rect width="{width:.0f}" height="{height:.0f}" fill="#fff"/>']
-    skip = 0
-    for (i, j), b in sorted(edges.items(), key=lambda e: (layer[e[0][1]] - layer[e[0][0]], e[0])):
-        span = layer[j] - layer[i]
-        if span == 1:
+    arrows, right_edge = [], max((cx[i] + bw[i] / 2 for i in cx), default=0.0)
+    lanes: list[int] = []          # per lane: the last layer a skip edge in it reaches
+    for (i, j), b in sorted(edges.items(), key=lambda e: (layer[e[0][0]], layer[e[0][1]], e[0])):
+        if layer[j] - layer[i] == 1:
             x1, y1, x2, y2 = cx[i], ytop[i] + bh, cx[j], ytop[j]
-            path = f"M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + vgap / 2:.1f} {x2:.1f},{y2 - vgap / 2:.1f} {x2:.1f},{y2 - 1:.1f}"
+            path = (f"M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + vgap / 2:.1f} {x2:.1f},"
+                    f"{y2 - vgap / 2:.1f} {x2:.1f},{y2 - 1:.1f}")
             lx, ly = (x1 + x2) / 2 + 6, (y1 + y2) / 2 + 4
         else:
-            # route around the layers in between, on the right
-            mids = [k for k in cx if layer[i] < layer[k] < layer[j]]
-            right = max([cx[k] + bw[k] / 2 for k in mids] + [cx[i] + bw[i] / 2, cx[j] + bw[j] / 2])
-            bx = right + 34 + 16 * skip
-            skip += 1
+            # around the layers in between, on the right; edges whose spans overlap
+            # take separate lanes so that they stay apart
+            lane = next((n for n, end in enumerate(lanes) if end <= layer[i]), len(lanes))
+            if lane == len(lanes):
+                lanes.append(0)
+            lanes[lane] = layer[j]
+            mids = [k for k in cx if layer[i] <= layer[k] <= layer[j]]
+            bx = max(cx[k] + bw[k] / 2 for k in mids) + 34 + 22 * lane
+            right_edge = max(right_edge, bx + 60)
             x1, y1 = cx[i] + bw[i] / 2, ytop[i] + bh / 2
             x2, y2 = cx[j] + bw[j] / 2 + 1, ytop[j] + bh / 2
             path = f"M{x1:.1f},{y1:.1f} C{bx:.1f},{y1:.1f} {bx:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
             lx, ly = (x1 + 6 * bx + x2) / 8 + 4, (y1 + y2) / 2 + 4
-        o.append(f'<path d="{path}" fill="none" stroke="#7a828c" stroke-width="1.2" '
-                 f'marker-end="url(#{uid}-arrow)"><title>{_esc(ks[i].name)} → '
-                 f'{_esc(ks[j].name)}: {fmt_bytes(b)}</title></path>')
-        anchor = "start"
-        o.append(f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="{anchor}" font-size="10" '
-                 f'fill="{MUTED}" stroke="#fff" stroke-width="3" paint-order="stroke">'
-                 f'{fmt_bytes(b)}</text>')
+        arrows.append(f'<path d="{path}" fill="none" stroke="#7a828c" stroke-width="1.2" '
+                      f'marker-end="url(#{uid}-arrow)"><title>{_esc(ks[i].name)} → '
+                      f'{_esc(ks[j].name)}: {fmt_bytes(b)}</title></path>')
+        arrows.append(f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="10" fill="{MUTED}" '
+                      f'stroke="#fff" stroke-width="3" paint-order="stroke">{fmt_bytes(b)}</text>')
+    width = max(width, right_edge + margin)
+    o = [_svg_open(width, height, f"Kernel graph of {graph.name}"),
+         f'<defs>{_arrow_marker(uid + "-arrow", "#7a828c")}</defs>',
+         f'<rect width="{width:.0f}" height="{height:.0f}" fill="#fff"/>'] + arrows
     for i, k in enumerate(ks):
         x, y, w = cx[i] - bw[i] / 2, ytop[i], bw[i]
         colour, tint = BOUND_COLOURS.get(k.bound, MUTED), BOUND_TINTS.get(k.bound, "#fff")
@@ -1520,6 +1531,10 @@ def _graph_section(res) -> str:
                                            "coloured by its bound; arrows carry the bytes one "
                                            "kernel writes and the next reads. Install Graphviz for "
                                            "the op-level drawing.")
+    n = len(res.fused.kernels)
+    if n > 30:
+        # a tall drawing would bury the tables below it
+        pic = f"<details><summary>Show the graph ({n} kernels)</summary>{pic}</details>"
     return (f'<section id="graph"><h2>Fused graph</h2><p class="note">{_esc(how)}</p>'
             f'<div class="fig pic">{pic}</div><details><summary>Graphviz DOT source</summary>'
             f'<pre>{_esc(dot)}</pre></details></section>')
