@@ -384,6 +384,7 @@ def fusion_moves(result) -> list[FusionMove]:
 @dataclass
 class _RoofData:
     spec: object
+    graph: object           # for the ops of a kernel in tooltips
     title: str
     points: list            # RoofPoint of the run shown solid (prediction / fused)
     before: list            # RoofPoint of the unfused run (search only)
@@ -419,7 +420,7 @@ def _roof_data(pred=None, result=None) -> _RoofData:
     ys = [p.flops_per_s for p in pts + before] + [m.y0 for m in moves]
     xlo, xhi = min(xs) / 3, max(xs) * 3
     ylo = min(ys) / 3 if ys else peaks[-1][1] / 1e4
-    return _RoofData(spec, title, pts, before, moves, left_out, peaks,
+    return _RoofData(spec, main.graph, title, pts, before, moves, left_out, peaks,
                      _decade_range(xlo, xhi),
                      (10 ** math.floor(math.log10(ylo)), peaks[0][1] * 4))
 
@@ -716,9 +717,20 @@ def _arrow_marker(mid: str, colour: str) -> str:
             f'fill="{colour}"/></marker>')
 
 
-def _kernel_tip(k, extra: str = "") -> str:
+def ops_text(k, graph=None) -> str:
+    """A kernel's ops: ``linear → gelu`` where one feeds the next, ``q, k, v`` for
+    siblings fused side by side (no graph: commas throughout)."""
+    out = k.op_types[0] if k.op_types else ""
+    for prev, op, t in zip(k.ops, k.ops[1:], k.op_types[1:]):
+        chained = (graph is not None and op in graph.dataflow
+                   and graph.dataflow.has_edge(prev, op))
+        out += (" → " if chained else ", ") + t
+    return out
+
+
+def _kernel_tip(k, extra: str = "", graph=None) -> str:
     ai = "∞" if math.isinf(k.intensity) else f"{k.intensity:.3g}"
-    ops = " → ".join(k.op_types)
+    ops = ops_text(k, graph)
     return (f"{k.name}\nops: {ops}\nshape {_shape(k.shape)} · unit {k.unit}\n"
             f"{fmt_si(k.flops, 'FLOP')} · {fmt_bytes(k.bytes_read)} in, "
             f"{fmt_bytes(k.bytes_written)} out · {ai} FLOP/B\n"
@@ -863,7 +875,7 @@ def _svg_points(d: _RoofData, ax: _LogAxes, uid: str) -> list[str]:
     max_us = max([p.kernel.us for p in d.points + d.before] or [1.0])
     for p in d.before:
         r = _radius(p.kernel.us, max_us)
-        tip = _kernel_tip(p.kernel, "\nunfused run (eager)")
+        tip = _kernel_tip(p.kernel, "\nunfused run (eager)", d.graph)
         o.append(f'<circle cx="{ax.px(p.intensity):.1f}" cy="{ax.py(p.flops_per_s):.1f}" '
                  f'r="{r:.1f}" fill="none" stroke="{BOUND_COLOURS[p.kernel.bound]}" '
                  f'stroke-width="1.4" opacity="0.8"><title>{_esc(tip)}</title></circle>')
@@ -885,7 +897,7 @@ def _svg_points(d: _RoofData, ax: _LogAxes, uid: str) -> list[str]:
         r = _radius(p.kernel.us, max_us)
         o.append(f'<circle cx="{ax.px(p.intensity):.1f}" cy="{ax.py(p.flops_per_s):.1f}" '
                  f'r="{r:.1f}" fill="{BOUND_COLOURS[p.kernel.bound]}" fill-opacity="0.88" '
-                 f'stroke="#fff" stroke-width="1"><title>{_esc(_kernel_tip(p.kernel))}</title>'
+                 f'stroke="#fff" stroke-width="1"><title>{_esc(_kernel_tip(p.kernel, "", d.graph))}</title>'
                  f'</circle>')
     return o
 
@@ -1030,7 +1042,7 @@ def _timeline_run(label, p, y, left, pw, sx, lane_h, lane_gap, head_h, uid) -> l
         else:
             k = p.kernels[e.kernel]
             o.append(_bar(left, gy, e.start_us, e.dur_us, sx, lane_h, BOUND_COLOURS[k.bound],
-                          k.name, _kernel_tip(k, f"\nstarts at {e.start_us:.2f} µs")))
+                          k.name, _kernel_tip(k, f"\nstarts at {e.start_us:.2f} µs", p.graph)))
     if len(p.kernels) <= 60:
         # link a launch to its kernel only when the kernel starts on arrival (the GPU
         # was waiting): that is when the link explains an idle gap; when kernels queue
@@ -1289,7 +1301,7 @@ def graph_svg(pred=None, result=None, uid: str = "kg") -> str:
         x, y, w = cx[i] - bw[i] / 2, ytop[i], bw[i]
         colour, tint = BOUND_COLOURS.get(k.bound, MUTED), BOUND_TINTS.get(k.bound, "#fff")
         sw = 2.2 if len(k.ops) > 1 else 1.2
-        o.append(f'<g><title>{_esc(_kernel_tip(k))}</title><rect x="{x:.1f}" y="{y:.1f}" '
+        o.append(f'<g><title>{_esc(_kernel_tip(k, "", graph))}</title><rect x="{x:.1f}" y="{y:.1f}" '
                  f'width="{w:.1f}" height="{bh}" rx="7" fill="{tint}" stroke="{colour}" '
                  f'stroke-width="{sw}"/>')
         for li, t in enumerate(lines[i]):
@@ -1304,7 +1316,7 @@ def graph_svg(pred=None, result=None, uid: str = "kg") -> str:
 
 
 def _box_lines(graph, k, inputs_b: float) -> list[str]:
-    ops = " → ".join(k.op_types)
+    ops = ops_text(k, graph)
     first = k.name if len(k.ops) == 1 else f"{k.name}  (fused ×{len(k.ops)})"
     extra = []
     if inputs_b:
@@ -1478,7 +1490,7 @@ def _top_kernels(p, n: int = 10) -> str:
     mx = top[0].us if top else 1.0
     rows = []
     for k in top:
-        rows.append(f'<div class="name" title="{_esc(" → ".join(k.op_types))}">{_esc(k.name)}</div>'
+        rows.append(f'<div class="name" title="{_esc(ops_text(k, p.graph))}">{_esc(k.name)}</div>'
                     f'<div class="track"><div class="fill" style="width:{k.us / mx * 100:.1f}%;'
                     f'background:{BOUND_COLOURS.get(k.bound, MUTED)}"></div></div>'
                     f'<div class="val">{k.us:,.1f} µs · {k.us / total:.0%}</div>')
@@ -1496,7 +1508,7 @@ def kernel_table(p, table_id: str) -> str:
     for i, k in enumerate(p.kernels):
         ai = k.intensity
         ai_txt, ai_v = ("∞", 1e300) if math.isinf(ai) else (f"{ai:.3g}", ai)
-        cells = [(str(i), i, ""), (k.name, None, "l name"), (" → ".join(k.op_types), None, "l ops"),
+        cells = [(str(i), i, ""), (k.name, None, "l name"), (ops_text(k, p.graph), None, "l ops"),
                  (_shape(k.shape), None, "l"), (k.unit, None, "l"),
                  (fmt_si(k.flops), k.flops, ""), (fmt_bytes(k.bytes_read), k.bytes_read, ""),
                  (fmt_bytes(k.bytes_written), k.bytes_written, ""), (ai_txt, ai_v, ""),

@@ -183,6 +183,26 @@ def test_fusion_moves_and_zero_flop_kernels(tb_search):
         assert "not shown" in svg
 
 
+def test_labels_and_units(tb_search):
+    assert viz.fmt_bytes(64 * 2**20) == "64.0 MiB" and viz.fmt_bytes(100) == "100 B"
+    assert viz.fmt_si(3.35e12, "B/s") == "3.35 TB/s"
+    assert viz.unit_name("fp16_tc/bf16_tc") == "FP16/BF16 tensor cores"
+    spec = tb_search.fused.spec
+    assert [u for u, _ in viz.roofs(spec, [])] == ["fp32"]
+    b = GraphBuilder("siblings")
+    x = b.input("x", (256, 256))
+    w = b.input("w", (256, 256))
+    q, k = b.matmul("q", x, w, 256, 256, 256), b.matmul("k", x, w, 256, 256, 256)
+    r = b.op("r", "pointwise", [q])
+    b.output(r, k)
+    g = b.build()
+    p = predict(g, gpu="h100", groups=[["q", "r"], ["k"]])
+    assert viz.ops_text(p.kernels[0], g) == "q → r"       # a chain
+    assert viz.ops_text(p.kernels[0]) == "q, r"            # no graph: no claim of order
+    p = predict(g, gpu="h100", groups=[["q", "k", "r"]])
+    assert viz.ops_text(p.kernels[0], g) == "q, k, r"     # k does not feed r
+
+
 # ---------------------------------------------------------------- DOT
 _TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"|(->|[{}\[\];=,])|([A-Za-z0-9_.]+)|(//[^\n]*)|(\s+)')
 
