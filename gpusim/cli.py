@@ -243,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--json", action="store_true")
     acc.add_argument("--markdown", action="store_true", help="print the README table")
     acc.add_argument("--plot", metavar="FILE", default=None)
+    acc.add_argument("--update-readme", metavar="README", default=None,
+                     help="rewrite the table between the accuracy markers of this file")
     acc.set_defaults(fn=cmd_accuracy)
     r = sub.add_parser("report", help="one self-contained HTML report")
     _add_model_args(r)

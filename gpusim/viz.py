@@ -1107,7 +1107,7 @@ def dot_document(pred=None, result=None, title: bool = True) -> str:
     g, df = graph.g, graph.dataflow
     owner = {op: i for i, k in enumerate(p.kernels) for op in k.ops}
     heading = (f"{graph.name} on {p.spec.display_name}, {p.mode}: {len(p.kernels)} kernels, "
-             f"{fmt_us(p.device_us)} device, {fmt_us(p.end_to_end_us)} end to end")
+               f"{fmt_us(p.device_us)} device, {fmt_us(p.end_to_end_us)} end to end")
     fused = any(len(k.ops) > 1 for k in p.kernels)
     legend = ("colour = what bounds the kernel: memory blue, compute orange, latency purple"
               + ("; a box around ops = one fused kernel; dashed edges stay on chip" if fused else
@@ -1123,17 +1123,18 @@ def dot_document(pred=None, result=None, title: bool = True) -> str:
     for n in df.nodes:
         if n not in owner and g.nodes[n]["kind"] == "input":
             a = g.nodes[n]
-            o.append(f"  {_q(n)} [shape=box, style=filled, fillcolor=\"#f1f3f5\", "
-                     f"color=\"#b8bec6\", fontsize=8, height=0.2, margin=\"0.06,0.02\", "
-                     f"label={_qlabel(n, _shape(a.get('shape')) + ' ' + str(a.get('dtype', '')))}];")
+            label = _qlabel(n, f"{_shape(a.get('shape'))} {a.get('dtype', '')}".strip())
+            o.append(f'  {_q(n)} [shape=box, style=filled, fillcolor="#f1f3f5", color="#b8bec6", '
+                     f'fontsize=8, height=0.2, margin="0.06,0.02", label={label}];')
     cluster = 0
     for i, k in enumerate(p.kernels):
         colour, tint = BOUND_COLOURS.get(k.bound, MUTED), BOUND_TINTS.get(k.bound, "#fff")
         if len(k.ops) > 1:
+            label = _qlabel(k.name, f"{fmt_us(k.us)} · {k.bound}-bound",
+                            f"{fmt_bytes(k.bytes_read)} in → {fmt_bytes(k.bytes_written)} out")
             o.append(f"  subgraph cluster_{cluster} {{")
             o.append(f'    graph [style="rounded,filled", fillcolor="{tint}", color="{colour}", '
-                     f'penwidth=1.6, fontsize=10, fontcolor="{INK}", label='
-                     f'{_qlabel(k.name, f"{fmt_us(k.us)} · {k.bound}-bound", fmt_bytes(k.bytes_read) + " in → " + fmt_bytes(k.bytes_written) + " out")}];')
+                     f'penwidth=1.6, fontsize=10, fontcolor="{INK}", label={label}];')
             for op in k.ops:
                 o.append(f"    {_dot_node(g, op, None)}")
             o.append("  }")

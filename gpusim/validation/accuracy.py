@@ -259,6 +259,27 @@ def markdown(rep: dict) -> str:
     return "\n".join(lines)
 
 
+BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
+
+
+def update_readme(path: str, table: str) -> None:
+    """Replace the block between the accuracy markers of ``path`` with ``table``."""
+    from ..cli import UserError
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}") from None
+    if BEGIN not in text or END not in text:
+        raise UserError(f"{path} has no {BEGIN} ... {END} block to update")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+    os.replace(tmp, path)
+
+
 def main(a) -> int:
     rep = accuracy_report(a.results, a.gpu)
     if not rep:
@@ -269,6 +290,9 @@ def main(a) -> int:
         print(json.dumps(rep, indent=2))
     else:
         print(markdown(rep))
+    if getattr(a, "update_readme", None):
+        update_readme(a.update_readme, markdown(rep))
+        print(f"updated the accuracy table in {a.update_readme}", file=sys.stderr)
     if a.plot:
         from ..viz import accuracy_plot
         accuracy_plot(a.results or RESULTS_DIR, a.gpu, a.plot)
