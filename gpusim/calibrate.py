@@ -94,6 +94,20 @@ def run_microbenchmarks() -> dict:
     raw["host"]["library_ops"] = {
         name: (measure.time_wall(loop(f, 50))["median_us"] - measure.time_wall(loop(f, 1))["median_us"]) / 49
         for name, f in lib.items()}
+    # nn.Module.__call__ itself: a chain of identity modules launches no kernel
+    chains = {k: torch.nn.Sequential(*[torch.nn.Identity() for _ in range(k)]) for k in (1, 64)}
+    raw["host"]["module_calls"] = {k: measure.time_wall(lambda m=m: m(tiny))["median_us"]
+                                   for k, m in chains.items()}
+    # a compiled call's cost per tensor input (guards, input handling): one reduction
+    # over k inputs, compiled, for k = 1 and 64
+    per_in = {}
+    for k in (1, 64):
+        torch._dynamo.reset()
+        ins = [torch.randn(16, device=dev) for _ in range(k)]
+        cf = torch.compile(lambda *xs: torch.stack(xs).sum())
+        per_in[k] = {"wall_us": measure.time_wall(cf, tuple(ins))["median_us"],
+                     "kernels": len(measure.profile_kernels(cf, tuple(ins), flush=False, reps=2)["kernels"])}
+    raw["host"]["compiled_inputs"] = per_in
     raw["host"]["eager_100_ops_us"] = measure.time_wall(eager_ops(100))["median_us"]
     raw["host"]["eager_1_op_us"] = measure.time_wall(eager_ops(1))["median_us"]
     raw["host"]["views_100_us"] = measure.time_wall(views(100))["median_us"]
@@ -287,6 +301,14 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         r_lo, r_hi = min(rg), max(rg)
         region = (rg[r_hi]["wall_us"] - rg[r_lo]["wall_us"]) / (r_hi - r_lo) - per_kernel
         diag["region_call_us"] = region
+    if h.get("module_calls"):
+        mc = {int(k): v for k, v in h["module_calls"].items()}
+        diag["module_call_us"] = (mc[max(mc)] - mc[min(mc)]) / (max(mc) - min(mc))
+    if h.get("compiled_inputs"):
+        ci = {int(k): v for k, v in h["compiled_inputs"].items()}
+        lo, hi = min(ci), max(ci)
+        diag["compiled_input_us"] = (ci[hi]["wall_us"] - ci[lo]["wall_us"] - per_kernel * (
+            ci[hi]["kernels"] - ci[lo]["kernels"])) / (hi - lo)
     cg = {int(k): v for k, v in h["cudagraph"].items()}
     g_lo, g_hi = min(cg), max(cg)
     cg_kernel = (cg[g_hi]["device_us"] - cg[g_lo]["device_us"]) / (g_hi - g_lo)
@@ -309,7 +331,9 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         compiled_call_us=float(max(0.5, call)), compiled_kernel_us=float(max(0.5, per_kernel)),
         cudagraph_call_us=float(cg_call), cudagraph_kernel_us=float(cg_kernel),
         compiled_region_us=float(max(0.5, region)) if region else None,
-        eager_library_op_us=float(max(0.5, changes_lib)) if changes_lib else None)
+        eager_library_op_us=float(max(0.5, changes_lib)) if changes_lib else None,
+        eager_module_us=float(max(0.05, diag["module_call_us"])) if "module_call_us" in diag else None,
+        compiled_input_us=float(max(0.0, diag["compiled_input_us"])) if "compiled_input_us" in diag else None)
     if raw.get("aten"):
         fitted = fit_aten(raw["aten"])
         diag["aten"] = fitted
@@ -338,6 +362,8 @@ COMMENTS = {
     "cudagraph_kernel_us": "graph of 32 vs 1 tiny kernels, per-kernel device gap",
     "compiled_region_us": "a 6-op chain run as 6 separately compiled regions vs 1: extra wall per region",
     "eager_library_op_us": "median over linear, layer_norm, conv2d, sdpa of eager wall per op in a loop of 50",
+    "eager_module_us": "nn.Sequential of 64 vs 1 nn.Identity: wall per extra module call",
+    "compiled_input_us": "torch.compile'd stack+sum of 64 vs 1 tensor inputs: wall per extra input, launches subtracted",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",
     "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",

@@ -104,6 +104,11 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
         args = (args,)
     fn, full_args, pnames = _wrap(fn_or_module, args)
     flat = _flatten_tensors(full_args, [])
+    calls = [0]
+
+    def count(module, inputs):      # eager pays Python's nn.Module.__call__ per call
+        calls[0] += 1
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
     try:
         with torch.no_grad():
             gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
@@ -112,6 +117,9 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
         raise
     except Exception as e:  # noqa: BLE001 - turn tracer failures into one clear line
         raise CaptureError(_explain_trace_failure(e)) from None
+    finally:
+        hook.remove()
+    gm.meta["module_calls"] = calls[0]
     return gm, flat, pnames
 
 
@@ -156,6 +164,8 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
     graph = fx_to_opgraph(gm, label, pnames)
+    graph.meta["module_calls"] = gm.meta.get("module_calls", 0)
+    graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
 
 

@@ -50,9 +50,12 @@ class OpGraph:
     Build one with :func:`gpusim.capture.capture` or :class:`GraphBuilder`.
     """
 
-    def __init__(self, g: nx.DiGraph, name: str = "graph"):
+    def __init__(self, g: nx.DiGraph, name: str = "graph", meta: dict | None = None):
         self.g = g
         self.name = name
+        # facts about the whole program: ``module_calls`` (nn.Module calls per forward),
+        # ``inputs`` (tensor inputs, parameters included)
+        self.meta = dict(meta or {})
         if not nx.is_directed_acyclic_graph(g):
             raise GraphError(f"graph {name!r} has a cycle: {nx.find_cycle(g)}")
 
@@ -127,7 +130,7 @@ class OpGraph:
             a["name"] = n
             a["shape"] = list(a["shape"]) if a.get("shape") is not None else None
             nodes.append(a)
-        return {"name": self.name, "nodes": nodes,
+        return {"name": self.name, "meta": self.meta, "nodes": nodes,
                 "edges": [[u, v, d.get("bytes", 0)] for u, v, d in self.g.edges(data=True)]}
 
     @classmethod
@@ -141,7 +144,7 @@ class OpGraph:
             g.add_node(name, **a)
         for u, v, b in data["edges"]:
             g.add_edge(u, v, bytes=b)
-        return cls(g, data.get("name", "graph"))
+        return cls(g, data.get("name", "graph"), data.get("meta"))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())

@@ -34,6 +34,8 @@ HOST = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel_us"
 OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "aten_reduction_efficiency", "aten_norm_efficiency",
                   "aten_norm_efficiency_16bit", "reduction_min_us", "gemm_min_us")
+OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
+                 "compiled_input_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -88,6 +90,8 @@ class GPUSpec:
     reduction_min_us: float | None = None      # floor of reduction/norm kernels
     gemm_min_us: float | None = None           # floor of library GEMM/conv kernels
     eager_library_op_us: float | None = None   # eager host cost of a GEMM/conv/norm/attention op
+    eager_module_us: float | None = None       # eager host cost of one nn.Module call
+    compiled_input_us: float | None = None     # compiled call's cost per tensor input (guards)
 
     @property
     def bandwidth(self) -> float:
@@ -168,7 +172,8 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
         if k not in peaks:
             raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
     pk = {k: _num(path, "compute.peak_tflops", k, v) for k, v in peaks.items()}
-    for k in ("compiled_region_us", "eager_library_op_us"):    # optional host fields
+    for k in OPTIONAL_HOST:
+
         if k in data["host"]:
             vals[k] = _num(path, "host", k, data["host"][k])
     for k in OPTIONAL_MODEL:
@@ -261,7 +266,7 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
             out += [line(k, getattr(spec, k)) for k in OPTIONAL_MODEL
                     if getattr(spec, k) is not None]
         if section == "host":
-            out += [line(k, getattr(spec, k)) for k in ("compiled_region_us", "eager_library_op_us")
+            out += [line(k, getattr(spec, k)) for k in OPTIONAL_HOST
                     if getattr(spec, k) is not None]
         if section == "compute":
             out += ["", "[compute.peak_tflops]"]

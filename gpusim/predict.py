@@ -108,11 +108,12 @@ def views_per_kernel(graph: OpGraph, groups: list[list[str]]) -> tuple[list[int]
 
 def predict_groups(graph: OpGraph, groups, spec: GPUSpec, mode: str = "eager",
                    opts: CostOptions = CostOptions(), names: list[str] | None = None,
-                   host_before: dict | None = None) -> Prediction:
+                   host_before: dict | None = None, inputs: int | None = None) -> Prediction:
     """Predict a run in which each group of compute nodes is one kernel.
 
     ``host_before``: extra host µs paid before the kernel whose first node (in capture
-    order) is the key."""
+    order) is the key. ``inputs``: tensor inputs a compiled call checks (default: the
+    graph's)."""
     check_mode(mode)
     if mode == "eager":
         opts = dataclasses.replace(opts, aten=True)   # eager runs ATen's own kernels
@@ -123,7 +124,9 @@ def predict_groups(graph: OpGraph, groups, spec: GPUSpec, mode: str = "eager",
     else:
         vb, trailing = None, 0
     hb = [host_before.get(g[0], 0.0) for g in groups] if host_before else None
-    tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb)
+    tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb,
+                  module_calls=graph.meta.get("module_calls", 0),
+                  inputs=graph.meta.get("inputs", 0) if inputs is None else inputs)
     return Prediction(spec.name, mode, graph, kernels, tl, spec)
 
 

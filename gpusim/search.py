@@ -117,7 +117,7 @@ def fold_conv_bn(graph: OpGraph) -> tuple[OpGraph, list[str]]:
         folded.append(n)
     if not folded:
         return graph, []
-    return OpGraph(g, graph.name), folded
+    return OpGraph(g, graph.name, graph.meta), folded
 
 
 # ---------------------------------------------------------------------------

@@ -84,12 +84,16 @@ def eager_dispatch_us(kernel: KernelEstimate, spec) -> float:
 
 def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              views_before: list[int] | None = None, trailing_views: int = 0,
-             calls: int = 6, host_before: list[float] | None = None) -> Timeline:
+             calls: int = 6, host_before: list[float] | None = None,
+             module_calls: int = 0, inputs: int = 0) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
     pays for them. ``host_before[i]``: further host time before launching kernel ``i``
-    (entering a separately compiled region, in the validation harness). Returns the first call's events and the steady-state timing.
+    (entering a separately compiled region, in the validation harness).
+    ``module_calls``: nn.Module calls per forward, each costing ``eager_module_us`` in
+    eager mode (spread over the kernels). ``inputs``: tensor inputs of the program, each
+    costing ``compiled_input_us`` per compiled call (Dynamo's guards and input handling). Returns the first call's events and the steady-state timing.
     """
     check_mode(mode)
     n = len(kernels)
@@ -97,12 +101,14 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     host_before = host_before or [0.0] * n
     if mode == "eager":
         call_us = 0.0
-        per_k = [eager_dispatch_us(k, spec) + v * spec.eager_view_us
+        modules = module_calls * (spec.eager_module_us or 0.0) / max(n, 1)
+        per_k = [eager_dispatch_us(k, spec) + v * spec.eager_view_us + modules
                  for k, v in zip(kernels, views_before)]
         tail = trailing_views * spec.eager_view_us
         gpu_gap = 0.0
     elif mode == "compiled":
-        call_us, per_k, tail, gpu_gap = spec.compiled_call_us, [spec.compiled_kernel_us] * n, 0.0, 0.0
+        call_us = spec.compiled_call_us + inputs * (spec.compiled_input_us or 0.0)
+        per_k, tail, gpu_gap = [spec.compiled_kernel_us] * n, 0.0, 0.0
     else:
         call_us, per_k, tail, gpu_gap = spec.cudagraph_call_us, [0.0] * n, 0.0, spec.cudagraph_kernel_us
     if mode != "cudagraph":

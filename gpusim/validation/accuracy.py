@@ -52,6 +52,32 @@ def load_records(folder: str) -> list[dict]:
     return recs
 
 
+def record_graph(r: dict) -> OpGraph:
+    """The graph a record measured. Records made before graphs carried their program
+    facts (module calls, tensor inputs) get them by capturing the same built-in example
+    on the meta device again: structure, not measurement."""
+    g = OpGraph.from_dict(r["graph"])
+    if "module_calls" not in g.meta and r.get("example"):
+        g.meta.update(_program_facts(r["example"], r["dtype"],
+                                     tuple(sorted(r.get("sizes", {}).items()))))
+    return g
+
+
+_FACTS: dict = {}
+
+
+def _program_facts(example: str, dtype: str, sizes: tuple) -> dict:
+    key = (example, dtype, sizes)
+    if key not in _FACTS:
+        import torch
+
+        from ..capture import capture_full
+        from ..examples import build_example
+        fn, args = build_example(example, device="meta", dtype=getattr(torch, dtype), **dict(sizes))
+        _FACTS[key] = dict(capture_full(fn, args, name=example).graph.meta)
+    return _FACTS[key]
+
+
 def ape(pred: float, meas: float) -> float:
     return abs(pred - meas) / meas * 100.0
 
@@ -113,14 +139,17 @@ def predict_regions(graph: OpGraph, groups, spec):
     inductor does."""
     from ..partition import as_compiled_by_inductor
     pos = {n: i for i, n in enumerate(graph.compute_nodes)}
+    from ..cost import group_io
     kernels, entry = [], {}
     region = spec.compiled_region_us or spec.compiled_call_us
+    per_input = spec.compiled_input_us or 0.0
     for g in groups:
         ks = [sorted(k, key=pos.__getitem__) for k in as_compiled_by_inductor(graph, [g])]
         kernels += ks
-        entry[min(ks, key=lambda k: pos[k[0]])[0]] = region
+        n_in = len(group_io(graph, g)[0])          # tensors the region is called with
+        entry[min(ks, key=lambda k: pos[k[0]])[0]] = region + n_in * per_input
     return predict_groups(graph, kernels, spec.replace(compiled_call_us=0.0), "compiled",
-                          host_before=entry)
+                          host_before=entry, inputs=0)
 
 
 def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, dict]:
@@ -129,7 +158,7 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
     verdicts = {"right": 0, "wrong": 0}
     taus = []
     for r in records:
-        g = OpGraph.from_dict(r["graph"])
+        g = record_graph(r)
         case = r["case"]
         runs = r.get("runs", {})
         singles = [[n] for n in g.compute_nodes]
