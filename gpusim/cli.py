@@ -29,22 +29,6 @@ def _user_errors():
             UserError)
 
 
-def _write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file, so a failure leaves nothing."""
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise UserError(f"cannot write {path}: folder {d} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".gpusim-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _parse_sizes(items: list[str]) -> dict:
     out = {}
     for it in items or []:

@@ -105,6 +105,12 @@ class OpGraph:
                 d.add_edge(p, n, bytes=b)
         return d
 
+    @cached_property
+    def topo_index(self) -> dict:
+        """Position of each dataflow node in one topological order: a path from u to v
+        exists only if ``topo_index[u] < topo_index[v]``."""
+        return {n: i for i, n in enumerate(nx.topological_sort(self.dataflow))}
+
     def consumers(self, name: str) -> list[str]:
         """Compute nodes that read ``name``'s tensor (through any views)."""
         return list(self.dataflow.successors(name)) if name in self.dataflow else []

@@ -155,28 +155,44 @@ def connected(graph: OpGraph, members) -> bool:
     return mem <= comp
 
 
-def convexity_violation(graph: OpGraph, members) -> list[str] | None:
-    """A path that leaves the group and re-enters it, or None when convex."""
+def convexity_violation(graph: OpGraph, members, explain: bool = True) -> list[str] | None:
+    """A path that leaves the group and re-enters it, or None when convex.
+
+    Searches forward from the group's outside successors, but only through nodes that
+    come before the group's last member in topological order (no path from a later node
+    can come back), so the check stays local on large graphs. With ``explain=False`` it
+    returns ``[]`` instead of building the path (for search, which only needs yes/no).
+    """
     mem = set(members)
     df = graph.dataflow
-    down = set()
-    stack = [s for n in mem for s in df.successors(n) if s not in mem]
-    while stack:
+    idx = graph.topo_index
+    last = max(idx[m] for m in mem)
+    seen = set()
+    stack = [s for n in mem for s in df.successors(n) if s not in mem and idx[s] < last]
+    bad = None
+    while stack and bad is None:
         x = stack.pop()
-        if x not in down:
-            down.add(x)
-            stack.extend(s for s in df.successors(x) if s not in mem)
-    bad = [x for x in down if any(s in mem for s in df.successors(x))]
-    if not bad:
+        if x in seen:
+            continue
+        seen.add(x)
+        for s in df.successors(x):
+            if s in mem:
+                bad = x
+                break
+            if idx[s] < last and s not in seen:
+                stack.append(s)
+    if bad is None:
         return None
-    x = bad[0]
-    src = next(m for m in mem if nx.has_path(df, m, x))
-    dst = next(s for s in df.successors(x) if s in mem)
-    return nx.shortest_path(df, src, x) + [dst]
+    if not explain:
+        return []
+    src = next(m for m in mem if nx.has_path(df, m, bad))
+    dst = next(s for s in df.successors(bad) if s in mem)
+    return nx.shortest_path(df, src, bad) + [dst]
 
 
-def group_violation(graph: OpGraph, members) -> str | None:
-    """Why ``members`` cannot form one kernel, or None if they can."""
+def group_violation(graph: OpGraph, members, explain: bool = True) -> str | None:
+    """Why ``members`` cannot form one kernel, or None if they can (``explain=False``:
+    a shorter reason, computed faster, for search)."""
     members = list(members)
     for n in members:
         if n not in graph:
@@ -192,8 +208,10 @@ def group_violation(graph: OpGraph, members) -> str | None:
         return why
     # convexity first: a group that a path leaves and re-enters is linked by data, and
     # naming that path tells the user what to add to the group
-    path = convexity_violation(graph, members)
-    if path:
+    path = convexity_violation(graph, members, explain)
+    if path is not None:
+        if not path:
+            return "not convex"
         return f"not convex: the path {' -> '.join(path)} leaves the group and re-enters it"
     if not connected(graph, members):
         return "the nodes are neither connected by data nor share an input"

@@ -154,7 +154,7 @@ def greedy(graph: OpGraph, scorer: Scorer, objective: str = "time", seed: int = 
 
     def gain(a, b):
         merged = groups[a] | groups[b]
-        if group_violation(graph, list(merged)):
+        if group_violation(graph, list(merged), explain=False):
             return None
         if objective == "random":
             return rng.random() if rng.random() < 0.5 else None
@@ -225,7 +225,7 @@ def enumerate_groups(graph: OpGraph, max_size: int, limit: int = 200_000) -> lis
     while frontier:
         nxt = []
         for s in frontier:
-            if len(s) == 1 or group_violation(graph, list(s)) is None:
+            if len(s) == 1 or group_violation(graph, list(s), explain=False) is None:
                 legal.append(s)
             if len(s) >= max_size:
                 continue

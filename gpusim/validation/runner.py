@@ -264,9 +264,9 @@ def main(a) -> int:
     env = measure.env_info()
     _atomic_json(os.path.join(a.out, "env.json"), env)
     deadline = time.time() + float(os.environ.get("GPUSIM_VALIDATE_SECONDS", "1e9"))
-    tty = sys.stderr.isatty()
+    from ..progress import progress
     done = 0
-    for i, (name, preset, dt) in enumerate(cases):
+    for i, (name, preset, dt) in enumerate(progress(cases, "validating")):
         fname = os.path.join(a.out, f"{name}__{preset}__{dt}.json")
         if os.path.exists(fname):
             done += 1
@@ -287,5 +287,5 @@ def main(a) -> int:
         done += 1
         msg = f"[{done}/{len(cases)}] {name}/{preset}/{dt} {rec['seconds']:.1f}s" + (
             " FAILED" if rec.get("failed") or rec.get("errors") else "")
-        print(("\r" if tty else "") + msg, file=sys.stderr, flush=True)
+        print(msg, file=sys.stderr, flush=True)
     return 0
