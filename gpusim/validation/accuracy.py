@@ -285,6 +285,45 @@ def markdown(rep: dict) -> str:
             lines.append(f"| {gpu} | {name} | {e['records']} | {cell(s.get('kernel'))} | "
                          f"{cell(s.get('device'))} | {cell(s.get('end_to_end'))} | "
                          f"{cell(s.get('speedup'))} | {verdict} | {taus} |")
+    return "\n".join(lines + ["", targets_markdown(rep)])
+
+
+# The validation issue's targets: (label, spec row, category, statistic, limit, "<=" | ">=")
+TARGETS = [
+    ("per-kernel device time, median", "model", "kernel", "median", 10.0, "<="),
+    ("per-kernel device time, p90", "model", "kernel", "p90", 25.0, "<="),
+    ("per-call device time, median", "model", "device", "median", 10.0, "<="),
+    ("per-call device time, p90", "model", "device", "p90", 25.0, "<="),
+    ("end-to-end wall time, median", "model", "end_to_end", "median", 15.0, "<="),
+    ("fusion speed-up (device), median", "model", "speedup", "median", 15.0, "<="),
+    ("helps/hurts verdict right", "model", "verdict", "fraction", 90.0, ">="),
+    ("datasheet-only spec, per-call device median", "datasheet", "device", "median", 15.0, "<="),
+    ("datasheet-only spec, end-to-end median", "datasheet", "end_to_end", "median", 15.0, "<="),
+    ("Kendall tau, every graph with >= 4 partitions (min)", "model", "tau", "min", 0.8, ">="),
+]
+
+
+def targets_markdown(rep: dict) -> str:
+    """The issue's accuracy targets against what the records give, per GPU."""
+    lines = ["| GPU | target | limit | achieved | met |", "|---|---|---|---|---|"]
+    for gpu, e in rep.items():
+        for label, row, cat, stat, limit, op in TARGETS:
+            s = e.get(row)
+            if not s:
+                continue
+            if cat == "verdict":
+                v = s["verdict_right"]
+                got = 100.0 * v["right"] / max(1, v["right"] + v["wrong"])
+            elif cat == "tau":
+                got = s["tau"][stat]
+            else:
+                got = (s.get(cat) or {}).get(stat)
+            if got is None:
+                continue
+            ok = got <= limit if op == "<=" else got >= limit
+            unit = "" if cat == "tau" else "%"
+            lines.append(f"| {gpu} | {label} | {op} {limit:g}{unit} | {got:.2f}{unit} | "
+                         f"{'yes' if ok else '**no**'} |")
     return "\n".join(lines)
 
 
