@@ -216,7 +216,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
             if kind not in GEMM_KINDS and a["kind"] in ("reduction", "norm"):
                 kind = a["kind"]
     mem_us, comp_us = mem_s * 1e6, comp_s * 1e6
-    body = max(mem_us, comp_us)
+    body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     floor = kernel_floor(nodes, spec)
     us = max(floor, spec.kernel_fixed_us + body)
     if body < spec.kernel_fixed_us or us == floor:
@@ -231,6 +231,25 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         shape=last.get("shape") or (), flops=flops, bytes_read=rd_l2 + rd_dram,
         bytes_read_l2=rd_l2, bytes_written=wr, mem_us=mem_us, compute_us=comp_us,
         fixed_us=spec.kernel_fixed_us, us=us, bound=bound, unit=unit)
+
+
+# Register pressure. A generated kernel keeps a register tile per live boundary tensor
+# and per op in flight; past some size occupancy falls and so does achieved bandwidth.
+# The H200 records' fused groups (up to 10 boundary tensors, 9 ops) show no penalty, so
+# the term starts past that; its slope is ASSUMED (not yet measured) and is what stops
+# the search from treating unbounded fusion as free.
+PRESSURE_FREE_TENSORS = 10
+PRESSURE_FREE_OPS = 16
+PRESSURE_PER_TENSOR = 0.05     # assumed: +5% kernel time per boundary tensor past 10
+PRESSURE_PER_OP = 0.02         # assumed: +2% per op past 16
+
+
+def register_pressure(n_ops: int, n_tensors: int) -> float:
+    """Slow-down factor (>= 1) of a fused kernel from register pressure."""
+    if n_ops <= 1:
+        return 1.0
+    return (1.0 + PRESSURE_PER_TENSOR * max(0, n_tensors - PRESSURE_FREE_TENSORS)
+            + PRESSURE_PER_OP * max(0, n_ops - PRESSURE_FREE_OPS))
 
 
 _BN_OPS = ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",

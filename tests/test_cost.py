@@ -145,3 +145,24 @@ def test_l2_resident_intermediate_is_cheaper_to_read():
     assert k_small.bytes_read_l2 == 4 << 20
     big = _chain(1 << 28, 2)        # 1 GiB: does not
     assert estimate_group(big, ["p1"], H100).bytes_read_l2 == 0
+
+
+def test_register_pressure_makes_very_large_fusion_cost_more():
+    """Past the measured range, each extra boundary tensor or op slows a fused kernel, so
+    unbounded fusion is not free; inside it (what the H200 records cover) nothing changes."""
+    from gpusim.cost import estimate_group, register_pressure
+    from gpusim.graph import GraphBuilder
+    from gpusim.hardware import load_spec
+    assert register_pressure(9, 10) == 1.0 and register_pressure(1, 40) == 1.0
+    assert register_pressure(20, 10) > 1.0 and register_pressure(5, 14) > register_pressure(5, 12)
+    spec = load_spec("h100")
+    b = GraphBuilder()
+    xs = [b.input(f"x{i}", (1 << 20,)) for i in range(14)]
+    acc = b.op("a0", "pointwise", [xs[0], xs[1]])
+    for i in range(2, 14):
+        acc = b.op(f"a{i - 1}", "pointwise", [acc, xs[i]])
+    b.output(acc)
+    g = b.build()
+    k = estimate_group(g, g.compute_nodes, spec)
+    # 14 inputs + 1 output cross the boundary: 5 past the free range
+    assert k.us > (k.mem_us + k.fixed_us) * 1.2
