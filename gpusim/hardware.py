@@ -271,11 +271,8 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
         if section == "compute":
             out += ["", "[compute.peak_tflops]"]
             out += [line(k, float(v)) for k, v in spec.peak_tflops.items()]
-    text = "\n".join(out) + "\n"
-    p = Path(path)
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(p)
+    from .atomic import atomic_write
+    atomic_write(str(path), "\n".join(out) + "\n")
 
 
 def specs_table(specs) -> str:

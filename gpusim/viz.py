@@ -43,9 +43,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 
+from .atomic import atomic_path, atomic_write
 from .progress import Progress, progress  # noqa: F401  (re-exported for callers)
 
 BOUND_COLOURS = {"memory": "#2f6fd0", "compute": "#e8743b", "latency": "#8e6cc9"}
@@ -121,28 +121,9 @@ def _check_target(path: str) -> None:
 
 
 def _write_atomic(path: str, data) -> None:
-    """Write ``data`` (str as UTF-8, or bytes) via a temporary file and a rename, so a
-    failure never leaves half a file."""
+    """Write ``data`` (str or bytes) to ``path`` atomically, after checking the target."""
     _check_target(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".gpusim-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        _public(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _public(path: str) -> None:
-    """Give a temporary file the permissions a plain ``open()`` would have (mkstemp makes
-    it private)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
+    atomic_write(path, data)
 
 
 def _runs(pred=None, result=None) -> list[tuple[str, object]]:
@@ -547,18 +528,9 @@ def _plot_format(path: str) -> str:
 
 
 def _save_figure(fig, path: str, fmt: str) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".gpusim-", suffix="." + fmt)
-    os.close(fd)
-    try:
+    with atomic_path(path, "." + fmt) as tmp:
         fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight",
                     metadata={"Software": "gpusim"} if fmt == "png" else None)
-        _public(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def roofline_figure(pred=None, result=None):

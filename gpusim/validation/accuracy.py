@@ -342,10 +342,8 @@ def update_readme(path: str, table: str) -> None:
         raise UserError(f"{path} has no {BEGIN} ... {END} block to update")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{head}{BEGIN}\n{table}\n{END}{tail}")
-    os.replace(tmp, path)
+    from ..atomic import atomic_write
+    atomic_write(path, f"{head}{BEGIN}\n{table}\n{END}{tail}")
 
 
 def main(a) -> int:

@@ -28,10 +28,8 @@ PARTITION_ALGOS = ("greedy", "bytes", "exact")
 
 
 def _atomic_json(path: str, doc) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1, default=str)
-    os.replace(tmp, path)
+    from ..atomic import atomic_write
+    atomic_write(path, json.dumps(doc, indent=1, default=str))
 
 
 def plan_cases(names=None, quick=False):
