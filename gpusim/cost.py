@@ -27,6 +27,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from .graph import OpGraph
+from .ops import is_eval_batch_norm
 
 GEMM_KINDS = frozenset({"matmul", "conv", "attention"})
 
@@ -252,10 +253,6 @@ def register_pressure(n_ops: int, n_tensors: int) -> float:
             + PRESSURE_PER_OP * max(0, n_ops - PRESSURE_FREE_OPS))
 
 
-_BN_OPS = ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
-           "_native_batch_norm_legit", "cudnn_batch_norm")
-
-
 def aten_fraction(nodes, spec) -> float:
     """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
 
@@ -270,7 +267,7 @@ def aten_fraction(nodes, spec) -> float:
         return spec.aten_strided_efficiency_16bit if half else spec.aten_strided_efficiency
     if kind == "reduction":
         return spec.aten_reduction_efficiency
-    if kind == "norm" and short_op(a["op"]) not in _BN_OPS:
+    if kind == "norm" and not is_eval_batch_norm(a["op"]):
         return spec.aten_norm_efficiency_16bit if half else spec.aten_norm_efficiency
     return 1.0
 

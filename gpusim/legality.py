@@ -27,12 +27,12 @@ from __future__ import annotations
 import networkx as nx
 
 from .graph import FREE_KINDS, OpGraph, numel
+from .ops import is_eval_batch_norm
 
 MAX_GROUP_OPS = 32
 MAX_GROUP_TENSORS = 16
 GEMM_KINDS = frozenset({"matmul", "conv", "attention"})
 HORIZONTAL_GEMM_OPS = frozenset({"mm", "matmul", "linear", "addmm", "bmm"})
-_BN = ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training")
 
 
 class FusionError(ValueError):
@@ -47,7 +47,7 @@ def fusion_class(graph: OpGraph, n: str) -> str:
         return "opaque"
     if k in GEMM_KINDS:
         return "gemm"
-    if k == "norm" and a["op"].split(".")[1 if a["op"].startswith("aten.") else 0] in _BN:
+    if k == "norm" and is_eval_batch_norm(a["op"]):
         return "pointwise"          # inference BN is a per-channel scale and shift
     if k in ("reduction", "norm"):
         return "reduction"

@@ -256,8 +256,17 @@ def norm_flops(ctx: OpCtx) -> float:
     return 8.0 * ctx.ins[0].numel
 
 
-@register("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
-          "_native_batch_norm_legit", "cudnn_batch_norm", kind="norm")
+#: Batch-norm ops that normalise with running statistics (eval): a per-channel scale and
+#: shift, so they fuse like pointwise ops and fold into a preceding conv.
+EVAL_BATCH_NORM = ("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training")
+
+
+def is_eval_batch_norm(op: str) -> bool:
+    """Whether aten op ``op`` (``"aten.batch_norm.default"``) is an eval-mode batch norm."""
+    return packet_name(op) in EVAL_BATCH_NORM
+
+
+@register(*EVAL_BATCH_NORM, "_native_batch_norm_legit", "cudnn_batch_norm", kind="norm")
 def batchnorm_flops(ctx: OpCtx) -> float:
     """Inference batch norm is a per-channel scale and shift: 2 FLOPs per element."""
     return 2.0 * ctx.ins[0].numel

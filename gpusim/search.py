@@ -89,13 +89,12 @@ def fold_conv_bn(graph: OpGraph) -> tuple[OpGraph, list[str]]:
     offline, so the BN node becomes a free alias of the conv output and its parameter
     reads vanish. Applies when the conv's only consumer is the BN.
     """
-    from .legality import _BN
+    from .ops import is_eval_batch_norm
     g = graph.g.copy()
     folded = []
     for n in graph.compute_nodes:
         a = g.nodes[n]
-        op = a["op"].split(".")[1] if a["op"].startswith("aten.") else a["op"]
-        if op not in _BN:
+        if not is_eval_batch_norm(a["op"]):
             continue
         x = next(iter(a["reads"]), None)
         if x is None or g.nodes[x]["kind"] != "conv" or g.nodes[x]["is_output"]:
