@@ -173,7 +173,6 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
             raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
     pk = {k: _num(path, "compute.peak_tflops", k, v) for k, v in peaks.items()}
     for k in OPTIONAL_HOST:
-
         if k in data["host"]:
             vals[k] = _num(path, "host", k, data["host"][k])
     for k in OPTIONAL_MODEL:

@@ -93,7 +93,8 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     (entering a separately compiled region, in the validation harness).
     ``module_calls``: nn.Module calls per forward, each costing ``eager_module_us`` in
     eager mode (spread over the kernels). ``inputs``: tensor inputs of the program, each
-    costing ``compiled_input_us`` per compiled call (Dynamo's guards and input handling). Returns the first call's events and the steady-state timing.
+    costing ``compiled_input_us`` per compiled call (Dynamo's guards and input handling).
+    Returns the first call's events and the steady-state timing.
     """
     check_mode(mode)
     n = len(kernels)

@@ -52,32 +52,6 @@ def load_records(folder: str) -> list[dict]:
     return recs
 
 
-def record_graph(r: dict) -> OpGraph:
-    """The graph a record measured. Records made before graphs carried their program
-    facts (module calls, tensor inputs) get them by capturing the same built-in example
-    on the meta device again: structure, not measurement."""
-    g = OpGraph.from_dict(r["graph"])
-    if "module_calls" not in g.meta and r.get("example"):
-        g.meta.update(_program_facts(r["example"], r["dtype"],
-                                     tuple(sorted(r.get("sizes", {}).items()))))
-    return g
-
-
-_FACTS: dict = {}
-
-
-def _program_facts(example: str, dtype: str, sizes: tuple) -> dict:
-    key = (example, dtype, sizes)
-    if key not in _FACTS:
-        import torch
-
-        from ..capture import capture_full
-        from ..examples import build_example
-        fn, args = build_example(example, device="meta", dtype=getattr(torch, dtype), **dict(sizes))
-        _FACTS[key] = dict(capture_full(fn, args, name=example).graph.meta)
-    return _FACTS[key]
-
-
 def ape(pred: float, meas: float) -> float:
     return abs(pred - meas) / meas * 100.0
 
@@ -158,7 +132,7 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
     verdicts = {"right": 0, "wrong": 0}
     taus = []
     for r in records:
-        g = record_graph(r)
+        g = OpGraph.from_dict(r["graph"])
         case = r["case"]
         runs = r.get("runs", {})
         singles = [[n] for n in g.compute_nodes]
