@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import networkx as nx
 
+from .cost import GEMM_KINDS, group_io
 from .graph import FREE_KINDS, OpGraph, numel
 from .ops import is_eval_batch_norm
 
 MAX_GROUP_OPS = 32
 MAX_GROUP_TENSORS = 16
-GEMM_KINDS = frozenset({"matmul", "conv", "attention"})
 HORIZONTAL_GEMM_OPS = frozenset({"mm", "matmul", "linear", "addmm", "bmm"})
 
 
@@ -215,7 +215,6 @@ def group_violation(graph: OpGraph, members, explain: bool = True) -> str | None
         return f"not convex: the path {' -> '.join(path)} leaves the group and re-enters it"
     if not connected(graph, members):
         return "the nodes are neither connected by data nor share an input"
-    from .cost import group_io
     reads, writes = group_io(graph, members)
     if len(reads) + len(writes) > MAX_GROUP_TENSORS:
         return (f"{len(reads) + len(writes)} tensors cross the kernel boundary, more than "

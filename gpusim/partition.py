@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .cost import CostOptions, estimate_group
+from .cost import GEMM_KINDS, CostOptions, estimate_group
 from .graph import OpGraph
 from .legality import check_partition
 
@@ -113,7 +113,6 @@ def as_compiled_by_inductor(graph: OpGraph, groups) -> list[list[str]]:
     are one generated kernel. The validation harness records the kernels each group
     really became; this is what gpusim predicts for them.
     """
-    from .cost import GEMM_KINDS
     out = []
     for g in groups:
         gemms = [n for n in g if graph.g.nodes[n]["kind"] in GEMM_KINDS]
