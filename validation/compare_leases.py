@@ -1,0 +1,51 @@
+"""How much do measurements move between leases of the same GPU machine kind?
+
+Compares the archived first H200 record set (leases 1-2) with the current one (one
+lease) case by case, and prints the host-side calibration of each lease from the
+committed spec files. Numbers quoted in the README come from this script.
+
+    python validation/compare_leases.py
+"""
+
+import glob
+import json
+import os
+
+import numpy as np
+
+from gpusim.hardware import load_spec
+from gpusim.validation.accuracy import _device_measured
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OLD = os.path.join(HERE, "archive", "h200-leases-1-2")
+NEW = os.path.join(HERE, "results", "h200")
+SPECS = [("lease 2", os.path.join(OLD, "h200-sxm-calibrated-lease2.toml")),
+         ("lease 3", os.path.join(HERE, "archive", "h200-sxm-calibrated-lease3.toml")),
+         ("lease 4 (current records)", "h200-sxm-calibrated")]
+
+
+def main():
+    dev, wall = [], []
+    for p in sorted(glob.glob(os.path.join(NEW, "*__*.json"))):
+        q = os.path.join(OLD, os.path.basename(p))
+        if not os.path.exists(q):
+            continue
+        with open(p) as f, open(q) as g:
+            new, old = json.load(f)["runs"], json.load(g)["runs"]
+        for run in ("eager", "compiled"):
+            if run in new and run in old:
+                dev.append(_device_measured(new[run]) / _device_measured(old[run]) - 1)
+                wall.append(new[run]["wall"]["median_us"] / old[run]["wall"]["median_us"] - 1)
+    for label, x in (("device time", np.abs(dev)), ("wall time", np.abs(wall))):
+        print(f"{label:12s} n={len(x)}  |difference| median {np.median(x) * 100:.1f}%  "
+              f"p90 {np.percentile(x, 90) * 100:.1f}%")
+    print()
+    print(f"{'calibration':28s} {'eager op us':>11s} {'region us':>9s} {'mem eff':>8s} {'min kernel us':>13s}")
+    for label, spec in SPECS:
+        s = load_spec(spec)
+        print(f"{label:28s} {s.eager_op_us:11.1f} {s.compiled_region_us:9.1f} "
+              f"{s.mem_efficiency:8.3f} {s.kernel_min_us:13.2f}")
+
+
+if __name__ == "__main__":
+    main()
