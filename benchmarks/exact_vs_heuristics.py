@@ -6,7 +6,8 @@ time of each partition on the H100 spec (the README table).
 
 from gpusim.capture import capture
 from gpusim.examples import EXAMPLES, build_example
-from gpusim.partition import Partition, Scorer
+from gpusim.partition import Partition
+from gpusim.scoring import Scorer
 from gpusim.search import exact, fold_conv_bn, greedy
 
 

@@ -24,12 +24,10 @@ tensor cores (bfloat16 falls back to CUDA cores where a GPU has none, as on V100
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from .graph import OpGraph
-from .ops import is_eval_batch_norm
-
-GEMM_KINDS = frozenset({"matmul", "conv", "attention"})
+from .graph import GEMM_KINDS, REDUCING_KINDS, OpGraph
+from .ops import is_eval_batch_norm, packet_name
 
 
 @dataclass(frozen=True)
@@ -79,8 +77,8 @@ def _jsonable(s):
 class CostOptions:
     allow_tf32: bool = False        # torch.backends.cuda.matmul.allow_tf32
     cudnn_allow_tf32: bool = True   # torch.backends.cudnn.allow_tf32
-    # Kernels are eager PyTorch's own (ATen) rather than generated ones: set for eager
-    # mode. ATen's elementwise, reduce and norm kernels reach less bandwidth than a copy
+    # Kernels are eager PyTorch's own (ATen) rather than generated ones: set per kernel by
+    # estimate_kernel from the lowering. ATen's elementwise, reduce and norm kernels reach less bandwidth than a copy
     # in measured cases (the spec's aten_* fractions); generated (Triton) kernels are
     # timed as plain streams.
     aten: bool = False
@@ -214,7 +212,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         else:
             u = "fp64" if a["dtype"] == "float64" else "fp32"
             comp_s += a["flops"] / (spec.peak_flops(u) * spec.cuda_core_efficiency)
-            if kind not in GEMM_KINDS and a["kind"] in ("reduction", "norm"):
+            if kind not in GEMM_KINDS and a["kind"] in REDUCING_KINDS:
                 kind = a["kind"]
     mem_us, comp_us = mem_s * 1e6, comp_s * 1e6
     body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
@@ -228,10 +226,20 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
     return KernelEstimate(
         name=name or "+".join(members) if len(members) <= 3 else
         (name or f"{members[0]}+{len(members) - 1}"),
-        ops=tuple(members), op_types=tuple(short_op(a["op"]) for a in nodes), kind=kind,
+        ops=tuple(members), op_types=tuple(packet_name(a["op"]) for a in nodes), kind=kind,
         shape=last.get("shape") or (), flops=flops, bytes_read=rd_l2 + rd_dram,
         bytes_read_l2=rd_l2, bytes_written=wr, mem_us=mem_us, compute_us=comp_us,
         fixed_us=spec.kernel_fixed_us, us=us, bound=bound, unit=unit)
+
+
+def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:
+    """Predict one lowered kernel (:class:`gpusim.lower.Kernel`): PyTorch's and the
+    libraries' own kernels (``impl`` ``aten``/``library``) reach the measured ATen
+    efficiencies; generated kernels are timed as plain streams."""
+    aten = kernel.impl != "generated"
+    if aten != opts.aten:
+        opts = replace(opts, aten=aten)
+    return estimate_group(graph, kernel.ops, spec, opts)
 
 
 # Register pressure. A generated kernel keeps a register tile per live boundary tensor
@@ -278,12 +286,6 @@ def kernel_floor(nodes, spec) -> float:
     kinds = {a["kind"] for a in nodes}
     if kinds & GEMM_KINDS and spec.gemm_min_us:
         return spec.gemm_min_us
-    if kinds & {"reduction", "norm"} and spec.reduction_min_us:
+    if kinds & REDUCING_KINDS and spec.reduction_min_us:
         return spec.reduction_min_us
     return spec.kernel_min_us
-
-
-def short_op(op: str) -> str:
-    """``"aten.add.Tensor"`` -> ``"add"``."""
-    parts = op.split(".")
-    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else op

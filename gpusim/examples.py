@@ -8,9 +8,7 @@ is allocated, so the 7B decoder builds instantly. Inputs are random (never zeros
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -18,8 +16,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .errors import GpusimError
 
-class ModelError(ValueError):
+
+class ModelError(GpusimError):
     """A model spec that cannot be loaded; the message says what to do."""
 
 
@@ -398,39 +398,3 @@ def build_example(name: str, device="meta", dtype=torch.float32, **overrides):
         raise ModelError(f"example {name} has no size {bad[0]!r}; valid: {', '.join(ex.defaults)}")
     sizes = {**ex.defaults, **overrides}
     return ex.build(device, dtype, **sizes)
-
-
-def load_model(spec: str, device="meta", dtype=torch.float32, **overrides):
-    """A built-in name or ``path/to/file.py:NAME`` -> ``(fn, args, label)``."""
-    if ":" not in spec or spec in EXAMPLES:
-        if spec in EXAMPLES:
-            fn, args = build_example(spec, device, dtype, **overrides)
-            return fn, args, spec
-        raise ModelError(f"unknown model {spec!r}: give a built-in example ({', '.join(EXAMPLES)}) "
-                         "or path/to/file.py:NAME, where NAME() returns (callable_or_module, args)")
-    path, _, name = spec.rpartition(":")
-    if overrides:
-        raise ModelError("--size applies to built-in examples only; set sizes inside your file")
-    if not os.path.isfile(path):
-        raise ModelError(f"model file {path} does not exist")
-    try:
-        modspec = importlib.util.spec_from_file_location("_gpusim_user_model", path)
-        mod = importlib.util.module_from_spec(modspec)
-        modspec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 - user code
-        raise ModelError(f"{path} failed to import: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    if not hasattr(mod, name):
-        have = [k for k, v in vars(mod).items() if callable(v) and not k.startswith("_")
-                and getattr(v, "__module__", None) == "_gpusim_user_model"]
-        raise ModelError(f"{path} has no {name!r}; it defines: {', '.join(have) or 'no callables'}")
-    factory = getattr(mod, name)
-    if not callable(factory):
-        raise ModelError(f"{path}:{name} is not callable; it must be a function returning (model, args)")
-    try:
-        out = factory()
-    except Exception as e:  # noqa: BLE001 - user code
-        raise ModelError(f"{path}:{name}() raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    if not (isinstance(out, tuple) and len(out) == 2 and callable(out[0]) and isinstance(out[1], (tuple, list))):
-        raise ModelError(f"{path}:{name}() must return (callable_or_module, args_tuple), got "
-                         f"{type(out).__name__}")
-    return out[0], tuple(out[1]), f"{os.path.basename(path)}:{name}"

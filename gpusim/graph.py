@@ -30,17 +30,27 @@ from typing import Iterable, Mapping
 
 import networkx as nx
 
+from .errors import GpusimError
+
+# The one kind taxonomy. Every node has one of KINDS; the sets below are the only
+# groupings of kinds anywhere in gpusim.
 KINDS = ("input", "view", "pointwise", "reduction", "norm", "matmul", "conv",
-         "attention", "copy", "other")
+         "attention", "copy", "gather", "other")
 #: Kinds that launch no kernel and move no bytes.
 FREE_KINDS = frozenset({"input", "view"})
+#: GEMM-like kinds: tensor-core work, run by cuBLAS/cuDNN/attention libraries.
+GEMM_KINDS = frozenset({"matmul", "conv", "attention"})
+#: Kinds eager PyTorch sends through a library or fused kernel (more dispatch layers).
+LIBRARY_KINDS = GEMM_KINDS | {"norm"}
+#: Kinds whose kernel reduces over an axis (block-wide reductions).
+REDUCING_KINDS = frozenset({"reduction", "norm"})
 
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8,
                "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
                "complex64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
-class GraphError(ValueError):
+class GraphError(GpusimError):
     """A graph is malformed (names the offending node)."""
 
 
@@ -106,6 +116,11 @@ class OpGraph:
         return d
 
     @cached_property
+    def position(self) -> dict:
+        """Capture-order position of each compute node (ties in kernel orders break on it)."""
+        return {n: i for i, n in enumerate(self.compute_nodes)}
+
+    @cached_property
     def topo_index(self) -> dict:
         """Position of each dataflow node in one topological order: a path from u to v
         exists only if ``topo_index[u] < topo_index[v]``."""
@@ -159,6 +174,30 @@ class OpGraph:
         t = self.totals()
         return (f"OpGraph({self.name!r}, {t['nodes']} nodes, {t['kernels']} kernels, "
                 f"{t['flops']:.3g} FLOP, {t['bytes_read'] + t['bytes_written']:.3g} B)")
+
+
+def quotient(graph: OpGraph, groups) -> nx.DiGraph:
+    """The kernel graph of a partition: node ``i`` is ``groups[i]``; an edge ``i -> j``
+    when a member of group ``j`` reads a tensor a member of group ``i`` produces."""
+    gid = {n: i for i, g in enumerate(groups) for n in g}
+    q = nx.DiGraph()
+    q.add_nodes_from(range(len(groups)))
+    for u, v in graph.dataflow.edges:
+        if u in gid and v in gid and gid[u] != gid[v]:
+            q.add_edge(gid[u], gid[v])
+    return q
+
+
+def kernel_order(graph: OpGraph, groups) -> list[list[str]]:
+    """Groups in an order the GPU can run them: a topological order of the kernel graph,
+    ties broken by capture order (so eager order is kept where possible); members sorted
+    by capture order."""
+    groups = [list(g) for g in groups]
+    pos = graph.position
+    q = quotient(graph, groups)
+    first = [min(pos[n] for n in grp) for grp in groups]
+    order = nx.lexicographical_topological_sort(q, key=lambda i: first[i])
+    return [sorted(groups[i], key=pos.__getitem__) for i in order]
 
 
 def _as_shape(s):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
+from .errors import GpusimError
 
 ALIASES = {"a100": "a100-sxm4-80gb", "v100": "v100-sxm2-16gb", "h100": "h100-sxm",
            "h200": "h200-sxm"}
@@ -43,7 +44,7 @@ INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL, "host": HOST}
 
 
-class SpecError(ValueError):
+class SpecError(GpusimError):
     """A spec that cannot be found or is malformed; one line naming file and field."""
 
 
@@ -228,6 +229,26 @@ def load_spec(name_or_path) -> GPUSpec:
         raise SpecError(f"unknown GPU {s!r}; known: {', '.join(known_names())} "
                         "(or pass a path to a .toml spec file)")
     return _builtin(key)
+
+
+def datasheet_name(gpu: str) -> str:
+    """The canonical datasheet spec of a GPU name or alias: ``"h100"`` -> ``"h100-sxm"``."""
+    return ALIASES.get(gpu.lower(), gpu.lower())
+
+
+def calibrated_name(gpu: str) -> str | None:
+    """The spec ``gpusim calibrate`` measured for this GPU (``<datasheet>-calibrated``),
+    or None when no such spec has been committed."""
+    name = datasheet_name(gpu)
+    name = name if name.endswith("-calibrated") else f"{name}-calibrated"
+    return name if name in canonical_names() else None
+
+
+def spec_for(gpu: str, calibrated: bool = True) -> GPUSpec:
+    """The spec to predict ``gpu`` with: its calibrated spec when asked for and one
+    exists, else its datasheet spec. The one GPU-name -> spec resolution."""
+    name = calibrated_name(gpu) if calibrated else None
+    return load_spec(name or datasheet_name(gpu))
 
 
 def list_specs() -> list[GPUSpec]:

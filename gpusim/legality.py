@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .cost import GEMM_KINDS, group_io
-from .graph import FREE_KINDS, OpGraph, numel
-from .ops import is_eval_batch_norm
+from .cost import group_io
+from .errors import GpusimError
+from .graph import FREE_KINDS, GEMM_KINDS, REDUCING_KINDS, OpGraph, numel, quotient
+from .ops import is_eval_batch_norm, packet_name
 
 MAX_GROUP_OPS = 32
 MAX_GROUP_TENSORS = 16
 HORIZONTAL_GEMM_OPS = frozenset({"mm", "matmul", "linear", "addmm", "bmm"})
 
 
-class FusionError(ValueError):
+class FusionError(GpusimError):
     """An illegal group or partition; the message names the nodes and the rule."""
 
 
@@ -49,7 +50,7 @@ def fusion_class(graph: OpGraph, n: str) -> str:
         return "gemm"
     if k == "norm" and is_eval_batch_norm(a["op"]):
         return "pointwise"          # inference BN is a per-channel scale and shift
-    if k in ("reduction", "norm"):
+    if k in REDUCING_KINDS:
         return "reduction"
     return "pointwise"
 
@@ -68,8 +69,7 @@ def domain(graph: OpGraph, n: str) -> int:
 
 
 def _op_name(graph, n):
-    op = graph.g.nodes[n]["op"]
-    return op.split(".")[1] if op.startswith("aten.") else op
+    return packet_name(graph.g.nodes[n]["op"])
 
 
 def kind_violation(graph: OpGraph, members) -> str | None:
@@ -226,16 +226,6 @@ def check_group(graph: OpGraph, members) -> None:
     why = group_violation(graph, members)
     if why:
         raise FusionError(f"cannot fuse {', '.join(members)}: {why}")
-
-
-def quotient(graph: OpGraph, groups) -> nx.DiGraph:
-    gid = {n: i for i, g in enumerate(groups) for n in g}
-    q = nx.DiGraph()
-    q.add_nodes_from(range(len(groups)))
-    for u, v in graph.dataflow.edges:
-        if u in gid and v in gid and gid[u] != gid[v]:
-            q.add_edge(gid[u], gid[v])
-    return q
 
 
 def check_partition(graph: OpGraph, groups) -> None:

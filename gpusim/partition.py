@@ -1,27 +1,20 @@
-"""Partitions: every compute node of an OpGraph in exactly one group (kernel).
-
-A partition's cost is what the search minimises. It is additive over groups::
-
-    cost(P) = sum over groups g of max(t_kernel(g), h)
-
-where ``t_kernel`` is :func:`gpusim.cost.estimate_group` and ``h`` is the host cost of
-issuing one kernel in the runtime mode (``eager_op_us``, ``compiled_kernel_us`` or, under
-a CUDA graph, ``cudagraph_kernel_us``). A stream that launches kernels faster than they
-run is bound by the kernels; one that launches slower is bound by the host, kernel by
-kernel: the sum of maxima is the simulated end-to-end time when host and GPU take turns
-being the bottleneck, and an upper bound otherwise. Additivity is what lets exact search
-use an integer program over candidate groups; every reported time still comes from the
-full simulation (:mod:`gpusim.simulate`).
+"""Partitions: every compute node of an OpGraph in exactly one group (kernel), and the
+greedy merge that builds them (used by the search, and by the compiled lowering as
+Inductor's bytes-first fusion heuristic). Scoring lives in :mod:`gpusim.scoring`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+import heapq
+import itertools
+import random
+from dataclasses import dataclass
 
-from .cost import GEMM_KINDS, CostOptions, estimate_group
-from .graph import OpGraph
-from .legality import check_partition
+import networkx as nx
+
+from .cost import group_io
+from .graph import OpGraph, quotient
+from .legality import check_partition, group_violation
 
 
 @dataclass(frozen=True)
@@ -59,66 +52,85 @@ class Partition:
         return {"groups": [list(g) for g in self.groups], "folded": list(self.folded)}
 
 
-def host_per_kernel(spec, mode: str) -> float:
-    return {"eager": spec.eager_op_us, "compiled": spec.compiled_kernel_us,
-            "cudagraph": spec.cudagraph_kernel_us}[mode]
+def _neighbour_pairs(graph: OpGraph, gid: dict) -> set:
+    pairs = set()
+    df = graph.dataflow
+    for u, v in df.edges:
+        if u in gid and v in gid and gid[u] != gid[v]:
+            pairs.add((min(gid[u], gid[v]), max(gid[u], gid[v])))
+    for p in df.nodes:
+        cons = sorted({gid[c] for c in df.successors(p) if c in gid})
+        if 1 < len(cons) <= 8:
+            for a, b in itertools.combinations(cons, 2):
+                pairs.add((a, b))
+    return pairs
 
 
-@dataclass
-class Scorer:
-    """Cost of groups and partitions on one graph/spec/mode, memoised by group."""
-
-    graph: OpGraph
-    spec: object
-    mode: str = "compiled"
-    opts: CostOptions = field(default_factory=CostOptions)
-
-    def __post_init__(self):
-        self.h = host_per_kernel(self.spec, self.mode)
-        if self.mode == "eager":        # as predict_groups: eager runs ATen's kernels
-            self.opts = dataclasses.replace(self.opts, aten=True)
-        self._cache: dict = {}
-
-    def kernel_us(self, group) -> float:
-        key = frozenset(group)
-        v = self._cache.get(key)
-        if v is None:
-            v = estimate_group(self.graph, sorted(group, key=self._pos), self.spec, self.opts).us
-            self._cache[key] = v
-        return v
-
-    @property
-    def _pos(self):
-        p = getattr(self, "_posmap", None)
-        if p is None:
-            p = {n: i for i, n in enumerate(self.graph.compute_nodes)}
-            self._posmap = p
-        return p.__getitem__
-
-    def group_cost(self, group) -> float:
-        return max(self.kernel_us(group), self.h)
-
-    def cost(self, partition) -> float:
-        groups = partition.groups if isinstance(partition, Partition) else partition
-        return sum(self.group_cost(g) for g in groups)
+def _io_bytes(graph, members) -> float:
+    r, w = group_io(graph, members)
+    return float(sum(r.values()) + sum(w.values()))
 
 
-def as_compiled_by_inductor(graph: OpGraph, groups) -> list[list[str]]:
-    """The kernels torch.compile (default settings) runs for each group of a partition.
+def greedy(graph: OpGraph, scorer=None, objective: str = "time", seed: int = 0) -> Partition:
+    """Merge the best legal pair of groups until no merge improves ``objective``
+    (``"time"``, ``"bytes"``, or ``"random"``: random legal merges, used by the
+    validation harness to measure a spread of partitions). ``scorer`` (with a
+    ``group_cost(group)`` method, :class:`gpusim.scoring.Scorer`) is needed for
+    ``"time"`` only."""
+    if objective == "time" and scorer is None:
+        raise ValueError("greedy(objective='time') needs a scorer")
+    rng = random.Random(seed)
+    groups: dict[int, frozenset] = {i: frozenset([n]) for i, n in enumerate(graph.compute_nodes)}
+    gid = {n: i for i, g in groups.items() for n in g}
+    q = quotient(graph, [list(groups[i]) for i in range(len(groups))])
+    version = {i: 0 for i in groups}
+    heap: list = []
 
-    Inductor calls library GEMMs, convolutions and attention as extern kernels: it does
-    not fuse a pointwise epilogue into cuBLAS/cuDNN, nor concatenate sibling matmuls
-    (that takes ``max_autotune`` templates). So a group ``{mm, add, relu}`` runs as
-    ``{mm}`` and ``{add, relu}``, and ``{q, k, v}`` as three GEMMs. Groups without a GEMM
-    are one generated kernel. The validation harness records the kernels each group
-    really became; this is what gpusim predicts for them.
-    """
-    out = []
-    for g in groups:
-        gemms = [n for n in g if graph.g.nodes[n]["kind"] in GEMM_KINDS]
-        rest = [n for n in g if n not in gemms]
-        out += [[n] for n in gemms]
-        if rest:
-            out.append(rest)
-    return out
+    def gain(a, b):
+        merged = groups[a] | groups[b]
+        if group_violation(graph, list(merged), explain=False):
+            return None
+        if objective == "random":
+            return rng.random() if rng.random() < 0.5 else None
+        if objective == "time":
+            return scorer.group_cost(groups[a]) + scorer.group_cost(groups[b]) - scorer.group_cost(merged)
+        return _io_bytes(graph, groups[a]) + _io_bytes(graph, groups[b]) - _io_bytes(graph, merged)
 
+    def creates_cycle(a, b):
+        for x, y in ((a, b), (b, a)):
+            for s in q.successors(x):
+                if s != y and nx.has_path(q, s, y):
+                    return True
+        return False
+
+    def push(a, b):
+        s = gain(a, b)
+        if s is not None and s > 1e-9:
+            heapq.heappush(heap, (-s, a, b, version[a], version[b]))
+
+    for a, b in _neighbour_pairs(graph, gid):
+        push(a, b)
+    while heap:
+        _, a, b, va, vb = heapq.heappop(heap)
+        if a not in groups or b not in groups or version[a] != va or version[b] != vb:
+            continue
+        if creates_cycle(a, b):
+            continue
+        groups[a] = groups[a] | groups.pop(b)
+        version[a] += 1
+        for n in groups[a]:
+            gid[n] = a
+        q = nx.contracted_nodes(q, a, b, self_loops=False)
+        # re-score the merged group's neighbours
+        nbrs = set(q.predecessors(a)) | set(q.successors(a))
+        for n in groups[a]:
+            for p in graph.g.nodes[n]["reads"]:
+                for c in graph.dataflow.successors(p):
+                    if c in gid and gid[c] != a:
+                        nbrs.add(gid[c])
+        for c in nbrs:
+            if c in groups and c != a:
+                push(min(a, c), max(a, c))
+    pos = graph.position.__getitem__
+    ordered = [sorted(g, key=pos) for g in groups.values()]
+    return Partition.of(sorted(ordered, key=lambda g: pos(g[0])))

@@ -1,16 +1,15 @@
-"""Predict: a graph (or a model to capture) -> kernels -> simulated run on a GPU spec."""
+"""Predict: a graph (or a model to capture) -> lower -> cost -> simulate, on a GPU spec."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-import networkx as nx
-
-from .cost import CostOptions, KernelEstimate, estimate_group
+from .capture import capture
+from .cost import CostOptions, KernelEstimate, estimate_kernel
 from .graph import OpGraph
 from .hardware import GPUSpec, load_spec
-from .simulate import Timeline, check_mode, simulate
+from .lower import Lowering, lower
+from .simulate import Timeline, check_mode, region_entry_us, simulate
 
 
 @dataclass
@@ -23,6 +22,7 @@ class Prediction:
     kernels: list[KernelEstimate]
     timeline: Timeline
     spec: GPUSpec
+    lowering: Lowering | None = None
 
     @property
     def device_us(self) -> float:
@@ -72,23 +72,7 @@ def as_graph(target, args=None) -> OpGraph:
     """An OpGraph as is, or capture a callable/module on ``args``."""
     if isinstance(target, OpGraph):
         return target
-    from .capture import capture
     return capture(target, () if args is None else args)
-
-
-def kernel_order(graph: OpGraph, groups: list[list[str]]) -> list[list[str]]:
-    """Groups in an order the GPU can run them: a topological order of the kernel graph
-    (ties broken by capture order, so eager order is kept where possible)."""
-    pos = {n: i for i, n in enumerate(graph.compute_nodes)}
-    gid = {n: i for i, grp in enumerate(groups) for n in grp}
-    q = nx.DiGraph()
-    q.add_nodes_from(range(len(groups)))
-    for u, v in graph.dataflow.edges:
-        if u in gid and v in gid and gid[u] != gid[v]:
-            q.add_edge(gid[u], gid[v])
-    first = [min(pos[n] for n in grp) for grp in groups]
-    order = nx.lexicographical_topological_sort(q, key=lambda i: first[i])
-    return [sorted(groups[i], key=pos.__getitem__) for i in order]
 
 
 def views_per_kernel(graph: OpGraph, groups: list[list[str]]) -> tuple[list[int], int]:
@@ -106,32 +90,26 @@ def views_per_kernel(graph: OpGraph, groups: list[list[str]]) -> tuple[list[int]
     return counts, pending
 
 
-def predict_groups(graph: OpGraph, groups, spec: GPUSpec, mode: str = "eager",
-                   opts: CostOptions = CostOptions(), names: list[str] | None = None,
-                   host_before: dict | None = None, inputs: int | None = None) -> Prediction:
-    """Predict a run in which each group of compute nodes is one kernel.
-
-    ``host_before``: extra host µs paid before the kernel whose first node (in capture
-    order) is the key. ``inputs``: tensor inputs a compiled call checks (default: the
-    graph's)."""
-    check_mode(mode)
+def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptions()) -> Prediction:
+    """Cost and simulate the kernels of a lowering on ``spec``."""
+    graph, mode = low.graph, low.mode
+    kernels = [estimate_kernel(graph, k, spec, opts) for k in low.kernels]
     if mode == "eager":
-        opts = dataclasses.replace(opts, aten=True)   # eager runs ATen's own kernels
-    groups = kernel_order(graph, [list(g) for g in groups])
-    kernels = [estimate_group(graph, g, spec, opts) for g in groups]
-    if mode == "eager":
-        vb, trailing = views_per_kernel(graph, groups)
+        vb, trailing = views_per_kernel(graph, low.groups)
     else:
         vb, trailing = None, 0
-    hb = [host_before.get(g[0], 0.0) for g in groups] if host_before else None
-    tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb,
+    regions = any(k.region_inputs is not None for k in low.kernels)
+    hb = [region_entry_us(spec, k.region_inputs) if k.region_inputs is not None else 0.0
+          for k in low.kernels] if regions else None
+    run_spec = spec.replace(compiled_call_us=0.0) if regions else spec
+    tl = simulate(kernels, run_spec, mode, vb, trailing, host_before=hb,
                   module_calls=graph.meta.get("module_calls", 0),
-                  inputs=graph.meta.get("inputs", 0) if inputs is None else inputs)
-    return Prediction(spec.name, mode, graph, kernels, tl, spec)
+                  inputs=0 if regions else graph.meta.get("inputs", 0))
+    return Prediction(spec.name, mode, graph, kernels, tl, spec, low)
 
 
-def predict(target, args=None, gpu="h100", mode: str = "eager", groups=None,
-            opts: CostOptions = CostOptions()) -> Prediction:
+def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
+            opts: CostOptions = CostOptions(), regions: bool = False) -> Prediction:
     """Predict how long ``target`` takes on ``gpu``.
 
     Parameters
@@ -139,8 +117,10 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", groups=None,
     target : callable, nn.Module or OpGraph
     args : example inputs for a callable/module (meta tensors are fine)
     gpu : spec name, alias, path to a .toml spec, or a GPUSpec
-    mode : "eager" | "compiled" | "cudagraph"
-    groups : optional list of node-name groups (kernels); default one kernel per op
+    mode : "eager" | "compiled" | "cudagraph" (see :mod:`gpusim.lower`)
+    partition : optional :class:`~gpusim.partition.Partition` or list of node-name
+        groups, realised by ``mode``'s runtime; default: the runtime's own kernels
+    regions : run each group of ``partition`` as its own compiled region
 
     >>> import torch
     >>> p = predict(lambda x: x + 2, (torch.empty(2**26, device="meta"),), gpu="rtx3090ti")
@@ -150,6 +130,4 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", groups=None,
     check_mode(mode)
     spec = as_spec(gpu)
     graph = as_graph(target, args)
-    if groups is None:
-        groups = [[n] for n in graph.compute_nodes]
-    return predict_groups(graph, groups, spec, mode, opts)
+    return predict_lowering(lower(graph, mode, partition, regions), spec, opts)

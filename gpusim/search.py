@@ -1,6 +1,7 @@
 """Search: find a good (or the optimal) fusion partition of an OpGraph.
 
-One interface, several algorithms, one cost (:class:`gpusim.partition.Scorer`):
+One interface, several algorithms, one cost (:class:`gpusim.scoring.Scorer`, which
+prices a partition through the same lowering and cost model as :func:`gpusim.predict`):
 
 ``greedy``  merge the legal pair of groups with the largest predicted time saving first,
             until no merge helps (cost-model driven, like XLA's priority fusion).
@@ -17,19 +18,23 @@ One interface, several algorithms, one cost (:class:`gpusim.partition.Scorer`):
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import time
 from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import lil_matrix
 
-from .cost import CostOptions, group_io
-from .graph import OpGraph
-from .legality import FusionError, check_partition, group_violation, quotient
-from .partition import Partition, Scorer
-from .predict import Prediction, as_graph, as_spec, predict_groups
+from .cost import CostOptions
+from .errors import GpusimError
+from .graph import OpGraph, quotient
+from .legality import FusionError, check_partition, group_violation
+from .ops import is_eval_batch_norm
+from .partition import Partition, greedy
+from .predict import Prediction, as_graph, as_spec, predict
+from .scoring import Scorer
 from .simulate import check_mode
 
 ALGOS = ("auto", "greedy", "bytes", "exact")
@@ -37,7 +42,7 @@ EXACT_ALL_GROUPS_MAX_NODES = 14     # enumerate every legal group up to this siz
 AUTO_EXACT_MAX_NODES = 400
 
 
-class SearchError(ValueError):
+class SearchError(GpusimError):
     pass
 
 
@@ -53,6 +58,7 @@ class SearchResult:
     optimal_over: str = ""
     gap: float | None = None
     notes: list[str] = field(default_factory=list)
+    compiled: Prediction | None = None   # what torch.compile runs (default mode)
 
     @property
     def speedup_device(self) -> float:
@@ -61,6 +67,15 @@ class SearchResult:
     @property
     def speedup_end_to_end(self) -> float:
         return self.unfused.end_to_end_us / self.fused.end_to_end_us if self.fused.end_to_end_us else float("inf")
+
+    @property
+    def rows(self) -> list[tuple[str, Prediction]]:
+        """The runs compared: eager, torch.compile, and the chosen partition."""
+        out = [("unfused (eager)", self.unfused)]
+        if self.compiled is not None:
+            out.append(("torch.compile", self.compiled))
+        out.append((f"fused ({self.fused.mode})", self.fused))
+        return out
 
     def to_dict(self) -> dict:
         groups = []
@@ -75,6 +90,9 @@ class SearchResult:
                 "speedup_end_to_end": self.speedup_end_to_end,
                 "n_kernels_unfused": len(self.unfused.kernels),
                 "n_kernels_fused": len(self.fused.kernels), "groups": groups,
+                "compiled_device_us": self.compiled.device_us if self.compiled else None,
+                "compiled_us": self.compiled.end_to_end_us if self.compiled else None,
+                "n_kernels_compiled": len(self.compiled.kernels) if self.compiled else None,
                 "folded": list(self.partition.folded), "optimal": self.optimal,
                 "optimal_over": self.optimal_over, "gap": self.gap, "seconds": self.seconds,
                 "notes": self.notes}
@@ -89,7 +107,8 @@ def fold_conv_bn(graph: OpGraph) -> tuple[OpGraph, list[str]]:
     offline, so the BN node becomes a free alias of the conv output and its parameter
     reads vanish. Applies when the conv's only consumer is the BN.
     """
-    from .ops import is_eval_batch_norm
+    # A rewrite never touches the caller's graph: copy() gives new attribute dicts, and
+    # the nested ``reads`` dicts are replaced, never mutated, below.
     g = graph.g.copy()
     folded = []
     for n in graph.compute_nodes:
@@ -110,94 +129,15 @@ def fold_conv_bn(graph: OpGraph) -> tuple[OpGraph, list[str]]:
         for m in g.nodes:
             r = g.nodes[m].get("reads") or {}
             if n in r:
-                r[x] = max(r.get(x, 0), r.pop(n))
+                r = {p: b for p, b in r.items() if p != n}
+                r[x] = max(r.get(x, 0), g.nodes[m]["reads"][n])
+                g.nodes[m]["reads"] = r
             if g.nodes[m].get("base") == n:
                 g.nodes[m]["base"] = x
         folded.append(n)
     if not folded:
         return graph, []
     return OpGraph(g, graph.name, graph.meta), folded
-
-
-# ---------------------------------------------------------------------------
-def _neighbour_pairs(graph: OpGraph, gid: dict) -> set:
-    pairs = set()
-    df = graph.dataflow
-    for u, v in df.edges:
-        if u in gid and v in gid and gid[u] != gid[v]:
-            pairs.add((min(gid[u], gid[v]), max(gid[u], gid[v])))
-    for p in df.nodes:
-        cons = sorted({gid[c] for c in df.successors(p) if c in gid})
-        if 1 < len(cons) <= 8:
-            for a, b in itertools.combinations(cons, 2):
-                pairs.add((a, b))
-    return pairs
-
-
-def _io_bytes(graph, members) -> float:
-    r, w = group_io(graph, members)
-    return float(sum(r.values()) + sum(w.values()))
-
-
-def greedy(graph: OpGraph, scorer: Scorer, objective: str = "time", seed: int = 0) -> Partition:
-    """Merge the best legal pair of groups until no merge improves ``objective``
-    (``"time"``, ``"bytes"``, or ``"random"``: random legal merges, used by the
-    validation harness to measure a spread of partitions)."""
-    import random
-    rng = random.Random(seed)
-    groups: dict[int, frozenset] = {i: frozenset([n]) for i, n in enumerate(graph.compute_nodes)}
-    gid = {n: i for i, g in groups.items() for n in g}
-    q = quotient(graph, [list(groups[i]) for i in range(len(groups))])
-    version = {i: 0 for i in groups}
-    heap: list = []
-
-    def gain(a, b):
-        merged = groups[a] | groups[b]
-        if group_violation(graph, list(merged), explain=False):
-            return None
-        if objective == "random":
-            return rng.random() if rng.random() < 0.5 else None
-        if objective == "time":
-            return scorer.group_cost(groups[a]) + scorer.group_cost(groups[b]) - scorer.group_cost(merged)
-        return _io_bytes(graph, groups[a]) + _io_bytes(graph, groups[b]) - _io_bytes(graph, merged)
-
-    def creates_cycle(a, b):
-        for x, y in ((a, b), (b, a)):
-            for s in q.successors(x):
-                if s != y and nx.has_path(q, s, y):
-                    return True
-        return False
-
-    def push(a, b):
-        s = gain(a, b)
-        if s is not None and s > 1e-9:
-            heapq.heappush(heap, (-s, a, b, version[a], version[b]))
-
-    for a, b in _neighbour_pairs(graph, gid):
-        push(a, b)
-    while heap:
-        _, a, b, va, vb = heapq.heappop(heap)
-        if a not in groups or b not in groups or version[a] != va or version[b] != vb:
-            continue
-        if creates_cycle(a, b):
-            continue
-        groups[a] = groups[a] | groups.pop(b)
-        version[a] += 1
-        for n in groups[a]:
-            gid[n] = a
-        q = nx.contracted_nodes(q, a, b, self_loops=False)
-        # re-score the merged group's neighbours
-        nbrs = set(q.predecessors(a)) | set(q.successors(a))
-        for n in groups[a]:
-            for p in graph.g.nodes[n]["reads"]:
-                for c in graph.dataflow.successors(p):
-                    if c in gid and gid[c] != a:
-                        nbrs.add(gid[c])
-        for c in nbrs:
-            if c in groups and c != a:
-                push(min(a, c), max(a, c))
-    ordered = [sorted(g, key=scorer._pos) for g in groups.values()]
-    return Partition.of(sorted(ordered, key=lambda g: scorer._pos(g[0])))
 
 
 def enumerate_groups(graph: OpGraph, max_size: int, limit: int = 200_000) -> list[frozenset]:
@@ -245,8 +185,6 @@ def exact(graph: OpGraph, scorer: Scorer, max_group: int | None = None,
 
     Returns ``(partition, optimal, optimal_over, gap)``.
     """
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import lil_matrix
 
     nodes = graph.compute_nodes
     if not nodes:
@@ -372,10 +310,11 @@ def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "a
     if folded:
         part = Partition(part.groups, tuple(folded))
         notes.append(f"folded {len(folded)} batch norm(s) into their convolution")
-    unfused = predict_groups(graph0, [[v] for v in graph0.compute_nodes], spec, "eager", opts)
-    fused = predict_groups(graph, [list(g) for g in part.groups], spec, mode, opts)
+    unfused = predict(graph0, gpu=spec, mode="eager", opts=opts)
+    fused = predict(graph, gpu=spec, mode=mode, partition=part, opts=opts)
+    compiled = predict(graph0, gpu=spec, mode="compiled", opts=opts)
     return SearchResult(part, graph, unfused, fused, algo if algo != "auto" else f"auto:{chosen}",
-                        time.perf_counter() - t0, optimal, over, gap, notes)
+                        time.perf_counter() - t0, optimal, over, gap, notes, compiled)
 
 
 def whatif(target, fuse: list[list[str]], args=None, gpu="h100", mode: str = "compiled",
@@ -399,6 +338,8 @@ def whatif(target, fuse: list[list[str]], args=None, gpu="h100", mode: str = "co
     groups = [list(g) for g in fuse] + [[v] for v in graph.compute_nodes if v not in named]
     check_partition(graph, groups)
     part = Partition.of(groups)
-    unfused = predict_groups(graph, [[v] for v in graph.compute_nodes], spec, "eager", opts)
-    fused = predict_groups(graph, groups, spec, mode, opts)
-    return SearchResult(part, graph, unfused, fused, "whatif", time.perf_counter() - t0)
+    unfused = predict(graph, gpu=spec, mode="eager", opts=opts)
+    fused = predict(graph, gpu=spec, mode=mode, partition=part, opts=opts)
+    compiled = predict(graph, gpu=spec, mode="compiled", opts=opts)
+    return SearchResult(part, graph, unfused, fused, "whatif", time.perf_counter() - t0,
+                        compiled=compiled)

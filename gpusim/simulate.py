@@ -25,11 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .cost import KernelEstimate
+from .errors import GpusimError
+from .graph import LIBRARY_KINDS
 
 MODES = ("eager", "compiled", "cudagraph")
 
 
-class ModeError(ValueError):
+class ModeError(GpusimError):
     pass
 
 
@@ -70,16 +72,29 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-# Ops that eager PyTorch sends through a library (cuBLAS, cuDNN, fused norm and attention
-# kernels): more dispatch layers, measured separately by `gpusim calibrate`.
-LIBRARY_KINDS = frozenset({"matmul", "conv", "attention", "norm"})
-
-
 def eager_dispatch_us(kernel: KernelEstimate, spec) -> float:
-    """Host time eager PyTorch spends issuing one op."""
+    """Host time eager PyTorch spends issuing one op: library ops (cuBLAS, cuDNN, fused
+    norm and attention kernels) pass through more dispatch layers and are measured
+    separately by `gpusim calibrate`."""
     if kernel.kind in LIBRARY_KINDS and spec.eager_library_op_us:
         return spec.eager_library_op_us
     return spec.eager_op_us
+
+
+def kernel_overhead_us(kernel: KernelEstimate, spec, mode: str) -> float:
+    """The one per-kernel overhead table: host time to issue a kernel (eager, compiled)
+    or, inside a CUDA graph, the GPU's gap between consecutive kernels. The simulation
+    and the partition scorer both read it."""
+    if mode == "eager":
+        return eager_dispatch_us(kernel, spec)
+    if mode == "compiled":
+        return spec.compiled_kernel_us
+    return spec.cudagraph_kernel_us
+
+
+def region_entry_us(spec, inputs: int) -> float:
+    """Host time to enter one separately compiled region with ``inputs`` tensor inputs."""
+    return (spec.compiled_region_us or spec.compiled_call_us) + inputs * (spec.compiled_input_us or 0.0)
 
 
 def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
@@ -103,13 +118,13 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     if mode == "eager":
         call_us = 0.0
         modules = module_calls * (spec.eager_module_us or 0.0) / max(n, 1)
-        per_k = [eager_dispatch_us(k, spec) + v * spec.eager_view_us + modules
+        per_k = [kernel_overhead_us(k, spec, mode) + v * spec.eager_view_us + modules
                  for k, v in zip(kernels, views_before)]
         tail = trailing_views * spec.eager_view_us
         gpu_gap = 0.0
     elif mode == "compiled":
         call_us = spec.compiled_call_us + inputs * (spec.compiled_input_us or 0.0)
-        per_k, tail, gpu_gap = [spec.compiled_kernel_us] * n, 0.0, 0.0
+        per_k, tail, gpu_gap = [kernel_overhead_us(k, spec, mode) for k in kernels], 0.0, 0.0
     else:
         call_us, per_k, tail, gpu_gap = spec.cudagraph_call_us, [0.0] * n, 0.0, spec.cudagraph_kernel_us
     if mode != "cudagraph":

@@ -11,9 +11,9 @@ from gpusim.calibrate import fit_spec
 from gpusim.capture import capture_full
 from gpusim.examples import build_example
 from gpusim.hardware import load_spec
-from gpusim.partition import as_compiled_by_inductor
+from gpusim.lower import realize
+from gpusim.predict import predict
 from gpusim.search import search
-from gpusim.validation.accuracy import predict_regions
 from gpusim.validation.runner import _flat_inputs, _full_args, partitioned_callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,12 +46,12 @@ def test_inductor_runs_gemms_extern_and_their_epilogue_apart():
     cap = capture_full(fn, args)
     g = cap.graph
     mm, sig = g.compute_nodes
-    assert as_compiled_by_inductor(g, [[mm, sig]]) == [[mm], [sig]]
+    assert [k.ops for k in realize(g, [mm, sig], "compiled")] == [(mm,), (sig,)]
     # one region entry for the group, but two kernels
     spec = load_spec("h200-sxm-calibrated")
-    p = predict_regions(g, [[mm, sig]], spec)
+    p = predict(g, gpu=spec, mode="compiled", partition=[[mm, sig]], regions=True)
     assert len(p.kernels) == 2
-    p1 = predict_regions(g, [[mm], [sig]], spec)
+    p1 = predict(g, gpu=spec, mode="compiled", partition=[[mm], [sig]], regions=True)
     assert p1.end_to_end_us > p.end_to_end_us     # a second region costs a second entry
 
 

@@ -16,9 +16,10 @@ made on exactly that graph. Categories (absolute percentage error, median and p9
 * each category also for a plain datasheet roofline (``max(bytes/peak bandwidth,
   FLOPs/peak)``, no overheads), so the table shows what the model adds.
 
-Predictions for torch.compile use the partition of the ``bytes`` search (the heuristic
-torch.compile's scheduler follows). A partition executed for real runs each group as a
-separately compiled region, so each group pays a compiled call's host cost.
+Predictions come from :func:`gpusim.predict` with the one lowering
+(:mod:`gpusim.lower`): eager, compiled (what Inductor runs), and each executed partition
+with ``regions=True`` (the harness runs each group as a separately compiled region, so
+each group pays a region entry's host cost).
 """
 
 from __future__ import annotations
@@ -31,15 +32,16 @@ import sys
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import kendalltau
 
-from ..cost import CostOptions
+from ..atomic import atomic_write
+from ..cost import CostOptions, group_io, unit_for
+from ..errors import UserError
 from ..graph import OpGraph
-from ..hardware import load_spec
-from ..predict import predict_groups
+from ..hardware import calibrated_name, datasheet_name, load_spec
+from ..predict import predict
 
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "validation", "results")
-SPEC_FOR = {"h100": "h100-sxm-calibrated", "h200": "h200-sxm-calibrated"}
-DATASHEET_FOR = {"h100": "h100-sxm", "h200": "h200-sxm"}
 
 
 def load_records(folder: str) -> list[dict]:
@@ -83,7 +85,6 @@ def _device_measured(run) -> float:
 
 def roofline_us(graph: OpGraph, groups, spec) -> float:
     """A plain datasheet roofline, no overheads: the baseline the model must beat."""
-    from ..cost import group_io, unit_for
     total = 0.0
     for g in groups:
         r, w = group_io(graph, g)
@@ -98,34 +99,6 @@ def roofline_us(graph: OpGraph, groups, spec) -> float:
     return total
 
 
-def compiled_groups(graph: OpGraph, spec):
-    """What torch.compile runs: the bytes-greedy partition (the heuristic of inductor's
-    scheduler), realised as inductor does (GEMMs as extern kernels)."""
-    from ..partition import Scorer, as_compiled_by_inductor
-    from ..search import greedy
-    part = greedy(graph, Scorer(graph, spec, "compiled"), "bytes")
-    return as_compiled_by_inductor(graph, [list(g) for g in part.groups])
-
-
-def predict_regions(graph: OpGraph, groups, spec):
-    """A partition run by the harness: each group its own compiled region (one region
-    entry, ``compiled_region_us``, per group; no single wrapper call), each realised as
-    inductor does."""
-    from ..partition import as_compiled_by_inductor
-    pos = {n: i for i, n in enumerate(graph.compute_nodes)}
-    from ..cost import group_io
-    kernels, entry = [], {}
-    region = spec.compiled_region_us or spec.compiled_call_us
-    per_input = spec.compiled_input_us or 0.0
-    for g in groups:
-        ks = [sorted(k, key=pos.__getitem__) for k in as_compiled_by_inductor(graph, [g])]
-        kernels += ks
-        n_in = len(group_io(graph, g)[0])          # tensors the region is called with
-        entry[min(ks, key=lambda k: pos[k[0]])[0]] = region + n_in * per_input
-    return predict_groups(graph, kernels, spec.replace(compiled_call_us=0.0), "compiled",
-                          host_before=entry, inputs=0)
-
-
 def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, dict]:
     """Model errors and datasheet-roofline errors over the records."""
     model, roof = Errors(), Errors()
@@ -135,8 +108,8 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
         g = OpGraph.from_dict(r["graph"])
         case = r["case"]
         runs = r.get("runs", {})
-        singles = [[n] for n in g.compute_nodes]
-        p_eager = predict_groups(g, singles, spec, "eager")
+        p_eager = predict(g, gpu=spec, mode="eager")
+        singles = p_eager.lowering.groups
         if "eager" in runs:
             e = runs["eager"]
             meas_k = _kernels_measured(e)
@@ -148,8 +121,8 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
             roof.add("device", case + ":eager", roofline_us(g, singles, spec), _device_measured(e))
             model.add("end_to_end", case + ":eager", p_eager.end_to_end_us, e["wall"]["median_us"])
             roof.add("end_to_end", case + ":eager", roofline_us(g, singles, spec), e["wall"]["median_us"])
-        cg = compiled_groups(g, spec)
-        p_comp = predict_groups(g, cg, spec, "compiled")
+        p_comp = predict(g, gpu=spec, mode="compiled")
+        cg = p_comp.lowering.groups
         if "compiled" in runs:
             c = runs["compiled"]
             model.add("device", case + ":compiled", p_comp.device_us, _device_measured(c))
@@ -168,7 +141,7 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
         pts = []
         for part in r.get("partitions", []):
             groups = part["groups"]
-            pp = predict_regions(g, groups, spec)
+            pp = predict(g, gpu=spec, mode="compiled", partition=groups, regions=True)
             md = _device_measured(part)
             model.add("device", f"{case}:part:{part['algo']}", pp.device_us, md)
             roof.add("device", f"{case}:part:{part['algo']}", roofline_us(g, groups, spec), md)
@@ -183,7 +156,6 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
                 ph = p_eager.end_to_end_us > pp.end_to_end_us
                 verdicts["right" if mh == ph else "wrong"] += 1
         if len(pts) >= 4:
-            from scipy.stats import kendalltau
             t = kendalltau([p for p, _ in pts], [m for _, m in pts]).statistic
             if t == t:
                 taus.append((case, float(t)))
@@ -205,13 +177,10 @@ def accuracy_report(results_dir: str | None = None, gpus=None) -> dict:
         if not recs:
             continue
         entry = {"records": len(recs)}
-        for label, spec_name in (("model", SPEC_FOR.get(gpu)), ("datasheet", DATASHEET_FOR.get(gpu))):
+        for label, spec_name in (("model", calibrated_name(gpu)), ("datasheet", datasheet_name(gpu))):
             if not spec_name:
-                continue
-            try:
-                spec = load_spec(spec_name)
-            except Exception:  # noqa: BLE001 - a spec not yet calibrated
-                continue
+                continue            # no calibrated spec for this GPU yet
+            spec = load_spec(spec_name)
             m, roof, extra = evaluate(recs, spec)
             entry[label] = {c: m.summary(c) for c in CATS}
             entry[label]["verdict_right"] = extra["verdicts"]
@@ -220,18 +189,15 @@ def accuracy_report(results_dir: str | None = None, gpus=None) -> dict:
                                    "min": float(min(taus)) if taus else None}
             if label == "model":
                 entry["roofline"] = {c: roof.summary(c) for c in CATS}
-        if gpu == "h200":
-            try:
-                h100 = load_spec("h100-sxm-calibrated")
-                ds200 = load_spec("h200-sxm")
-                scaled = h100.replace(
-                    name="h100-calibrated-scaled-to-h200", bandwidth_gbs=ds200.bandwidth_gbs,
-                    l2_mib=ds200.l2_mib, capacity_gib=ds200.capacity_gib,
-                    l2_bandwidth_gbs=h100.l2_bandwidth_gbs)
-                m, _, _ = evaluate(recs, scaled)
-                entry["h100_scaled"] = {c: m.summary(c) for c in CATS}
-            except Exception:  # noqa: BLE001
-                pass
+        if gpu == "h200" and calibrated_name("h100"):
+            h100 = load_spec(calibrated_name("h100"))
+            ds200 = load_spec(datasheet_name("h200"))
+            scaled = h100.replace(
+                name="h100-calibrated-scaled-to-h200", bandwidth_gbs=ds200.bandwidth_gbs,
+                l2_mib=ds200.l2_mib, capacity_gib=ds200.capacity_gib,
+                l2_bandwidth_gbs=h100.l2_bandwidth_gbs)
+            m, _, _ = evaluate(recs, scaled)
+            entry["h100_scaled"] = {c: m.summary(c) for c in CATS}
         out[gpu] = entry
     return out
 
@@ -253,7 +219,7 @@ def markdown(rep: dict) -> str:
             verdict = f"{v.get('right', 0)}/{tot}" if tot else "-"
             tau = s.get("tau") or {}
             taus = f"{tau['median']:.2f} (min {tau['min']:.2f}, {tau['n']})" if tau.get("n") else "-"
-            name = {"model": f"calibrated ({SPEC_FOR.get(gpu)})", "datasheet": "datasheet spec",
+            name = {"model": f"calibrated ({calibrated_name(gpu)})", "datasheet": "datasheet spec",
                     "roofline": "plain roofline (datasheet, no overheads)",
                     "h100_scaled": "calibrated H100 scaled to H200"}[label]
             lines.append(f"| {gpu} | {name} | {e['records']} | {cell(s.get('kernel'))} | "
@@ -306,7 +272,6 @@ BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
 
 def update_readme(path: str, table: str) -> None:
     """Replace the block between the accuracy markers of ``path`` with ``table``."""
-    from ..cli import UserError
     try:
         with open(path) as f:
             text = f.read()
@@ -316,14 +281,12 @@ def update_readme(path: str, table: str) -> None:
         raise UserError(f"{path} has no {BEGIN} ... {END} block to update")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    from ..atomic import atomic_write
     atomic_write(path, f"{head}{BEGIN}\n{table}\n{END}{tail}")
 
 
 def main(a) -> int:
     rep = accuracy_report(a.results, a.gpu)
     if not rep:
-        from ..cli import UserError
         raise UserError("no validation records found; run `gpusim validate --out "
                         "validation/results/<gpu>` on a GPU machine first")
     if a.json:
@@ -334,7 +297,7 @@ def main(a) -> int:
         update_readme(a.update_readme, markdown(rep))
         print(f"updated the accuracy table in {a.update_readme}", file=sys.stderr)
     if a.plot:
-        from ..viz import accuracy_plot
+        from .plot import accuracy_plot   # matplotlib: optional
         accuracy_plot(a.results or RESULTS_DIR, a.gpu, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
     return 0

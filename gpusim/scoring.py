@@ -1,0 +1,64 @@
+"""The partition scorer: what the search minimises, through the same lowering and cost
+that :func:`gpusim.predict` uses.
+
+A partition's cost is additive over its groups::
+
+    cost(P) = sum over groups g, over the kernels k that g lowers to, of max(t(k), h(k))
+
+where ``t`` is :func:`gpusim.cost.estimate_kernel` and ``h`` the per-kernel overhead of
+the runtime (:func:`gpusim.simulate.kernel_overhead_us`: host dispatch in eager and
+compiled mode, the inter-kernel gap in a CUDA graph). A group lowers as the runtime
+realises it (:func:`gpusim.lower.realize`): under torch.compile a GEMM with an epilogue
+is two kernels, so the search is not rewarded for a fusion Inductor would not do. A
+stream that launches faster than it runs is bound by the kernels, one that launches
+slower by the host, kernel by kernel: the sum of maxima equals the simulated end-to-end
+time when host and GPU take turns being the bottleneck and bounds it otherwise.
+Additivity is what lets exact search use an integer program over candidate groups;
+every reported time still comes from the full simulation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cost import CostOptions, estimate_kernel
+from .graph import OpGraph
+from .lower import realize
+from .partition import Partition
+from .simulate import check_mode, kernel_overhead_us
+
+
+@dataclass
+class Scorer:
+    """Cost of groups and partitions on one graph/spec/mode, memoised by group."""
+
+    graph: OpGraph
+    spec: object
+    mode: str = "compiled"
+    opts: CostOptions = field(default_factory=CostOptions)
+
+    def __post_init__(self):
+        check_mode(self.mode)
+        self._cache: dict = {}
+
+    def group_cost(self, group) -> float:
+        key = frozenset(group)
+        v = self._cache.get(key)
+        if v is None:
+            pos = self.graph.position.__getitem__
+            v = 0.0
+            for k in realize(self.graph, sorted(group, key=pos), self.mode):
+                est = estimate_kernel(self.graph, k, self.spec, self.opts)
+                v += max(est.us, kernel_overhead_us(est, self.spec, self.mode))
+            self._cache[key] = v
+        return v
+
+    def kernel_us(self, group) -> float:
+        """Device time of the kernels ``group`` lowers to (no overheads)."""
+        pos = self.graph.position.__getitem__
+        return sum(estimate_kernel(self.graph, k, self.spec, self.opts).us
+                   for k in realize(self.graph, sorted(group, key=pos), self.mode))
+
+    def cost(self, partition) -> float:
+        groups = partition.groups if isinstance(partition, Partition) else partition
+        return sum(self.group_cost(g) for g in groups)
