@@ -15,8 +15,16 @@ import sys
 from datetime import date
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
+from .atomic import atomic_write
+from .capture import capture_full
+from .errors import GpusimError
 from .hardware import GPUSpec, dump_spec, load_spec
+from .validation import measure
+from .validation.runner import partitioned_callable
+from .viz import check_target
 
 
 def _log(msg):
@@ -25,9 +33,6 @@ def _log(msg):
 
 
 def run_microbenchmarks() -> dict:
-    import torch
-
-    from .validation import measure
     measure.require_cuda()
     raw = {"env": measure.env_info(), "copy": [], "add": [], "host": {}, "matmul": []}
     dev = "cuda"
@@ -76,7 +81,6 @@ def run_microbenchmarks() -> dict:
             return y
         return f
     # library ops (GEMM, norm, conv, attention) go through more dispatch layers than an add
-    import torch.nn.functional as F
     xs = torch.randn(4, 64, device=dev)
     wl = torch.randn(64, 64, device=dev)
     im = torch.randn(1, 8, 8, 8, device=dev)
@@ -130,8 +134,6 @@ def run_microbenchmarks() -> dict:
                    "kernels": len(measure.profile_kernels(cf, (x,), flush=False, reps=2)["kernels"])}
     raw["host"]["compiled"] = comp
     # each group of a partition run as its own compiled region (the validation harness)
-    from .capture import capture_full
-    from .validation.runner import _flat_inputs, partitioned_callable
     regions = {}
     for k in (1, 6):
         chain_fn = lambda x: torch.relu(x + 1) * 2 + torch.sin(x) - x.abs() / 3 + torch.cos(x)  # noqa: E731
@@ -181,9 +183,6 @@ def aten_microbenchmarks() -> dict:
     """Eager PyTorch's kernel classes against a contiguous elementwise add on the same
     dtype and about 512 MiB (far past L2), plus floors of tiny reductions and GEMMs.
     Times are profiled kernel durations, L2 flushed."""
-    import torch
-
-    from .validation import measure
     dev = "cuda"
 
     def kern(fn, *a):
@@ -375,16 +374,18 @@ COMMENTS = {
 
 
 def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
-    from .validation import measure
+    """Measure this machine's GPU and write its spec to ``out_path`` (and the raw
+    measurements beside it, ``out_path.raw.json``). The base spec (``base_name``, else
+    the datasheet spec of the GPU at hand) and the output folder are checked first:
+    the microbenchmarks take minutes."""
+    check_target(out_path)
     measure.require_cuda()
+    base = load_spec(base_name or measure.gpu_name_short())
     raw = run_microbenchmarks()
-    gpu = measure.gpu_name_short()
-    base = load_spec(base_name or {"h100": "h100-sxm", "h200": "h200-sxm"}.get(gpu, gpu))
     stem = os.path.splitext(os.path.basename(out_path))[0]
     spec, diag = fit_spec(raw, base, name=stem)
     raw["fit"] = diag
-    with open(out_path + ".raw.json", "w") as f:
-        json.dump(raw, f, indent=1)
+    atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
     day = spec.measured_date
     dump_spec(spec, out_path, {k: f"measured {day}: {v}" for k, v in COMMENTS.items()})
     return spec
@@ -397,7 +398,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         spec = calibrate(a.out, a.base)
-    except RuntimeError as e:
+    except (RuntimeError, GpusimError) as e:   # no CUDA; a bad path or base spec
         print(f"gpusim: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {a.out} ({spec.display_name}, measured {spec.measured_date})")

@@ -1,7 +1,10 @@
 """The ``gpusim`` command: a thin layer over the Python API.
 
-User mistakes (unknown GPU, bad spec file, bad model file, untraceable model, illegal
-fusion) print one line ``gpusim: error: ...`` and exit 2; nothing is half-written.
+User mistakes (unknown GPU, bad spec file, bad model file, bad sizes, untraceable model,
+illegal fusion, an output file that cannot be written) print one line
+``gpusim: error: ...`` and exit 2; output paths are checked before any slow work, and
+nothing is half-written. This module is the top of the import graph: only
+``gpusim.__main__`` imports it.
 """
 
 from __future__ import annotations
@@ -9,57 +12,46 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
+
+from . import calibrate, viz
+from .errors import GpusimError, UserError
+from .examples import EXAMPLES
+from .fmt import fmt_num, table
+from .hardware import list_specs, load_spec, specs_table
+from .models import model_graph, parse_dtype, parse_sizes
+from .predict import predict
+from .report import dumps, prediction_text, search_text
+from .search import ALGOS, search, whatif
+from .simulate import check_mode
+from .validation import accuracy, runner
+from .validation.plot import accuracy_plot
 
 DEFAULT_MODEL = "transformer_block"
-
-
-class UserError(Exception):
-    pass
-
-
-def _user_errors():
-    from .capture import CaptureError
-    from .examples import ModelError
-    from .hardware import SpecError
-    from .legality import FusionError
-    from .search import SearchError
-    from .simulate import ModeError
-    return (CaptureError, ModelError, SpecError, FusionError, SearchError, ModeError,
-            UserError)
-
-
-def _parse_sizes(items: list[str]) -> dict:
-    out = {}
-    for it in items or []:
-        if "=" not in it:
-            raise UserError(f"--size takes KEY=VALUE, got {it!r}")
-        k, v = it.split("=", 1)
-        try:
-            out[k] = int(v)
-        except ValueError:
-            try:
-                out[k] = float(v)
-            except ValueError:
-                raise UserError(f"--size {k}: {v!r} is not a number") from None
-    return out
-
-
-def _dtype(name: str):
-    import torch
-    d = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
-         "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
-    if name not in d:
-        raise UserError(f"unknown --dtype {name!r}; choose float32, float16 or bfloat16")
-    return d[name]
+OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and search
 
 
 def _graph(args):
-    from .capture import capture
-    from .examples import load_model
-    fn, fargs, label = load_model(args.model, device="meta", dtype=_dtype(args.dtype),
-                                  **_parse_sizes(args.size))
-    return capture(fn, fargs, name=label)
+    """The OpGraph a model-taking command works on (name, dtype and sizes from args)."""
+    return model_graph(args.model, args.dtype, parse_sizes(args.size))
+
+
+def _check_args(a) -> None:
+    """Every cheap check, before the slow part (capture, search): the output files can
+    be written, and the sizes, dtype, mode, algorithm and GPU spec are ones gpusim knows."""
+    for opt in a.outputs:
+        path = getattr(a, opt, None)
+        if path is None:
+            continue
+        if opt == "plot":
+            viz.plot_format(path)
+        viz.check_target(path)
+    if a.takes_model:
+        parse_sizes(a.size)
+        parse_dtype(a.dtype)
+        check_mode(a.mode)
+        load_spec(a.gpu)
+    if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
+        raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
 
 
 def _add_model_args(p, gpu_default="h100"):
@@ -73,6 +65,15 @@ def _add_model_args(p, gpu_default="h100"):
                    help="override an example's size (repeatable), e.g. --size batch=1")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--all", action="store_true", help="list every kernel, not the top 25")
+    p.set_defaults(takes_model=True)
+
+
+def _picture_args(p):
+    p.add_argument("--trace", metavar="FILE", help="Chrome/Perfetto trace (.json) of the simulated call")
+    p.add_argument("--plot", metavar="FILE", help="roofline (.png, .svg or .pdf; needs matplotlib)")
+    p.add_argument("--dot", metavar="FILE", help="the fused graph in Graphviz DOT (and .svg when "
+                   "Graphviz is installed)")
+    p.set_defaults(outputs=OUTPUTS)
 
 
 def _mode_arg(p, default):
@@ -81,36 +82,24 @@ def _mode_arg(p, default):
 
 
 def cmd_predict(a) -> int:
-    from .predict import predict
-    from .report import dumps, prediction_text
-    g = _graph(a)
-    p = predict(g, gpu=a.gpu, mode=a.mode)
-    if a.json:
-        print(dumps(p.to_dict()))
-    else:
-        print(prediction_text(p, None if a.all else 25))
+    p = predict(_graph(a), gpu=a.gpu, mode=a.mode)
+    print(dumps(p.to_dict()) if a.json else prediction_text(p, None if a.all else 25))
     _extras(a, pred=p)
     return 0
 
 
 def cmd_search(a) -> int:
-    from .report import dumps, search_text
-    from .search import search
-    g = _graph(a)
-    r = search(g, gpu=a.gpu, mode=a.mode, algo=a.algo)
+    r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo)
     print(dumps(r.to_dict()) if a.json else search_text(r, None if a.all else 25))
     _extras(a, result=r)
     return 0
 
 
 def cmd_whatif(a) -> int:
-    from .report import dumps, search_text
-    from .search import whatif
     if not a.fuse:
         raise UserError("whatif needs at least one --fuse a,b,c (node names as `gpusim predict` prints them)")
-    g = _graph(a)
     groups = [[x.strip() for x in f.split(",") if x.strip()] for f in a.fuse]
-    r = whatif(g, groups, gpu=a.gpu, mode=a.mode)
+    r = whatif(_graph(a), groups, gpu=a.gpu, mode=a.mode)
     if a.json:
         print(dumps(r.to_dict()))
     else:
@@ -128,36 +117,40 @@ def explain_whatif(r) -> str:
         parts = [uk for uk in u.kernels if uk.ops[0] in k.ops]
         b0 = sum(p.bytes for p in parts)
         t0 = sum(p.us for p in parts)
-        lines.append(f"group {'+'.join(k.ops)}: {len(parts)} kernels -> 1; bytes {b0:.3g} -> "
-                     f"{k.bytes:.3g} ({b0 / k.bytes if k.bytes else float('inf'):.2f}x less); device "
-                     f"{t0:.2f} us -> {k.us:.2f} us ({k.bound}-bound)")
+        lines.append(f"group {'+'.join(k.ops)}: {len(parts)} kernels -> 1; bytes {fmt_num(b0, 'B')} -> "
+                     f"{fmt_num(k.bytes, 'B')} ({b0 / k.bytes if k.bytes else float('inf'):.2f}x less); "
+                     f"device {t0:.2f} us -> {k.us:.2f} us ({k.bound}-bound)")
     lines.append(f"host: {u.timeline.host_us:.1f} us per call eager -> {f.timeline.host_us:.1f} us "
                  f"in {f.mode} mode; GPU idle {u.idle_us:.1f} -> {f.idle_us:.1f} us")
     return "\n".join(lines)
 
 
 def _extras(a, pred=None, result=None):
-    """--trace/--plot/--dot outputs (the viz module), when asked for."""
-    wants = [x for x in ("trace", "plot", "dot") if getattr(a, x, None)]
-    if not wants:
-        return
-    from . import viz
-    for w in wants:
-        path = getattr(a, w)
-        text_or_bytes = getattr(viz, f"{w}_output")(pred=pred, result=result, path=path)
-        if text_or_bytes is not None:
+    """The --trace/--plot/--dot pictures asked for (their paths were checked up front)."""
+    writers = {"trace": viz.trace_output, "plot": viz.plot_output, "dot": viz.dot_output}
+    for opt in OUTPUTS:
+        path = getattr(a, opt, None)
+        if path:
+            writers[opt](pred=pred, result=result, path=path)
             print(f"wrote {path}", file=sys.stderr)
 
 
+def cmd_report(a) -> int:
+    """``gpusim report``: search, then write the self-contained HTML report to ``--out``."""
+    sizes = parse_sizes(a.size)
+    res = search(model_graph(a.model, a.dtype, sizes), gpu=a.gpu, mode=a.mode, algo=a.algo)
+    page = viz.report_html(res, {"model": a.model, "dtype": a.dtype, "sizes": sizes})
+    viz.write_atomic(a.out, page)
+    print(f"wrote {a.out}", file=sys.stderr)
+    return 0
+
+
 def cmd_specs(a) -> int:
-    from .hardware import list_specs, specs_table
     print(specs_table(list_specs()))
     return 0
 
 
 def cmd_examples(a) -> int:
-    from .examples import EXAMPLES
-    from .report import table
     rows = [[e.name, e.category, e.description,
              " ".join(f"{k}={v}" for k, v in e.defaults.items())] for e in EXAMPLES.values()]
     print(table(rows, ["name", "category", "description", "defaults"], "llll"))
@@ -165,43 +158,41 @@ def cmd_examples(a) -> int:
 
 
 def cmd_calibrate(a) -> int:
-    from . import calibrate
     argv = ["--out", a.out] + (["--base", a.base] if a.base else [])
     return calibrate.main(argv)
 
 
 def cmd_validate(a) -> int:
-    from .validation import runner
     return runner.main(a)
 
 
 def cmd_accuracy(a) -> int:
-    from .validation import accuracy
-    return accuracy.main(a)
-
-
-def cmd_report(a) -> int:
-    from . import viz
-    return viz.report_main(a)
+    """The accuracy table (:func:`gpusim.validation.accuracy.main`), then the plot."""
+    if a.results is not None and not os.path.isdir(a.results):
+        raise UserError(f"results folder {a.results} does not exist")
+    rc = accuracy.main(argparse.Namespace(**{**vars(a), "plot": None}))
+    if a.plot:
+        accuracy_plot(a.results or accuracy.RESULTS_DIR, a.gpu, a.plot)
+        print(f"wrote {a.plot}", file=sys.stderr)
+    return rc
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="gpusim", description=(
         "Predict how fast PyTorch computations run on NVIDIA GPUs and what operator "
         "fusion buys, before writing a kernel."))
+    ap.set_defaults(outputs=(), takes_model=False)
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("predict", help="per-kernel time of a model on a GPU")
     _add_model_args(p)
     _mode_arg(p, "eager")
-    for x in ("trace", "plot", "dot"):
-        p.add_argument(f"--{x}", metavar="FILE")
+    _picture_args(p)
     p.set_defaults(fn=cmd_predict)
     s = sub.add_parser("search", help="find the best fusion partition")
     _add_model_args(s)
     _mode_arg(s, "compiled")
     s.add_argument("--algo", default="auto", help="auto | greedy | bytes | exact")
-    for x in ("trace", "plot", "dot"):
-        s.add_argument(f"--{x}", metavar="FILE")
+    _picture_args(s)
     s.set_defaults(fn=cmd_search)
     w = sub.add_parser("whatif", help="predict the speed-up of fusing named nodes")
     _add_model_args(w)
@@ -215,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="measure the GPU at hand and write a spec file")
     c.add_argument("--out", required=True)
     c.add_argument("--base", default=None, help="datasheet spec to start from")
-    c.set_defaults(fn=cmd_calibrate)
+    c.set_defaults(fn=cmd_calibrate, outputs=("out",))
     v = sub.add_parser("validate", help="measure the built-in cases on this machine's GPU")
     v.add_argument("--out", required=True, help="results folder")
     v.add_argument("--cases", default=None, help="comma-separated example names")
@@ -229,14 +220,18 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--plot", metavar="FILE", default=None)
     acc.add_argument("--update-readme", metavar="README", default=None,
                      help="rewrite the table between the accuracy markers of this file")
-    acc.set_defaults(fn=cmd_accuracy)
+    acc.set_defaults(fn=cmd_accuracy, outputs=("plot",))
     r = sub.add_parser("report", help="one self-contained HTML report")
     _add_model_args(r)
     _mode_arg(r, "compiled")
     r.add_argument("--out", required=True)
     r.add_argument("--algo", default="auto")
-    r.set_defaults(fn=cmd_report)
+    r.set_defaults(fn=cmd_report, outputs=("out",))
     return ap
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split("\n")) or type(e).__name__
 
 
 def main(argv=None) -> int:
@@ -245,17 +240,15 @@ def main(argv=None) -> int:
     if not getattr(a, "cmd", None):
         a = ap.parse_args(["predict"])
     try:
-        errors = _user_errors()
-    except ImportError as e:  # pragma: no cover - broken install
-        print(f"gpusim: error: {e}", file=sys.stderr)
-        return 2
-    try:
-        if getattr(a, "mode", None) is not None:
-            from .simulate import check_mode
-            check_mode(a.mode)
+        _check_args(a)
         return int(a.fn(a) or 0)
-    except errors as e:
-        print(f"gpusim: error: {e}", file=sys.stderr)
+    except GpusimError as e:
+        print(f"gpusim: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # the machine said no (a full disk, a folder that went away): not a gpusim bug
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"gpusim: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gpusim: interrupted", file=sys.stderr)

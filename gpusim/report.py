@@ -1,41 +1,15 @@
-"""Report: plain-text tables and JSON documents for predictions and searches."""
+"""Report: plain-text tables and JSON documents for predictions and searches.
+
+Numbers, bytes, shapes and the table layout come from :mod:`gpusim.fmt` (one convention
+for the text tables and the pictures).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 
-
-def fmt_num(x: float, unit: str = "") -> str:
-    """Engineering notation: 1.5e9 -> '1.50G'."""
-    if x is None:
-        return "-"
-    if x == 0:
-        return f"0{unit}"
-    for s, f in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(x) >= f:
-            return f"{x / f:.3g}{s}{unit}"
-    return f"{x:.3g}{unit}"
-
-
-def fmt_shape(s) -> str:
-    if not s:
-        return "()"
-    if isinstance(s[0], (tuple, list)):
-        return ",".join(fmt_shape(x) for x in s)
-    return "x".join(str(d) for d in s)
-
-
-def table(rows: list[list[str]], header: list[str], align: str | None = None) -> str:
-    cols = len(header)
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(cols)]
-    align = align or ("l" + "r" * (cols - 1))
-    def line(r):
-        return "  ".join(str(c).ljust(w) if a == "l" else str(c).rjust(w)
-                         for c, w, a in zip(r, widths, align))
-    out = [line(header), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in rows]
-    return "\n".join(out)
+from .fmt import fmt_num, fmt_shape, table  # noqa: F401  (table: re-exported for callers)
 
 
 def _ops_label(k, width: int = 40) -> str:

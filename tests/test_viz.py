@@ -1,5 +1,6 @@
-"""Picture outputs (gpusim.viz) and the progress line: trace, roofline, DOT, HTML report,
-accuracy plot, and the report opened in a real headless browser when one is installed."""
+"""Picture outputs (gpusim.viz, gpusim.validation.plot), the shared number formats
+(gpusim.fmt) and the progress line: trace, roofline, DOT, HTML report, accuracy plot, and
+the report opened in a real headless browser when one is installed."""
 
 import io
 import json
@@ -15,12 +16,15 @@ import pytest
 
 from gpusim import viz
 from gpusim.capture import capture
-from gpusim.cli import UserError, main
+from gpusim.cli import main
+from gpusim.errors import UserError
 from gpusim.examples import build_example
-from gpusim.graph import GraphBuilder
+from gpusim.fmt import fmt_bytes, fmt_num, fmt_shape, fmt_si, fmt_us, table
+from gpusim.graph import GraphBuilder, quotient
 from gpusim.predict import predict
 from gpusim.progress import progress
 from gpusim.search import search
+from gpusim.validation.plot import accuracy_plot
 
 try:
     import matplotlib  # noqa: F401
@@ -183,24 +187,43 @@ def test_fusion_moves_and_zero_flop_kernels(tb_search):
         assert "not shown" in svg
 
 
+def test_one_number_format():
+    """The text tables and the pictures write magnitudes one way (gpusim.fmt): three
+    significant digits, decimal SI prefixes; tables pack the unit, labels space it."""
+    assert fmt_num(2.01e8, "B") == "201MB" and fmt_num(1.68e7) == "16.8M"
+    assert fmt_num(0, "B") == "0B" and fmt_num(None) == "-" and fmt_num(12.5) == "12.5"
+    assert fmt_num(4096 * 28, "B") == "115kB"
+    assert fmt_bytes(64 * 2**20) == "67.1 MB" and fmt_bytes(100) == "100 B"
+    assert fmt_bytes(64 * 2**20, sep="") == fmt_num(64 * 2**20, "B")
+    assert fmt_si(3.35e12, "B/s") == "3.35 TB/s" and fmt_si(float("inf"), "B") == "inf B"
+    assert fmt_us(12.34) == "12.3 µs" and fmt_us(2500) == "2.50 ms" and fmt_us(3e6) == "3.00 s"
+    assert fmt_shape((8, 128)) == "8x128" and fmt_shape(((2, 3), (4,))) == "2x3,4"
+    assert fmt_shape(()) == "()"
+    assert table([["a", "1"], ["bb", "22"]], ["k", "v"]).splitlines() == ["k    v", "--  --",
+                                                                          "a    1", "bb  22"]
+
+
 def test_labels_and_units(tb_search):
-    assert viz.fmt_bytes(64 * 2**20) == "64.0 MiB" and viz.fmt_bytes(100) == "100 B"
-    assert viz.fmt_si(3.35e12, "B/s") == "3.35 TB/s"
     assert viz.unit_name("fp16_tc/bf16_tc") == "FP16/BF16 tensor cores"
     spec = tb_search.fused.spec
     assert [u for u, _ in viz.roofs(spec, [])] == ["fp32"]
     b = GraphBuilder("siblings")
     x = b.input("x", (256, 256))
     w = b.input("w", (256, 256))
-    q, k = b.matmul("q", x, w, 256, 256, 256), b.matmul("k", x, w, 256, 256, 256)
+    mm = dict(kind="matmul", shape=(256, 256), flops=2 * 256 ** 3,
+              gemm={"b": 1, "m": 256, "n": 256, "k": 256, "unit_dtype": "float32"})
+    q = b.op("q", inputs=[x, w], op="aten.mm.default", **mm)
+    k = b.op("k", inputs=[x, w], op="aten.mm.default", **mm)
     r = b.op("r", "pointwise", [q])
     b.output(r, k)
     g = b.build()
-    p = predict(g, gpu="h100", groups=[["q", "r"], ["k"]])
-    assert viz.ops_text(p.kernels[0], g) == "q → r"       # a chain
-    assert viz.ops_text(p.kernels[0]) == "q, r"            # no graph: no claim of order
-    p = predict(g, gpu="h100", groups=[["q", "k", "r"]])
-    assert viz.ops_text(p.kernels[0], g) == "q, k, r"     # k does not feed r
+    p = predict(g, gpu="h100", mode="eager", partition=[["q", "r"], ["k"]])
+    (qr,) = [k for k in p.kernels if len(k.ops) > 1]
+    assert viz.ops_text(qr, g) == "mm → r"                # a chain
+    assert viz.ops_text(qr) == "mm, r"                     # no graph: no claim of order
+    p = predict(g, gpu="h100", mode="eager", partition=[["q", "k"], ["r"]])
+    (qk,) = [k for k in p.kernels if len(k.ops) > 1]
+    assert viz.ops_text(qk, g) == "mm, mm"                # siblings: q does not feed k
 
 
 # ---------------------------------------------------------------- DOT
@@ -265,7 +288,7 @@ def test_dot_search_clusters_and_nodes(tb_search, tmp_path):
     assert len(clusters) == len(multi) > 0
     assert all(re.fullmatch(r"cluster_\d+", c) for c in clusters)
     assert edges == set(g.dataflow.edges)
-    assert re.search(r'label="\d+\.\d (KiB|MiB)"', text)
+    assert re.search(r'label="\d+(\.\d+)? (kB|MB)"', text)
     try:
         import pydot
     except ImportError:
@@ -286,6 +309,17 @@ def test_dot_quotes_odd_names(odd_graph, tmp_path):
     nodes, _, clusters = _dot_structure(viz.dot_document(pred=p))
     assert clusters == [] and set(odd_graph.compute_nodes) <= nodes
     ET.fromstring(viz.graph_svg(result=res))             # hand-drawn layout is valid SVG
+
+
+def test_kernel_graph_is_the_partition_quotient(tb_search, odd_graph):
+    """The report's kernel drawing uses the partition's quotient graph (one definition),
+    with the bytes each kernel reads of another's tensors on its edges."""
+    for res in (tb_search, search(odd_graph, gpu="h100")):
+        ks = res.fused.kernels
+        q, from_inputs = viz.kernel_graph(res.graph, ks)
+        assert set(q.edges) == set(quotient(res.graph, [k.ops for k in ks]).edges)
+        assert all(b > 0 for _, _, b in q.edges(data="bytes"))
+        assert len(from_inputs) == len(ks) and sum(from_inputs) > 0
 
 
 def test_dot_svg_beside_when_graphviz_present(pred, tmp_path, monkeypatch):
@@ -394,18 +428,18 @@ def _results_dir(root, arm_graph, pred):
 def test_accuracy_plot(tmp_path, arm_graph, pred):
     res = _results_dir(tmp_path / "results", arm_graph, pred)
     out = tmp_path / "acc.png"
-    assert viz.accuracy_plot(str(res), ["h100"], str(out))
+    assert accuracy_plot(str(res), ["h100"], str(out))
     assert out.read_bytes()[:4] == b"\x89PNG"
-    viz.accuracy_plot(str(res), None, str(tmp_path / "acc.svg"))
+    accuracy_plot(str(res), None, str(tmp_path / "acc.svg"))
     ET.parse(tmp_path / "acc.svg")
 
 
 def test_accuracy_plot_no_records(tmp_path):
     (tmp_path / "h100").mkdir()
     with pytest.raises(UserError, match="no validation records"):
-        viz.accuracy_plot(str(tmp_path), ["h100"], str(tmp_path / "a.png"))
+        accuracy_plot(str(tmp_path), ["h100"], str(tmp_path / "a.png"))
     with pytest.raises(UserError, match="no validation records"):
-        viz.accuracy_plot(str(tmp_path / "missing"), None, str(tmp_path / "a.png"))
+        accuracy_plot(str(tmp_path / "missing"), None, str(tmp_path / "a.png"))
 
 
 # ---------------------------------------------------------------- progress

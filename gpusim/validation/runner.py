@@ -18,23 +18,36 @@ with its error and the run goes on. Measured numbers are only ever written here.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
 import time
 import traceback
 
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.passes.split_module import split_module
+
+from ..atomic import atomic_write
+from ..capture import capture_full
+from ..errors import UserError
+from ..examples import EXAMPLES, build_example
+from ..hardware import load_spec
+from ..progress import progress
+from ..scoring import Scorer
+from ..search import greedy, search
+from . import measure
+
 PARTITION_ALGOS = ("greedy", "bytes", "exact")
 
 
 def _atomic_json(path: str, doc) -> None:
-    from ..atomic import atomic_write
     atomic_write(path, json.dumps(doc, indent=1, default=str))
 
 
 def plan_cases(names=None, quick=False):
     """(example, preset, dtype) triples to run, smallest first."""
-    from ..examples import EXAMPLES
     cases = []
     for name, ex in EXAMPLES.items():
         if names and name not in names:
@@ -54,9 +67,6 @@ def plan_cases(names=None, quick=False):
 
 def flat_runner(gm):
     """A copy of the traced GraphModule that takes and returns flat lists of tensors."""
-    import copy
-
-    import torch
     g2 = copy.deepcopy(gm)
     g2.graph._codegen = torch.fx.graph.CodeGen()
     g2.recompile()
@@ -66,9 +76,6 @@ def flat_runner(gm):
 def split_by_groups(cap, groups):
     """Split the captured graph into one sub-module per group; views and getitems follow
     their producer, views of inputs their first consumer. Returns the split module."""
-    import torch
-    from torch.fx.passes.split_module import split_module
-
     graph = cap.graph
     fx_of = {n: graph.node(n).get("fx_name", n) for n in graph.g.nodes}
     gid = {}
@@ -92,11 +99,11 @@ def split_by_groups(cap, groups):
     # partitions in dependency order (a legal partition can put a group first in capture
     # order that reads a later one, e.g. matmul+add reading a second matmul)
     split = split_module(flat, None, lambda node: gid[node.name], keep_original_order=False)
-    return split, torch
+    return split
 
 
 def partitioned_callable(cap, groups, compile_groups=True):
-    split, torch = split_by_groups(cap, groups)
+    split = split_by_groups(cap, groups)
     subs = [name for name, _ in split.named_children() if name.startswith("submod_")]
     for name in subs:
         mod = getattr(split, name)
@@ -107,7 +114,6 @@ def partitioned_callable(cap, groups, compile_groups=True):
 
 def _ranged(mod, name):
     """Wrap a sub-module so each call runs inside a profiler range named after it."""
-    import torch
 
     class Ranged(torch.nn.Module):
         def __init__(self):
@@ -142,7 +148,6 @@ def _kernels_per_range(prof, prefix="gpusim:"):
 
 
 def measure_callable(fn, args, label):
-    from . import measure
     rec = {"label": label}
     rec["device"] = measure.time_device(fn, args, flush=True)
     rec["device_warm"] = measure.time_device(fn, args, flush=False)
@@ -152,11 +157,6 @@ def measure_callable(fn, args, label):
 
 
 def run_case(name, preset, dtype_name, spec_name="h100"):
-    import torch
-
-    from ..capture import capture_full
-    from ..examples import EXAMPLES, build_example
-    from ..search import search
     dt = getattr(torch, dtype_name)
     sizes = dict(EXAMPLES[name].presets[preset])
     torch.manual_seed(0)
@@ -203,9 +203,6 @@ def run_case(name, preset, dtype_name, spec_name="h100"):
                 parts.append(("singletons", single))
                 seen.add(frozenset(frozenset(g) for g in single))
             # random legal partitions widen the spread for the rank correlation
-            from ..hardware import load_spec
-            from ..partition import Scorer
-            from ..search import greedy
             sc = Scorer(cap.graph, load_spec(spec_name), "compiled")
             for seed in range(12):
                 if len(parts) >= 6:
@@ -236,7 +233,6 @@ def run_case(name, preset, dtype_name, spec_name="h100"):
 
 
 def _full_args(fn, args):
-    import torch
     if isinstance(fn, torch.nn.Module):
         params = dict(fn.named_parameters(remove_duplicate=False))
         buffers = dict(fn.named_buffers(remove_duplicate=False))
@@ -245,24 +241,23 @@ def _full_args(fn, args):
 
 
 def _flat_inputs(full_args):
-    import torch.utils._pytree as pytree
     return [x for x in pytree.tree_leaves(full_args)]
 
 
 def main(a) -> int:
-    from . import measure
+    try:
+        os.makedirs(a.out, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot make the results folder {a.out}: {e.strerror or e}") from None
     try:
         measure.require_cuda()
     except RuntimeError as e:
-        from ..cli import UserError
         raise UserError(str(e)) from None
-    os.makedirs(a.out, exist_ok=True)
     names = set(a.cases.split(",")) if a.cases else None
     cases = plan_cases(names, a.quick)
     env = measure.env_info()
     _atomic_json(os.path.join(a.out, "env.json"), env)
     deadline = time.time() + float(os.environ.get("GPUSIM_VALIDATE_SECONDS", "1e9"))
-    from ..progress import progress
     done = 0
     for i, (name, preset, dt) in enumerate(progress(cases, "validating")):
         fname = os.path.join(a.out, f"{name}__{preset}__{dt}.json")
