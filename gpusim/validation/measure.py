@@ -102,21 +102,22 @@ def time_device(fn, args=(), flush=True, reps=30, warmup=5) -> dict:
 def time_wall(fn, args=(), min_time_s=0.2, warmup=5, batches=5) -> dict:
     """Steady-state wall time per call: back-to-back calls, one sync per batch."""
     import torch
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for _ in range(warmup):
         fn(*args)
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     fn(*args)
-    torch.cuda.synchronize()
+    sync()
     one = max(time.perf_counter() - t0, 1e-6)
     n = int(min(max(min_time_s / one, 3), 2000))
     per = []
     for _ in range(batches):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         for _ in range(n):
             fn(*args)
-        torch.cuda.synchronize()
+        sync()
         per.append((time.perf_counter() - t0) / n * 1e6)
     out = _stats(per)
     out["calls_per_batch"] = n
@@ -170,3 +171,200 @@ def gpu_name_short() -> str:
             return k
     return name.replace(" ", "-")
 
+
+
+# --------------------------------------------------------------------------------------
+# One profiled session over several calls: kernels per call plus what the host did
+# (aten ops dispatched, CUDA launches, synchronisations). Used by the zoo runner and the
+# microbenchmark sweeps; the classic runner keeps ``profile_kernels``.
+
+SYNC_RUNTIME = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize")
+SYNC_ATEN = ("aten::_local_scalar_dense", "aten::item", "aten::nonzero",
+             "aten::is_nonzero", "aten::equal")
+REP_RANGE = "gpusim:rep"
+FLUSH_RANGE = "gpusim:flush"
+
+
+def is_launch(name: str) -> bool:
+    """A CUDA runtime/driver call that launches a kernel (graph launches excluded)."""
+    return name.startswith(("cudaLaunch", "cuLaunch")) and "Host" not in name
+
+
+def top_level_aten(cpu_events) -> list:
+    """Names of the aten ops that no other aten op encloses (what the Python code
+    dispatched), in start order. ``cpu_events``: (name, thread, start, end) tuples."""
+    out = []
+    by_thread = {}
+    for ev in cpu_events:
+        by_thread.setdefault(ev[1], []).append(ev)
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (e[2], -e[3]))
+        stack = []                                   # enclosing aten ops (ends)
+        for name, _, s, e in evs:
+            while stack and stack[-1][1] <= s:
+                stack.pop()
+            if not name.startswith("aten::"):
+                continue
+            if not stack:
+                out.append((s, name))
+            stack.append((s, e))
+    return [n for _, n in sorted(out)]
+
+
+def host_stats(cpu_events, device_events=()) -> dict:
+    """What the host did in one call, from CPU-side profiler events (name, thread,
+    start, end) and device-side events (name, start, dur) of that call."""
+    from collections import Counter
+    names = Counter(ev[0] for ev in cpu_events)
+    top = top_level_aten(cpu_events)
+    syncs = {k: names[k] for k in SYNC_RUNTIME if names.get(k)}
+    sync_aten = {k: names[k] for k in SYNC_ATEN if names.get(k)}
+    memcpy_rt = {k: v for k, v in names.items() if k.startswith(("cudaMemcpy", "cuMemcpy"))}
+    dtoh = sum(1 for ev in device_events if ev[0].startswith("Memcpy DtoH"))
+    launches = {k: v for k, v in names.items() if is_launch(k)}
+    return {
+        "host_syncs": sum(syncs.values()),
+        "sync_calls": syncs,
+        "sync_aten_ops": sync_aten,
+        "memcpy_runtime_calls": memcpy_rt,
+        "memcpy_dtoh": dtoh,
+        "aten_ops_top": len(top),
+        "aten_ops_top_counts": dict(Counter(top).most_common()),
+        "aten_ops_all": sum(v for k, v in names.items() if k.startswith("aten::")),
+        "cuda_launches": sum(launches.values()),
+        "launch_calls": launches,
+        "graph_launches": names.get("cudaGraphLaunch", 0),
+    }
+
+
+def split_reps(cpu, dev, ranges, flush_starts, corr_time=None):
+    """Assign events to calls. ``cpu``: (name, thread, start, end, corr); ``dev``:
+    (name, start, dur, corr); ``ranges``: [(start, end)] of each call's CPU range in
+    order; ``flush_starts``: CPU start of the flush before each call (the next call's
+    flush bounds this call's kernels in time). A device event belongs to the call whose
+    range holds the CPU start of its launch (same correlation id), else to the call
+    whose window holds its device start. Returns ([cpu events per call], [device events
+    per call], method)."""
+    launch_t = corr_time or {}
+    if not launch_t:
+        for name, _t, s, _e, corr in cpu:
+            if corr and (name.startswith(("cuda", "cu")) and not name.startswith("cutlass")):
+                launch_t.setdefault(corr, s)
+    n = len(ranges)
+    cpu_per = [[] for _ in range(n)]
+    dev_per = [[] for _ in range(n)]
+    for ev in cpu:
+        for i, (s, e) in enumerate(ranges):
+            if s <= ev[2] <= e:
+                cpu_per[i].append(ev[:4])
+                break
+    bounds = []
+    for i, (s, _e) in enumerate(ranges):
+        nxt = flush_starts[i + 1] if i + 1 < len(flush_starts) else float("inf")
+        bounds.append((s, nxt))
+    used_corr = used_time = 0
+    for ev in dev:
+        t = launch_t.get(ev[3]) if ev[3] else None
+        placed = False
+        if t is not None:
+            for i, (s, e) in enumerate(ranges):
+                if s <= t <= e:
+                    dev_per[i].append(ev[:3])
+                    placed = True
+                    used_corr += 1
+                    break
+            if not placed:
+                continue                          # launched outside any call: the flush
+        if not placed:
+            for i, (s, nxt) in enumerate(bounds):
+                if s <= ev[1] < nxt:
+                    dev_per[i].append(ev[:3])
+                    used_time += 1
+                    break
+    for d in dev_per:
+        d.sort(key=lambda x: x[1])
+    method = "correlation" if used_corr and not used_time else ("time" if used_time and not used_corr
+                                                                 else "mixed" if used_corr else "none")
+    return cpu_per, dev_per, method
+
+
+def _kernel_like(name: str) -> bool:
+    if name.startswith("gpusim:"):
+        return False
+    if name.startswith(("Memcpy", "Memset")) and "DtoD" not in name:
+        return False
+    return True
+
+
+def median_kernels(per_call):
+    """Median per-kernel time over the calls that launched the modal number of kernels.
+    ``per_call``: [[(name, start, dur)]]. Returns (kernels, counts)."""
+    counts = [len(k) for k in per_call]
+    if not counts:
+        return [], counts
+    n = statistics.mode(counts)
+    same = [k for k in per_call if len(k) == n]
+    kernels = [{"name": same[0][i][0], "us": round(statistics.median(k[i][2] for k in same), 3)}
+               for i in range(n)]
+    return kernels, counts
+
+
+def profile_call(fn, args=(), flush=True, reps=5, warmup=2, host=True) -> dict:
+    """Profile ``reps`` calls of ``fn(*args)`` in one profiler session, L2 flushed (and
+    the GPU synchronised) before each call. Per call: kernels in launch order (device
+    side; memcpy/memset other than DtoD listed apart), and what the host did (aten ops
+    dispatched at top level, CUDA launches, synchronisations). Falls back to one session
+    per call if the events cannot be split by call."""
+    import torch
+    from torch.autograd.profiler import record_function
+    from torch.profiler import ProfilerActivity, profile
+    cuda = torch.cuda.is_available()               # CPU: host statistics only (dry runs)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    for _ in range(warmup):
+        fn(*args)
+    sync()
+    fl = flusher() if flush and cuda else None
+    acts = [ProfilerActivity.CUDA, ProfilerActivity.CPU] if cuda else [ProfilerActivity.CPU]
+    with profile(activities=acts) as prof:
+        for _ in range(reps):
+            with record_function(FLUSH_RANGE):
+                if fl:
+                    fl.flush()
+                sync()
+            with record_function(REP_RANGE):
+                fn(*args)
+            sync()
+    cpu, dev, ranges, flushes = [], [], [], []
+    for e in prof.events():
+        dt = str(getattr(e, "device_type", ""))
+        s, d = e.time_range.start, float(e.time_range.elapsed_us())
+        corr = getattr(e, "id", None)
+        if "CUDA" in dt:
+            if not e.name.startswith("gpusim:"):
+                dev.append((e.name, s, d, corr))
+        else:
+            if e.name == REP_RANGE:
+                ranges.append((s, e.time_range.end))
+            elif e.name == FLUSH_RANGE:
+                flushes.append(s)
+            else:
+                cpu.append((e.name, getattr(e, "thread", 0), s, e.time_range.end, corr))
+    ranges.sort()
+    flushes.sort()
+    cpu_per, dev_per, method = split_reps(cpu, dev, ranges, flushes)
+    kern_per = [[k for k in d if _kernel_like(k[0])] for d in dev_per]
+    kernels, counts = median_kernels(kern_per)
+    if cuda and (len(ranges) != reps or (dev and not any(counts))):
+        # could not split: one session per call (kernels only)
+        pk = profile_kernels(fn, args, flush=flush, reps=reps)
+        kernels, counts, method = pk["kernels"], pk["per_call_kernel_count"], "sessions"
+    other = sorted({k[0] for d in dev_per for k in d if not _kernel_like(k[0])})
+    out = {"kernels": kernels, "per_call_kernel_count": counts, "split": method,
+           "memcpy_memset": other,
+           "kernel_count": len(kernels), "kernel_sum_us": round(sum(k["us"] for k in kernels), 3)}
+    if host and cpu_per:
+        # the call with the modal kernel count, first such
+        i = counts.index(len(kernels)) if len(kernels) in counts else 0
+        out["host"] = host_stats(cpu_per[i], dev_per[i])
+    return out

@@ -1,0 +1,486 @@
+"""Measure the model zoo (``gpusim.zoo``) on the CUDA GPU at hand.
+
+``python3 -m gpusim.validation.zoo_run --out DIR [--cases PATTERNS] [--deadline-s N]
+[--compiled NAMES] [--compiled-reserve-s N] [--skip-done DIR] [--tar FILE]``
+
+One case = zoo model x size (``default``: batch 1; ``large``) x dtype x layout (NCHW, and
+channels_last where the entry says) x run (``eager``; ``compiled`` for the models named in
+``--compiled``, at their large size in their main 16-bit dtype). Everything runs with
+PyTorch's default flags (TF32 and cuDNN settings untouched), random weights and inputs,
+under ``torch.no_grad()``.
+
+Per case one JSON record, written atomically as soon as it is measured
+(``DIR/<safe case id>.json``), holding: the case (id, model, family, sizes, dtype,
+channels_last, run), the environment, the per-kernel list in launch order (profiler, L2
+flushed before each call, median per kernel over the profiled calls), kernel count and
+sum, steady-state wall time per call, peak memory above the pre-call baseline, and what
+the host did per call (aten ops dispatched at top level with their counts, CUDA launches,
+synchronisations). A failing case writes ``failed: "<reason>"`` and the run goes on; a
+deadline stops starting new cases. Cases run most valuable first: every model's large case
+in its main dtype, then batch 1, then the other dtypes, then channels_last, compiled last
+(or, with ``--compiled-reserve-s``, from that many seconds before the deadline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import gc
+import json
+import os
+import re
+import sys
+import tarfile
+import time
+from dataclasses import asdict, dataclass, field
+
+# torch.compile runs: diverse architectures at their large size in 16-bit
+DEFAULT_COMPILED = ("hf:gpt2", "tv:resnet50", "hf:bert-base", "timm:deit_small_patch16_224",
+                    "hf:llama-3.2-1b", "tv:mobilenet_v3_large", "hf:t5-small",
+                    "tv:convnext_tiny")
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Case:
+    case_id: str
+    model: str
+    family: str
+    size: str                  # "large" | "default"
+    sizes: dict
+    dtype: str
+    channels_last: bool
+    run: str                   # "eager" | "compiled"
+    tier: int = 0
+    order: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def safe_name(s: str) -> str:
+    """A file name of letters, digits, '.', '_' and '-' only."""
+    out = re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("._")
+    return out or "case"
+
+
+def case_id(model, size, dtype, channels_last, run) -> str:
+    lay = "cl" if channels_last else "nchw"
+    return f"{model}__{size}__{dtype}__{lay}__{run}"
+
+
+def main_dtype(entry) -> str:
+    """The dtype a model is mostly run in for inference: fp16 for CNNs, bf16 for
+    transformers (when the entry lists it), else the entry's first dtype."""
+    pref = ("float16", "bfloat16") if entry.family == "cnn" else ("bfloat16", "float16")
+    for d in pref:
+        if d in entry.dtypes:
+            return d
+    return entry.dtypes[0]
+
+
+def plan_cases(zoo: dict, compiled=DEFAULT_COMPILED, patterns=None, tiny=None) -> list:
+    """All cases, most valuable first.
+
+    tier 0: large, main dtype, NCHW, eager      tier 1: batch 1, main dtype, NCHW, eager
+    tier 2: large, other dtypes, NCHW            tier 3: batch 1, other dtypes, NCHW
+    tier 4: channels_last, large then batch 1, main dtype first
+    tier 5: compiled (large, main 16-bit dtype) in the order given.
+    Within a tier, the zoo's order. ``patterns`` (fnmatch on the case id or the model
+    name) filter; ``tiny`` (dict) overrides every case's sizes (dry runs)."""
+    cases = []
+    names = list(zoo)
+    for mi, name in enumerate(names):
+        e = zoo[name]
+        md = main_dtype(e)
+        others = [d for d in e.dtypes if d != md]
+        for size, sizes in (("large", e.large), ("default", e.defaults)):
+            for dt in [md] + others:
+                for cl in ((False, True) if e.channels_last else (False,)):
+                    if cl:
+                        tier = 4
+                        sub = (0 if size == "large" else 1) * 2 + (0 if dt == md else 1)
+                    else:
+                        tier = (0 if dt == md else 2) + (0 if size == "large" else 1)
+                        sub = 0
+                    cases.append(Case(case_id(name, size, dt, cl, "eager"), name, e.family, size,
+                                      dict(tiny or sizes), dt, cl, "eager", tier, sub * 1000 + mi))
+    for ci, name in enumerate(compiled or ()):
+        if name not in zoo:
+            continue
+        e = zoo[name]
+        dt = next((d for d in ("bfloat16", "float16") if d in e.dtypes), main_dtype(e))
+        if e.family == "cnn" and "float16" in e.dtypes:
+            dt = "float16"
+        cases.append(Case(case_id(name, "large", dt, False, "compiled"), name, e.family, "large",
+                          dict(tiny or e.large), dt, False, "compiled", 5, ci))
+    if patterns:
+        cases = [c for c in cases if any(fnmatch.fnmatch(c.case_id, p) or fnmatch.fnmatch(c.model, p)
+                                         for p in patterns)]
+    cases.sort(key=lambda c: (c.tier, c.order))
+    return cases
+
+
+def next_case(pending: list, now: float, deadline: float, reserve: float):
+    """The case to run next (None: stop). Once ``now`` is within ``reserve`` seconds of the
+    deadline, compiled cases jump the queue."""
+    if not pending or now >= deadline:
+        return None
+    if reserve > 0 and now >= deadline - reserve:
+        for c in pending:
+            if c.run == "compiled":
+                return c
+    return pending[0]
+
+
+def one_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    first = msg[0] if msg else ""
+    return f"{type(e).__name__}: {first}"[:400]
+
+
+# ------------------------------------------------------------------------ inputs
+def make_inputs(entry, module, sizes, device, dtype, channels_last):
+    """The inputs ``zoo.build`` makes for ``sizes``, for an already built module."""
+    import torch
+    if entry.family in ("cnn", "vit"):
+        x = torch.randn(sizes["batch"], 3, sizes["hw"], sizes["hw"], device=device, dtype=dtype)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return (x,)
+    vocab = module.config.vocab_size
+    ids = torch.randint(3, vocab, (sizes["batch"], sizes["seq"]), device=device)
+    if entry.family == "decoder":
+        return (ids,)
+    mask = torch.ones(sizes["batch"], sizes["seq"], device=device, dtype=torch.long)
+    if entry.family == "encoder":
+        return (ids, mask)
+    dec = torch.randint(3, vocab, (sizes["batch"], sizes["tgt"]), device=device)
+    return (ids, mask, dec)
+
+
+def tensor_bytes(objs) -> int:
+    import torch
+    seen, n = set(), 0
+    for t in objs:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            key = (t.untyped_storage().data_ptr(), t.device)
+            if key in seen:
+                continue
+            seen.add(key)
+            n += t.untyped_storage().nbytes()
+    return n
+
+
+def weight_bytes(module) -> int:
+    return tensor_bytes(list(module.parameters()) + list(module.buffers()))
+
+
+class ModelCache:
+    """Built modules by (model, dtype, layout), least recently used evicted past a cap on
+    their weight bytes; build failures are remembered."""
+
+    def __init__(self, cap_bytes: int):
+        self.cap = cap_bytes
+        self.items = {}            # key -> (module, weight bytes) in use order
+        self.failed = {}
+
+    def get(self, key, build):
+        if key in self.failed:
+            raise RuntimeError(f"build failed earlier: {self.failed[key]}")
+        if key in self.items:
+            mod, nb = self.items.pop(key)
+            self.items[key] = (mod, nb)
+            return mod, None
+        try:
+            mod, args = build()
+        except Exception as e:  # noqa: BLE001
+            self.failed[key] = one_line(e)
+            raise
+        nb = weight_bytes(mod)
+        self.items[key] = (mod, nb)
+        self.evict(keep=key)
+        return mod, args
+
+    def evict(self, keep=None, all_=False):
+        import torch
+        freed = False
+        while self.items and (all_ or sum(nb for _, nb in self.items.values()) > self.cap):
+            k = next(iter(self.items))
+            if k == keep:
+                if len(self.items) == 1:
+                    break
+                self.items[k] = self.items.pop(k)
+                continue
+            del self.items[k]
+            freed = True
+        if freed:
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------ measuring
+def _flags() -> dict:
+    import torch
+    return {"allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "cudnn_enabled": torch.backends.cudnn.enabled,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "sdpa": {"flash": torch.backends.cuda.flash_sdp_enabled(),
+                     "mem_efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
+                     "math": torch.backends.cuda.math_sdp_enabled(),
+                     "cudnn": getattr(torch.backends.cuda, "cudnn_sdp_enabled", lambda: None)()}}
+
+
+def measure_callable(fn, args, cuda: bool, reps: int | None = None) -> dict:
+    """Memory, kernels, host statistics and wall time of ``fn(*args)`` (already warm)."""
+    import torch
+
+    from . import measure
+    out = {}
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    t0 = time.perf_counter()
+    fn(*args)
+    sync()
+    one_s = time.perf_counter() - t0
+    out["first_timed_call_ms"] = round(one_s * 1e3, 3)
+    if cuda:
+        gc.collect()
+        torch.cuda.empty_cache()
+        pre = torch.cuda.memory_allocated()
+        pre_res = torch.cuda.memory_reserved()
+        torch.cuda.reset_peak_memory_stats()
+        r = fn(*args)
+        sync()
+        del r
+        out["memory"] = {"pre_call_allocated": pre, "pre_call_reserved": pre_res,
+                         "peak_allocated_above_pre_call": torch.cuda.max_memory_allocated() - pre,
+                         "peak_reserved_above_pre_call": torch.cuda.max_memory_reserved() - pre_res,
+                         "note": "cache emptied before the call; peak stats reset after warm-up"}
+    if reps is None:
+        reps = 3 if one_s > 0.05 else 5
+    prof = measure.profile_call(fn, args, flush=cuda, reps=reps, warmup=1)
+    out["profile"] = {k: prof[k] for k in ("per_call_kernel_count", "split", "memcpy_memset")}
+    out["profile"]["reps"] = reps
+    out["kernels"] = prof["kernels"]
+    out["kernel_count"] = prof["kernel_count"]
+    out["kernel_sum_us"] = prof["kernel_sum_us"]
+    out["host"] = prof.get("host", {})
+    w = measure.time_wall(fn, args, min_time_s=0.1, warmup=1, batches=5 if one_s < 0.03 else 3)
+    out["wall"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in w.items()}
+    out["wall_us"] = out["wall"]["median_us"]
+    return out
+
+
+def run_case(case: Case, zoo_mod, cache: ModelCache, device: str) -> dict:
+    import torch
+
+    from . import measure
+    cuda = device == "cuda"
+    entry = zoo_mod.ZOO[case.model]
+    dt = getattr(torch, case.dtype)
+    rec = {"schema": SCHEMA_VERSION, "case_id": case.case_id, "model": case.model,
+           "family": case.family, "library": entry.library, "size": case.size,
+           "sizes": case.sizes, "dtype": case.dtype, "channels_last": case.channels_last,
+           "run": case.run, "tier": case.tier}
+    rec["env"] = measure.env_info() if cuda else {"device": device, "torch": torch.__version__}
+    rec["flags"] = _flags()
+    t0 = time.time()
+    torch.manual_seed(0)
+    key = (case.model, case.dtype, case.channels_last)
+    if cuda:
+        torch.cuda.synchronize()
+    alloc0 = torch.cuda.memory_allocated() if cuda else 0
+    mod, args = cache.get(key, lambda: zoo_mod.build(case.model, device=device, dtype=dt,
+                                                     channels_last=case.channels_last,
+                                                     **case.sizes))
+    rec["build_s"] = round(time.time() - t0, 3) if args is not None else 0.0
+    if args is None:
+        args = make_inputs(entry, mod, case.sizes, device, dt, case.channels_last)
+    rec["memory_baseline"] = {
+        "weights_bytes": weight_bytes(mod), "inputs_bytes": tensor_bytes(args),
+        "allocated_total": torch.cuda.memory_allocated() if cuda else None,
+        "allocated_before_build": alloc0,
+        "other_cached_models_bytes": sum(nb for k, (_, nb) in cache.items.items() if k != key)}
+    fn = mod
+    with torch.no_grad():
+        if case.run == "compiled":
+            import torch._dynamo
+            from torch._dynamo.utils import counters
+            torch._dynamo.reset()
+            counters.clear()
+            fn = torch.compile(mod)
+            tc = time.perf_counter()
+            fn(*args)
+            if cuda:
+                torch.cuda.synchronize()
+            rec["compile_s"] = round(time.perf_counter() - tc, 3)
+            rec["dynamo"] = {"unique_graphs": counters["stats"].get("unique_graphs"),
+                             "graph_breaks": dict(counters["graph_break"]),
+                             "calls_captured": counters["stats"].get("calls_captured")}
+        tw = time.perf_counter()
+        for _ in range(2):                      # warm-up (cuDNN/cuBLAS handles, autotune)
+            r = fn(*args)
+        if cuda:
+            torch.cuda.synchronize()
+        del r
+        rec["warmup_s"] = round(time.perf_counter() - tw, 3)
+        rec.update(measure_callable(fn, args, cuda))
+    del args, fn
+    if case.run == "compiled":
+        torch._dynamo.reset()
+    rec["elapsed_s"] = round(time.time() - t0, 2)
+    return rec
+
+
+def write_record(out_dir: str, rec: dict) -> str:
+    from ..atomic import atomic_write
+    path = os.path.join(out_dir, safe_name(rec["case_id"]) + ".json")
+    atomic_write(path, json.dumps(rec, indent=1, default=str))
+    return path
+
+
+def write_tar(out_dir: str, tar_path: str) -> None:
+    from ..atomic import atomic_path
+    with atomic_path(tar_path, suffix=".tar.gz") as tmp:
+        with tarfile.open(tmp, "w:gz") as tf:
+            for f in sorted(os.listdir(out_dir)):
+                if f.endswith(".json"):
+                    tf.add(os.path.join(out_dir, f), arcname=f)
+
+
+def done_ids(d: str) -> set:
+    out = set()
+    if d and os.path.isdir(d):
+        for f in os.listdir(d):
+            if f.endswith(".json"):
+                try:
+                    r = json.load(open(os.path.join(d, f)))
+                except Exception:  # noqa: BLE001
+                    continue
+                if "case_id" in r and not r.get("failed"):
+                    out.add(r["case_id"])
+    return out
+
+
+def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=None,
+        cache_gb=24.0, zoo_mod=None, t_start=None):
+    import torch
+    if zoo_mod is None:
+        from .. import zoo as zoo_mod
+    os.makedirs(out_dir, exist_ok=True)
+    t_start = t_start or time.time()
+    deadline = t_start + (deadline_s if deadline_s else 1e12)
+    cache = ModelCache(int(cache_gb * (1 << 30)))
+    pending = list(cases)
+    n_total, i = len(pending), 0
+    summary = {"done": [], "failed": {}, "not_reached": []}
+    while True:
+        c = next_case(pending, time.time(), deadline, reserve_s)
+        if c is None:
+            break
+        pending.remove(c)
+        i += 1
+        if c.run == "compiled" and deadline - time.time() < 45:
+            summary["not_reached"].append(c.case_id)     # a compile would overrun the limit
+            continue
+        t0 = time.time()
+        try:
+            rec = run_case(c, zoo_mod, cache, device)
+        except Exception as e:  # noqa: BLE001
+            rec = {"schema": SCHEMA_VERSION, "case_id": c.case_id, "model": c.model,
+                   "family": c.family, "size": c.size, "sizes": c.sizes, "dtype": c.dtype,
+                   "channels_last": c.channels_last, "run": c.run, "tier": c.tier,
+                   "failed": one_line(e), "elapsed_s": round(time.time() - t0, 2)}
+            try:
+                from . import measure
+                rec["env"] = measure.env_info() if device == "cuda" else {"device": device}
+            except Exception:  # noqa: BLE001
+                pass
+            if "out of memory" in str(e).lower():
+                cache.evict(all_=True)
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        write_record(out_dir, rec)
+        if tar_path:
+            write_tar(out_dir, tar_path)
+        if rec.get("failed"):
+            summary["failed"][c.case_id] = rec["failed"]
+            print(f"[{i}/{n_total} {time.time() - t_start:5.0f}s] {c.case_id}: FAILED {rec['failed']}",
+                  flush=True)
+        else:
+            summary["done"].append(c.case_id)
+            h = rec.get("host", {})
+            extra = f" compile {rec['compile_s']:.0f}s" if "compile_s" in rec else ""
+            print(f"[{i}/{n_total} {time.time() - t_start:5.0f}s] {c.case_id}: {rec['kernel_count']} kernels "
+                  f"{rec['kernel_sum_us']:.0f} us, wall {rec['wall_us']:.0f} us, aten {h.get('aten_ops_top')}, "
+                  f"launches {h.get('cuda_launches')}, syncs {h.get('host_syncs')}{extra} "
+                  f"({rec['elapsed_s']:.1f}s)", flush=True)
+    summary["not_reached"] += [c.case_id for c in pending]
+    cache.evict(all_=True)
+    return summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m gpusim.validation.zoo_run")
+    ap.add_argument("--out", required=True, help="folder for one JSON record per case")
+    ap.add_argument("--cases", default=None,
+                    help="comma-separated fnmatch patterns on case ids or model names")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="start no new case after this many seconds")
+    ap.add_argument("--compiled", default=",".join(DEFAULT_COMPILED),
+                    help="comma-separated models to also run under torch.compile ('' for none)")
+    ap.add_argument("--compiled-reserve-s", type=float, default=0.0,
+                    help="run compiled cases first once the deadline is this close")
+    ap.add_argument("--skip-done", default=None, help="skip cases recorded (not failed) here")
+    ap.add_argument("--tar", default=None, help="re-write this .tar.gz of --out after every case")
+    ap.add_argument("--cache-gb", type=float, default=24.0)
+    ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    ap.add_argument("--cpu-dry-run", action="store_true",
+                    help="tiny sizes on the CPU: exercises the record code paths, no timings")
+    a = ap.parse_args(argv)
+    t_start = time.time()
+    from .. import zoo as zoo_mod
+    compiled = [x for x in a.compiled.split(",") if x] if a.compiled else []
+    patterns = [p for p in a.cases.split(",") if p] if a.cases else None
+    tiny = None
+    device = "cuda"
+    if a.cpu_dry_run:
+        device = "cpu"
+    cases = plan_cases(zoo_mod.ZOO, compiled, patterns)
+    if a.cpu_dry_run:
+        for c in cases:
+            e = zoo_mod.ZOO[c.model]
+            tiny = {"batch": 1}
+            if "hw" in e.defaults:
+                tiny["hw"] = 64
+            for k in ("seq", "tgt"):
+                if k in e.defaults:
+                    tiny[k] = 16
+            c.sizes = tiny
+    done = done_ids(a.skip_done) if a.skip_done else set()
+    cases = [c for c in cases if c.case_id not in done]
+    if a.plan:
+        for c in cases:
+            print(c.tier, c.case_id, c.sizes)
+        print(f"{len(cases)} cases")
+        return 0
+    if device == "cuda":
+        from . import measure
+        measure.require_cuda()
+    print(f"zoo_run: {len(cases)} cases, deadline {a.deadline_s} s, compiled {compiled}", flush=True)
+    s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, device, a.tar, a.cache_gb,
+            zoo_mod, t_start)
+    if a.tar:
+        write_tar(a.out, a.tar)
+    print(f"zoo_run: {len(s['done'])} done, {len(s['failed'])} failed, "
+          f"{len(s['not_reached'])} not reached, {time.time() - t_start:.0f} s", flush=True)
+    for k, v in s["failed"].items():
+        print(f"  failed {k}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
