@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 from .errors import GpusimError
+from .fmt import table
 
 ALIASES = {"a100": "a100-sxm4-80gb", "v100": "v100-sxm2-16gb", "h100": "h100-sxm",
            "h200": "h200-sxm"}
@@ -190,7 +191,7 @@ def _read(path: Path) -> GPUSpec:
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise SpecError(f"{path}: not valid TOML ({e})") from None
     except OSError as e:
         raise SpecError(f"{path}: cannot read ({e.strerror})") from None
@@ -296,7 +297,6 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
 
 
 def specs_table(specs) -> str:
-    from .report import table
     rows = []
     for s in specs:
         pk = s.peak_tflops

@@ -211,9 +211,6 @@ def test_bad_spec_files(capfd, content):
     _assert_bad_spec(capfd, content)
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
-                   reason="hardware._read catches TOMLDecodeError but not the UnicodeDecodeError "
-                   "tomllib raises for a file that is not UTF-8")
 def test_spec_file_not_utf8(capfd):
     _assert_bad_spec(capfd, b"\x80name = 1\n")
 

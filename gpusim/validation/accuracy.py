@@ -296,8 +296,4 @@ def main(a) -> int:
     if getattr(a, "update_readme", None):
         update_readme(a.update_readme, markdown(rep))
         print(f"updated the accuracy table in {a.update_readme}", file=sys.stderr)
-    if a.plot:
-        from .plot import accuracy_plot   # matplotlib: optional
-        accuracy_plot(a.results or RESULTS_DIR, a.gpu, a.plot)
-        print(f"wrote {a.plot}", file=sys.stderr)
     return 0
