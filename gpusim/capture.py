@@ -6,6 +6,12 @@ graph keeps the ops eager PyTorch dispatches to kernels (``linear``, ``layer_nor
 ``scaled_dot_product_attention``) rather than their CPU decompositions. Module
 parameters and buffers become graph inputs, so the captured FX graph is a pure function
 that can also be run for real (the validation harness does that).
+
+Host reads of device values (``if mask.all():``, ``.item()``) are answered as eager
+typically takes them and recorded as ``sync`` nodes (``graph.meta["syncs"]``), so models
+whose Python checks tensor values still capture, along eager's code path (see
+:class:`HostReads`). Conv nodes carry ``layout`` (``"nhwc"``/``"nchw"``), attention nodes
+``sdpa`` (mask, causal, dropout, head dims): what eager's kernel choice depends on.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from . import ops
 from .graph import OpGraph
 
 import torch  # noqa: E402  (torch is a hard dependency of capture only)
+from .errors import GpusimError
 
 
-class CaptureError(ValueError):
+class CaptureError(GpusimError):
     """The model could not be traced; the message says why and what to do."""
 
 
@@ -108,19 +115,132 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
 
     def count(module, inputs):      # eager pays Python's nn.Module.__call__ per call
         calls[0] += 1
-    hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
-    try:
-        with torch.no_grad():
-            gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
-                         _allow_non_fake_inputs=True)(*full_args)
-    except CaptureError:
-        raise
-    except Exception as e:  # noqa: BLE001 - turn tracer failures into one clear line
-        raise CaptureError(_explain_trace_failure(e)) from None
-    finally:
-        hook.remove()
+    # A host read of a device value (``if mask.all():``) has no answer on fake tensors.
+    # Trace with the typical answer first; if the model then fails, retry with the most
+    # recent reads flipped (a check such as ``if bad.any(): raise`` wants the other one).
+    tries: list[dict] = [{}]
+    first_error = None
+    for forced in tries:
+        calls[0] = 0
+        reads = HostReads(forced)
+        hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
+        try:
+            with torch.no_grad(), reads:
+                gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
+                             _allow_non_fake_inputs=True)(*full_args)
+            break
+        except CaptureError:
+            raise
+        except Exception as e:  # noqa: BLE001 - turn tracer failures into one clear line
+            first_error = first_error or e
+            if len(tries) == 1 and reads.sites:
+                answers = [s["answer"] for s in reads.sites]
+                tries += [{i: not answers[i]} for i in reversed(range(len(answers)))][:3]
+        finally:
+            hook.remove()
+    else:
+        raise CaptureError(_explain_trace_failure(first_error)) from None
     gm.meta["module_calls"] = calls[0]
+    gm.meta["host_reads"] = reads.sites
     return gm, flat, pnames
+
+
+#: Ops that allocate an uninitialised buffer: no kernel, no bytes, and not a view of
+#: their tensor argument (which gives only dtype and device).
+_ALLOCATIONS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
+
+#: aten ops that copy a device value to the host and wait for it (``.item()``,
+#: ``bool(tensor)``): a sync point of the host and the GPU stream.
+SYNC_OPS = ("_local_scalar_dense", "item", "is_nonzero")
+
+#: Reductions whose typical answer, read on the host, is False (``if x.isnan().any():``);
+#: every other host-read boolean is assumed True (``if mask.all():``, padding absent).
+_FALSE_BY_DEFAULT = ("any", "isnan", "isinf", "isneginf", "isposinf")
+
+
+class HostReads:
+    """Context for tracing: answers host reads of device values as eager PyTorch meets them.
+
+    On fake tensors ``bool(t)`` / ``t.item()`` have no value. Inside this context a
+    boolean read of a traced fake tensor records an ``aten._local_scalar_dense`` node
+    (the device-to-host copy eager runs, which waits for the stream), and returns the
+    typical answer: False when the value comes from ``any``/``isnan``/``isinf``, else
+    True (``mask.all()``: no padding), or the answer ``forced[i]`` for the i-th read.
+    Numeric ``.item()`` is recorded but left symbolic. ``sites`` lists each read:
+    ``{"op": producer aten op, "answer": bool or None}``.
+
+    Hugging Face transformers takes its traced code path when it sees a FakeTensor
+    (``is_tracing``): materialised masks instead of eager's ``.all()`` checks and
+    ``is_causal`` attention. Inside this context it sees no FakeTensor, so the captured
+    graph is what eager runs.
+    """
+
+    def __init__(self, forced: dict | None = None):
+        self.forced = dict(forced or {})
+        self.sites: list[dict] = []
+        self._saved: list = []
+
+    def __enter__(self):
+        import sys
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        orig_bool, orig_item = torch.Tensor.__bool__, torch.Tensor.item
+        reads = self
+
+        def read_bool(t, orig):
+            if not isinstance(t, FakeTensor) or t.numel() != 1:
+                return orig(t)
+            v = torch.ops.aten._local_scalar_dense.default(t)
+            if not isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return bool(v)          # a constant the fake tensor knows: no real read
+            return reads._answer(t)
+
+        def __bool__(self):
+            return read_bool(self, orig_bool)
+
+        def item(self):
+            if self.dtype == torch.bool:
+                return read_bool(self, orig_item)
+            if isinstance(self, FakeTensor):
+                reads.sites.append({"op": reads._producer(self), "answer": None})
+            return orig_item(self)
+
+        self._saved = [(torch.Tensor, "__bool__", torch.Tensor.__dict__.get("__bool__")),
+                       (torch.Tensor, "item", torch.Tensor.__dict__.get("item"))]
+        torch.Tensor.__bool__ = __bool__
+        torch.Tensor.item = item
+        hf = sys.modules.get("transformers.utils.import_utils")
+        if hf is not None and hasattr(hf, "is_fake_tensor"):
+            self._saved.append((hf, "is_fake_tensor", hf.is_fake_tensor))
+            hf.is_fake_tensor = lambda x: False
+        return self
+
+    def __exit__(self, *exc):
+        for obj, attr, old in reversed(self._saved):
+            if old is None:
+                delattr(obj, attr)
+            else:
+                setattr(obj, attr, old)
+        self._saved = []
+        return False
+
+    @staticmethod
+    def _producer(t) -> str:
+        try:
+            from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
+            mode = get_proxy_mode()
+            node = get_proxy_slot(t, mode.tracer).proxy.node
+            return str(node.target)
+        except Exception:  # noqa: BLE001 - the producer is a nicety, not a need
+            return "?"
+
+    def _answer(self, t) -> bool:
+        i = len(self.sites)
+        op = self._producer(t)
+        default = ops.packet_name(op) not in _FALSE_BY_DEFAULT
+        answer = self.forced.get(i, default)
+        self.sites.append({"op": op, "answer": answer})
+        return answer
 
 
 def _explain_trace_failure(e: Exception) -> str:
@@ -130,9 +250,11 @@ def _explain_trace_failure(e: Exception) -> str:
                 or "data dependent" in str(e).lower() or "item()" in str(e)
                 or "GuardOnDataDependent" in str(e) or "nonzero" in str(e))
     if data_dep:
-        return ("the model has data-dependent control flow or output shapes (" + msg[:160] +
-                "); gpusim traces on fake tensors without data: replace Python branches on "
-                "tensor values with torch.where, and avoid .item()/.nonzero()/boolean masks")
+        return ("the model has data-dependent output shapes or uses a tensor's value as a "
+                "number (" + msg[:160] + "); gpusim traces on fake tensors without data: "
+                "boolean checks such as `if mask.all():` are answered as eager would typically "
+                "take them, but sizes from .item(), .nonzero() and boolean-mask indexing are "
+                "unknown; use fixed sizes or torch.where")
     return (f"could not trace the model: {name}: {msg[:200]}; check that it runs on the "
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
 
@@ -163,7 +285,12 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     t0 = time.perf_counter()
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
-    graph = fx_to_opgraph(gm, label, pnames)
+    try:
+        graph = fx_to_opgraph(gm, label, pnames)
+    except Exception as e:  # noqa: BLE001 - a shape that depends on data (x[x > 0])
+        if "data-dependent" not in str(e) and "DataDependent" not in type(e).__name__:
+            raise
+        raise CaptureError(_explain_trace_failure(e)) from None
     graph.meta["module_calls"] = gm.meta.get("module_calls", 0)
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
@@ -223,6 +350,9 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             continue
         opname = str(n.target)
         outs = _flatten_tensors(val, [])
+        if ops.packet_name(opname) in SYNC_OPS and in_nodes:
+            _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
+            continue
         if not outs:
             continue        # e.g. profiler ops, asserts
         in_tensors = [vals[a.name] for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
@@ -247,21 +377,23 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if pname in ("dropout", "feature_dropout", "alpha_dropout") and \
                 not ctx.arg(2, "train", False) and tensor_nodes:
             alias_of = tensor_nodes[0]      # eval-mode dropout returns its input
-        if est["kind"] == "view" and alias_of is None and tensor_nodes and \
-                pname not in ("empty", "empty_like", "empty_strided"):
+        alloc = pname in _ALLOCATIONS
+        if est["kind"] == "view" and alias_of is None and tensor_nodes and not alloc:
             # a "view" op that had to materialise (reshape of a strided tensor,
             # .contiguous() of a transpose, .to() a new dtype): a paid copy
             rd, wr = ops.default_bytes(ctx)
             est = dict(est, kind="copy", bytes_read=rd, bytes_written=wr)
         if est["kind"] == "view":
-            src = alias_of or (tensor_nodes[0] if tensor_nodes else None)
-            if src is None:
+            src = alias_of or (tensor_nodes[0] if tensor_nodes and not alloc else None)
+            if src is None:     # a fresh buffer (x.new_empty(...)), not a view of x
                 _add_input_like(g, n.name, opname, val)
             else:
                 _add_view(g, n.name, opname, outs[0], src.name, g.nodes[src.name]["base"])
             continue
         reads: dict = {}
         for a, t in zip(tensor_nodes, in_tensors):
+            if pname in ops.LIKE_FACTORIES and a is tensor_nodes[0]:
+                continue    # new_zeros/ones_like take only dtype and device from it
             # a tensor mutated in place earlier is read from the op that mutated it
             base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
             b = _meta(t).ubytes
@@ -286,6 +418,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
                    gemm=est["gemm"], contiguous=contiguous)
+        if est["kind"] == "conv":
+            g.nodes[n.name]["layout"] = _conv_layout(in_tensors)
+        elif est["kind"] == "attention":
+            g.nodes[n.name]["sdpa"] = _sdpa_facts(ctx)
         for a, t in zip(tensor_nodes, in_tensors):
             g.add_edge(a.name, n.name, bytes=_meta(t).ubytes)
         for p in reads:
@@ -303,7 +439,68 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         a["base"] = mapping.get(a["base"], a["base"])
         a["inputs"] = [mapping.get(i, i) for i in a["inputs"]]
         a["reads"] = {mapping.get(k, k): v for k, v in a["reads"].items()}
-    return OpGraph(g, name)
+        if a.get("sync"):
+            a["sync"]["reads"] = mapping.get(a["sync"]["reads"], a["sync"]["reads"])
+    # host syncs (``.item()``, ``bool(t)``), in program order: ``syncs`` names the aten op
+    # whose value the host reads, ``sync_nodes`` the graph nodes that read it
+    sync_nodes = [n for n in g.nodes if g.nodes[n].get("sync")]
+    return OpGraph(g, name, meta={"syncs": [g.nodes[n]["sync"]["reads_op"] for n in sync_nodes],
+                                  "sync_nodes": sync_nodes})
+
+
+def _add_sync(g, name, opname, src, vals, inplace_writer):
+    """A host read of a device value (``.item()``, ``bool(t)``): a device-to-host copy of
+    one element that the host waits for. Kind ``other``: it never fuses."""
+    t = vals.get(src.name)
+    if not isinstance(t, torch.Tensor):
+        return
+    m = _meta(t)
+    est = ops.estimate(ops.OpCtx(opname, [m], [], (m,), {}))
+    base = inplace_writer.get(_storage_key(t)) or g.nodes[src.name]["base"]
+    reads_op = g.nodes[base]["op"]
+    g.add_node(name, op=opname, kind=est["kind"], shape=(), dtype=_dtype_name(t.dtype),
+               flops=est["flops"], bytes_read=float(m.itemsize),
+               bytes_written=est["bytes_written"], inputs=[src.name], base=name,
+               is_output=False, unmodelled=est["unmodelled"], reads={base: m.itemsize},
+               gemm=None, contiguous=True, sync={"reads": base, "reads_op": reads_op})
+    g.add_edge(src.name, name, bytes=m.itemsize)
+    if base != src.name:
+        g.add_edge(base, name, bytes=m.itemsize)
+
+
+def _conv_layout(in_tensors) -> str:
+    """``"nhwc"`` when cuDNN runs the conv channels-last (PyTorch's rule: the input or the
+    weight suggests channels_last), else ``"nchw"``."""
+    def cl(t):
+        if t.dim() not in (4, 5):
+            return False
+        try:
+            from torch._prims_common import suggest_memory_format
+            return suggest_memory_format(t) in (torch.channels_last, torch.channels_last_3d)
+        except Exception:  # noqa: BLE001 - older torch: stride test
+            fmt = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+            return t.is_contiguous(memory_format=fmt) and not t.is_contiguous()
+    return "nhwc" if any(cl(t) for t in in_tensors[:2]) else "nchw"
+
+
+def _sdpa_facts(ctx) -> dict:
+    """What chooses an attention kernel: mask given (and its dtype), causal, dropout,
+    head dims, sequence lengths, heads (grouped-query heads when K/V have fewer)."""
+    q, k, v = ctx.ins[0], ctx.ins[1], ctx.ins[2]
+    fused = ops.packet_name(ctx.name) == "scaled_dot_product_attention"
+    mask = ctx.arg(3, "attn_mask") if fused else ctx.kwargs.get("attn_bias")
+    mask = mask if isinstance(mask, ops.TensorMeta) else None
+    return {"mask": mask is not None, "mask_dtype": mask.dtype if mask else None,
+            "mask_shape": tuple(mask.shape) if mask else None,
+            "is_causal": bool(ctx.arg(5, "is_causal", False)) if fused
+            else bool(ctx.kwargs.get("is_causal", False)),
+            "dropout": float(ctx.arg(4, "dropout_p", 0.0) or 0.0) if fused else 0.0,
+            "scale": ctx.kwargs.get("scale"),
+            "enable_gqa": bool(ctx.kwargs.get("enable_gqa", False)),
+            "head_dim": int(q.shape[-1]), "head_dim_v": int(v.shape[-1]),
+            "q_len": int(q.shape[-2]), "kv_len": int(k.shape[-2]),
+            "heads": int(q.shape[-3]) if len(q.shape) >= 3 else 1,
+            "kv_heads": int(k.shape[-3]) if len(k.shape) >= 3 else 1, "dtype": q.dtype}
 
 
 def _plain(t, out) -> bool:

@@ -15,8 +15,6 @@ not a driver.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -139,7 +137,7 @@ _VIEWS = ("view", "_unsafe_view", "reshape", "expand", "expand_as", "transpose",
           "unbind", "diagonal", "view_as", "lift_fresh", "lift_fresh_copy", "empty",
           "empty_like", "empty_strided", "dropout", "feature_dropout", "alpha_dropout",
           "movedim", "swapaxes", "numpy_T", "mT", "getitem", "_to_copy_alias",
-          "contiguous", "to", "type_as", "split_tensor")
+          "contiguous", "to", "type_as", "split_tensor", "new_empty", "new_empty_strided")
 
 
 def _free_bytes(ctx):
@@ -178,10 +176,68 @@ POINTWISE = {
 
 def _pointwise(ctx: OpCtx) -> float:
     """FLOPs = POINTWISE[name] x output elements (gelu: 8, sigmoid: 4, add: 1, ...)."""
-    return POINTWISE[packet_name(ctx.name).rstrip("_")] * ctx.out.numel
+    name = packet_name(ctx.name)
+    if name not in POINTWISE:
+        name = name[:-1]        # in-place variant: add_ -> add
+    return POINTWISE[name] * ctx.out.numel
 
 
 register(*POINTWISE, kind="pointwise")(_pointwise)
+
+# Python operator spellings pre-dispatch tracing keeps (``mask_a & mask_b``); each runs
+# the same elementwise kernel as its named op (bitwise_and, ...): 1 FLOP per element.
+DUNDER_POINTWISE = ("__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
+                    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
+                    "bitwise_xor", "logical_xor", "bitwise_left_shift", "bitwise_right_shift")
+
+
+@register(*DUNDER_POINTWISE, kind="pointwise")
+def dunder_pointwise_flops(ctx: OpCtx) -> float:
+    """``a & b``, ``a | b``, ``a ^ b``, shifts: 1 FLOP per output element."""
+    return float(ctx.out.numel)
+
+
+def _write_only_bytes(ctx: OpCtx) -> tuple[float, float]:
+    """A fill reads nothing (its tensor argument gives only dtype and device): 0 read,
+    every output written once."""
+    return 0.0, float(sum(t.nbytes for t in ctx.outs))
+
+
+#: Factories that take dtype and device (not data) from a tensor argument: capture
+#: counts no read of that tensor.
+LIKE_FACTORIES = ("new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided",
+                  "zeros_like", "ones_like", "full_like", "empty_like", "rand_like",
+                  "randn_like", "randint_like")
+
+
+@register("new_zeros", "new_ones", "new_full", kind="pointwise", bytes=_write_only_bytes)
+def new_fill_flops(ctx: OpCtx) -> float:
+    """``x.new_zeros(shape)`` and friends launch one fill kernel: 1 FLOP per output
+    element, bytes written only (``new_empty`` allocates and is registered as free)."""
+    return float(ctx.out.numel)
+
+
+@register("diff", kind="pointwise")
+def diff_flops(ctx: OpCtx) -> float:
+    """``torch.diff(x, n=1, prepend=p, append=a)``: out[i] = x[i+1] - x[i], 1 FLOP per
+    output element; reads x (and prepend/append), writes the output. (Eager runs a
+    ``cat`` first when prepend/append is given: a second, small kernel.)"""
+    n = ctx.arg(1, "n", 1) or 1
+    return float(n * ctx.out.numel)
+
+
+def _sync_bytes(ctx: OpCtx) -> tuple[float, float]:
+    """One element crosses to the host: itemsize read, itemsize written."""
+    b = float(ctx.ins[0].itemsize) if ctx.ins else 0.0
+    return b, b
+
+
+@register("_local_scalar_dense", "item", "is_nonzero", kind="other", bytes=_sync_bytes)
+def host_read_flops(ctx: OpCtx) -> float:
+    """``t.item()`` / ``bool(t)``: a device-to-host copy of one element that the host
+    waits for (a sync; capture marks the node ``sync``): 0 FLOPs, one element each way.
+    Kind ``other``: it never fuses."""
+    return 0.0
 
 
 @register("_to_copy", "copy", "clone", "_copy", "contiguous_copy", "expand_copy",

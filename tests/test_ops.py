@@ -234,13 +234,105 @@ def test_unknown_op_is_listed_not_dropped():
     assert g.unmodelled == g.compute_nodes
 
 
-def test_data_dependent_control_flow_gives_clear_error():
-    def bad(x):
-        if x.sum() > 0:
-            return x * 2
-        return x
-    with pytest.raises(CaptureError, match="data-dependent"):
+@pytest.mark.parametrize("bad", [lambda x: x[x > 0] * 2, torch.nonzero,
+                                 lambda x: torch.ones(int(x.sum().item()), device=x.device)])
+def test_data_dependent_shapes_give_clear_error(bad):
+    with pytest.raises(CaptureError, match="data-dependent output shapes") as ei:
         capture(bad, (t(10),))
+    assert "\n" not in str(ei.value)
+
+
+def test_host_read_is_a_sync_node_with_the_typical_answer():
+    def branchy(x):
+        if x.sum() > 0:             # bool(tensor): a device-to-host read; typical answer True
+            x = x * 2
+        if torch.isnan(x).any():    # a failure check: typical answer False
+            x = x - 1
+        return x
+    g = capture(branchy, (t(10),))
+    ops_ = [g.node(n)["op"] for n in g.compute_nodes]
+    assert ops_ == ["aten.sum.default", "aten.gt.Scalar", "aten._local_scalar_dense.default",
+                    "aten.mul.Tensor", "aten.isnan.default", "aten.any.default",
+                    "aten._local_scalar_dense.default"]
+    assert g.meta["syncs"] == ["aten.gt.Scalar", "aten.any.default"]
+    s = g.node(g.meta["sync_nodes"][0])
+    assert s["kind"] == "other" and not s["unmodelled"] and s["flops"] == 0
+    assert s["bytes_read"] == 1 and s["sync"]["reads"] == g.compute_nodes[1]
+    assert g.unmodelled == []
+
+
+def test_host_read_retries_the_other_answer_when_the_model_fails():
+    def guarded(x):
+        if (x > 0).all():
+            raise ValueError("all positive")
+        return x * 2
+    g = capture(guarded, (t(10),))
+    assert g.meta["syncs"] == ["aten.all.default"]
+    assert g.node(g.compute_nodes[-1])["op"] == "aten.mul.Tensor"
+    assert torch.Tensor.__bool__ is torch._C.TensorBase.__bool__     # patch undone
+
+
+def test_captured_graph_with_host_reads_runs_like_eager():
+    from gpusim.capture import capture_full
+
+    def f(x):
+        return x * 2 if (x > -100).all() else x
+    x = torch.randn(16)
+    c = capture_full(f, (x,))
+    assert torch.equal(c.gm(x), f(x))
+
+
+def test_new_fills_and_operator_spellings():
+    x, m = t(64, 64), t(64, 64, dtype=torch.bool)
+    a = only(capture(lambda x: x.new_zeros(32, 8), (x,)))
+    assert a["kind"] == "pointwise" and a["flops"] == 256
+    assert a["bytes_read"] == 0 and a["bytes_written"] == 4 * 256 and not a["unmodelled"]
+    a = only(capture(lambda x: x.new_ones((16,), dtype=torch.bool), (x,)))
+    assert a["bytes_read"] == 0 and a["bytes_written"] == 16
+    g = capture(lambda x: x.new_empty(8, 8), (x,))
+    assert g.compute_nodes == [] and g.unmodelled == []
+    a = only(capture(lambda a, b: a & b, (m, m.clone())))
+    assert a["op"] == "aten.__and__.Tensor" and a["kind"] == "pointwise"
+    assert a["flops"] == 64 * 64 and a["bytes_read"] == 2 * 64 * 64 and not a["unmodelled"]
+    a = only(capture(lambda a, b: a | b, (m, m.clone())))
+    assert a["kind"] == "pointwise" and not a["unmodelled"]
+
+
+def test_diff():
+    a = only(capture(lambda x: torch.diff(x, dim=-1), (t(8, 128),)))
+    assert a["op"] == "aten.diff.default" and a["kind"] == "pointwise"
+    assert a["flops"] == 8 * 127 and a["bytes_read"] == 4 * 8 * 128
+    assert a["bytes_written"] == 4 * 8 * 127
+    g = capture(lambda x, p: torch.diff(x, prepend=p, dim=-1), (t(8, 128), t(8, 1)))
+    a = g.node(g.compute_nodes[-1])
+    assert a["flops"] == 8 * 128 and a["bytes_read"] == 4 * (8 * 128 + 8)
+
+
+def test_conv_layout_follows_memory_format():
+    x, w = t(2, 16, 8, 8), t(32, 16, 3, 3)
+    a = only(capture(lambda x, w: F.conv2d(x, w), (x, w)))
+    assert a["layout"] == "nchw"
+    cl = x.contiguous(memory_format=torch.channels_last)
+    a = only(capture(lambda x, w: F.conv2d(x, w), (cl, w)))
+    assert a["layout"] == "nhwc"
+    a = only(capture(lambda x, w: F.conv2d(x, w),
+                     (x, w.contiguous(memory_format=torch.channels_last))))
+    assert a["layout"] == "nhwc"            # PyTorch goes channels-last if either operand is
+
+
+def test_sdpa_facts():
+    q, k = t(2, 8, 128, 64), t(2, 2, 256, 64)
+    g = capture(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                               enable_gqa=True), (q, k, k))
+    s = only(g)["sdpa"]
+    assert s["is_causal"] and not s["mask"] and s["enable_gqa"] and s["dropout"] == 0.0
+    assert (s["head_dim"], s["q_len"], s["kv_len"], s["heads"], s["kv_heads"]) == \
+        (64, 128, 256, 8, 2)
+    mask = t(2, 1, 128, 128, dtype=torch.bool)
+    s = only(capture(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                     (q, q, q, mask)))["sdpa"]
+    assert s["mask"] and s["mask_dtype"] == "bool" and s["mask_shape"] == (2, 1, 128, 128)
+    assert not s["is_causal"]
 
 
 def test_module_parameters_become_named_inputs():
