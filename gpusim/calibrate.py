@@ -20,10 +20,12 @@ import torch.nn.functional as F
 
 from .atomic import atomic_write
 from .capture import capture_full
+from .dispatch import fit_dispatch
 from .errors import GpusimError
 from .hardware import GPUSpec, dump_spec, load_spec
 from .validation import measure
 from .validation.runner import partitioned_callable
+from .validation.sweeps import run_sweeps
 from .viz import check_target
 
 
@@ -337,6 +339,10 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         fitted = fit_aten(raw["aten"])
         diag["aten"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})
+    if raw.get("sweeps"):             # eager kernel classes (gpusim.dispatch)
+        fitted = fit_dispatch(raw["sweeps"], base)
+        diag["dispatch"] = fitted
+        changes.update({k: float(v) for k, v in fitted.items()})
     if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:
         diag["sm_count_note"] = f"device reports {env['sm_count']} SMs, datasheet {base.sm_count}"
         changes["sm_count"] = int(env["sm_count"])
@@ -382,6 +388,8 @@ def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
     measure.require_cuda()
     base = load_spec(base_name or measure.gpu_name_short())
     raw = run_microbenchmarks()
+    sweeps_path = out_path + ".sweeps.json"
+    raw["sweeps"] = run_sweeps(sweeps_path, deadline_s=120.0)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     spec, diag = fit_spec(raw, base, name=stem)
     raw["fit"] = diag

@@ -49,6 +49,8 @@ class KernelEstimate:
     us: float
     bound: str                     # "memory" | "compute" | "latency"
     unit: str                      # "fp32", "fp16_tc", ... the unit the FLOPs run on
+    role: str = "main"             # "aux": a library helper kernel (layout transform, ...)
+    variant: str = ""              # eager kernel class (gpusim.dispatch), "" for the default
 
     @property
     def bytes(self) -> float:
@@ -235,11 +237,58 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:
     """Predict one lowered kernel (:class:`gpusim.lower.Kernel`): PyTorch's and the
     libraries' own kernels (``impl`` ``aten``/``library``) reach the measured ATen
-    efficiencies; generated kernels are timed as plain streams."""
+    efficiencies; generated kernels are timed as plain streams. Eager library kernel
+    classes (``variant``) and helper kernels (``role == "aux"``) take their measured
+    fractions of the datasheet peaks (:mod:`gpusim.dispatch`)."""
     aten = kernel.impl != "generated"
     if aten != opts.aten:
         opts = replace(opts, aten=aten)
-    return estimate_group(graph, kernel.ops, spec, opts)
+    if kernel.role == "aux":
+        return _aux_estimate(graph, kernel, spec)
+    est = estimate_group(graph, kernel.ops, spec, opts)
+    v = kernel.variant
+    if not v:
+        return est
+    a = graph.g.nodes[kernel.ops[0]]
+    mem, comp = est.mem_us, est.compute_us
+    if v == "bn_eval":
+        mem = mem * spec.mem_efficiency / spec.bn_eval_efficiency
+    elif v == "depthwise_aten":
+        comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
+    elif v == "align1":
+        unit = unit_for(a["kind"], a["dtype"], spec, opts)
+        comp = a["flops"] / (spec.peak_flops(unit) * spec.matmul_align1_efficiency) * 1e6
+    elif v == "attention_fp32":
+        comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
+    return _retimed(est, spec, mem, comp, variant=v)
+
+
+def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, **changes) -> KernelEstimate:
+    body = max(mem_us, comp_us)
+    us = max(spec.kernel_fixed_us + body, _floor_of(est, spec))
+    bound = "latency" if body < spec.kernel_fixed_us else ("compute" if comp_us > mem_us else "memory")
+    return replace(est, mem_us=mem_us, compute_us=comp_us, us=us, bound=bound, **changes)
+
+
+def _floor_of(est: KernelEstimate, spec) -> float:
+    if est.kind in GEMM_KINDS and spec.gemm_min_us:
+        return spec.gemm_min_us
+    return spec.kernel_min_us
+
+
+def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
+    """A library helper kernel: a stream over ``kernel.bytes`` (cuDNN's layout
+    transforms, mask conversions) or, with no bytes, a tiny setup kernel at the floor."""
+    a = graph.g.nodes[kernel.ops[0]]
+    eff = spec.mem_efficiency if kernel.impl == "generated" else spec.layout_transform_efficiency
+    mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
+    us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
+    return KernelEstimate(
+        name=f"{kernel.ops[0]}:aux", ops=tuple(kernel.ops), op_types=(packet_name(a["op"]),),
+        kind="copy", shape=a.get("shape") or (), flops=0.0, bytes_read=kernel.bytes / 2,
+        bytes_read_l2=0.0, bytes_written=kernel.bytes / 2, mem_us=mem, compute_us=0.0,
+        fixed_us=spec.kernel_fixed_us, us=us, bound="memory" if kernel.bytes else "latency",
+        unit="fp32", role="aux")
 
 
 # Register pressure. A generated kernel keeps a register tile per live boundary tensor

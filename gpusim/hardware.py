@@ -35,7 +35,10 @@ HOST = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel_us"
 # those kernels were as good as a plain copy (fraction 1) with the common floor.
 OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "aten_reduction_efficiency", "aten_norm_efficiency",
-                  "aten_norm_efficiency_16bit", "reduction_min_us", "gemm_min_us")
+                  "aten_norm_efficiency_16bit", "reduction_min_us", "gemm_min_us",
+                  "layout_transform_efficiency", "bn_eval_efficiency",
+                  "depthwise_aten_efficiency", "matmul_align1_efficiency",
+                  "attention_fp32_efficiency")
 OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
                  "compiled_input_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
@@ -94,6 +97,14 @@ class GPUSpec:
     eager_library_op_us: float | None = None   # eager host cost of a GEMM/conv/norm/attention op
     eager_module_us: float | None = None       # eager host cost of one nn.Module call
     compiled_input_us: float | None = None     # compiled call's cost per tensor input (guards)
+    # Eager kernel classes (gpusim.dispatch), as fractions of the datasheet peaks so that
+    # they transfer across GPUs. Defaults: fitted by dispatch.fit_dispatch on the H100
+    # sweep (validation/sweeps/h100.json, 2026-11-23); calibrated specs carry their own.
+    layout_transform_efficiency: float = 0.5713  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
+    bn_eval_efficiency: float = 0.6082          # eager eval batch norm, of DRAM bandwidth
+    depthwise_aten_efficiency: float = 0.0272  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
+    matmul_align1_efficiency: float = 0.114    # misaligned 16-bit GEMM (align1), of tensor peak
+    attention_fp32_efficiency: float = 0.4523   # fp32 memory-efficient attention, of fp32 peak
 
     @property
     def bandwidth(self) -> float:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cost import group_io
+from .dispatch import conv_info, eager_kernels
 from .graph import GEMM_KINDS, LIBRARY_KINDS, OpGraph, kernel_order
 from .legality import check_partition
 from .partition import Partition, greedy
@@ -52,6 +53,9 @@ class Kernel:
     ops: tuple[str, ...]
     impl: str
     region_inputs: int | None = None
+    role: str = "main"        # "main" computes ops; "aux" is a library's helper kernel
+    variant: str = ""         # kernel class of an eager library kernel (gpusim.dispatch)
+    bytes: float = 0.0        # for an aux kernel: bytes it reads plus writes
 
 
 @dataclass(frozen=True)
@@ -65,25 +69,85 @@ class Lowering:
 
     @property
     def groups(self) -> list[list[str]]:
-        return [list(k.ops) for k in self.kernels]
+        """The member nodes of each main kernel (aux kernels compute no node)."""
+        return [list(k.ops) for k in self.kernels if k.role == "main"]
 
 
-def _single_impl(graph: OpGraph, node: str) -> str:
-    return "library" if graph.g.nodes[node]["kind"] in LIBRARY_KINDS else "aten"
-
-
-def realize(graph: OpGraph, group, mode: str) -> list[Kernel]:
-    """The kernels one group of compute nodes becomes under ``mode``'s runtime."""
+def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None = None) -> list[Kernel]:
+    """The kernels one group of compute nodes becomes under ``mode``'s runtime. A single
+    op in eager mode is what ATen dispatches (:func:`gpusim.dispatch.eager_kernels`:
+    library kernels and their helpers, which depend on the GPU ``spec``)."""
     group = list(group)
     if mode == "eager":
         if len(group) == 1:
-            return [Kernel((group[0],), _single_impl(graph, group[0]))]
+            if spec is None:
+                kind = graph.g.nodes[group[0]]["kind"]
+                return [Kernel((group[0],), "library" if kind in LIBRARY_KINDS else "aten")]
+            return eager_kernels(graph, group[0], spec, Kernel)
         return [Kernel(tuple(group), "generated")]
     gemms = [n for n in group if graph.g.nodes[n]["kind"] in GEMM_KINDS]
     rest = [n for n in group if n not in gemms]
-    out = [Kernel((n,), "library") for n in gemms]
+    if layout_opt is None:              # a group compiled on its own decides for itself
+        layout_opt = inductor_layout_opt(graph, group)
+    out = []
+    for n in gemms:
+        # the extern library kernel is the one eager runs (fp32 attention's class too);
+        # Inductor pads misaligned GEMMs, so no align1 kernel
+        fp32_attn = graph.g.nodes[n]["kind"] == "attention" and graph.g.nodes[n]["dtype"] == "float32"
+        out += (inductor_layout_copies(graph, n) if layout_opt else []) + [
+            Kernel((n,), "library", variant="attention_fp32" if fp32_attn else "")]
     if rest:
         out.append(Kernel(tuple(rest), "generated"))
+    return out
+
+
+# Inductor's measured channels-last speed-up per conv class (inference), from its
+# scheduler's own table (torch/_inductor/graph.py, decide_layout_opt): < 1 is faster.
+LAYOUT_OPT_MULTIPLIER = {"grouped": 1.358, "default": 0.823, "in_out": 0.725, "small": 0.783}
+
+
+def _conv_class(c: dict) -> str:
+    cout, cin_g, kh = c["Cout"], c["Cin"] // c["groups"], c["kh"]
+    if c["groups"] > 1 and cin_g > 1:
+        return "grouped"
+    if cout <= 64 and cin_g <= 64:
+        return "small"
+    if cout * 2 <= cin_g and kh > 1:
+        return "in_out"
+    return "default"
+
+
+def inductor_layout_opt(graph: OpGraph, nodes=None) -> bool:
+    """Whether Inductor runs this graph's convolutions channels-last (inference rule of
+    ``decide_layout_opt``): some conv, not a few convs in a large graph, and the
+    FLOP-weighted class multipliers predict a speed-up."""
+    nodes = graph.compute_nodes if nodes is None else nodes
+    convs = [(n, conv_info(graph, n)) for n in nodes if graph.g.nodes[n]["kind"] == "conv"]
+    convs = [(n, c) for n, c in convs if c is not None]
+    if not convs or len(graph.order) >= 300 * len(convs):
+        return False
+    total = sum(graph.g.nodes[n]["flops"] for n, _ in convs)
+    weighted = sum(graph.g.nodes[n]["flops"] * LAYOUT_OPT_MULTIPLIER[_conv_class(c)]
+                   for n, c in convs)
+    return weighted <= total
+
+
+def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
+    """Inductor's layout optimisation: it runs NCHW convolutions channels-last, so a
+    generated kernel copies each conv's weight (every call: parameters are not frozen by
+    default) and, where the conv reads a graph input, that input to NHWC; its own
+    kernels then produce and consume NHWC, and cuDNN launches no transform. Measured:
+    conv_bn_relu records (H200), ``triton_poi_fused_convolution_0/1`` before the conv."""
+    if graph.g.nodes[n]["kind"] != "conv":
+        return []
+    c = conv_info(graph, n)
+    if c is None or c["layout"] != "nchw":
+        return []
+    x = next(iter(graph.g.nodes[n]["reads"]))
+    out = []
+    if graph.g.nodes[x]["kind"] == "input" and not graph.g.nodes[x].get("param"):
+        out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["x_bytes"]))
+    out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["w_bytes"]))
     return out
 
 
@@ -94,7 +158,7 @@ def inductor_groups(graph: OpGraph) -> list[list[str]]:
 
 
 def lower(graph: OpGraph, mode: str = "eager", partition=None,
-          regions: bool = False) -> Lowering:
+          regions: bool = False, spec=None) -> Lowering:
     """Which kernels run for ``graph`` in ``mode``.
 
     Parameters
@@ -105,6 +169,8 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
         legality (raises :class:`~gpusim.legality.FusionError`)
     regions : each group of ``partition`` runs as its own compiled region (the
         validation harness's way of executing a partition)
+    spec : the GPU (:class:`~gpusim.hardware.GPUSpec`); eager dispatch depends on it
+        (TF32 convolutions, say). Without it, one kernel per op.
 
     >>> from gpusim.graph import GraphBuilder
     >>> b = GraphBuilder(); x = b.input("x", (1024,))
@@ -123,12 +189,12 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
     else:
         part, groups = None, inductor_groups(graph)
     kernels: list[Kernel] = []
+    # one compiled graph decides its layout once; separately compiled regions each decide
+    whole = None if (regions or mode == "eager") else inductor_layout_opt(graph)
     for g in kernel_order(graph, groups):
-        ks = realize(graph, g, mode)
+        ks = realize(graph, g, mode, spec, whole)
         if regions:            # the region is entered before its first kernel runs
             first = min(range(len(ks)), key=lambda i: graph.position[ks[i].ops[0]])
             ks[first] = Kernel(ks[first].ops, ks[first].impl, len(group_io(graph, g)[0]))
         kernels += ks
-    ordered = kernel_order(graph, [k.ops for k in kernels])
-    by_ops = {k.ops: k for k in kernels}
-    return Lowering(graph, mode, tuple(by_ops[tuple(g)] for g in ordered), part)
+    return Lowering(graph, mode, tuple(kernels), part)

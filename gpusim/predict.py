@@ -75,10 +75,14 @@ def as_graph(target, args=None) -> OpGraph:
     return capture(target, () if args is None else args)
 
 
-def views_per_kernel(graph: OpGraph, groups: list[list[str]]) -> tuple[list[int], int]:
-    """For eager dispatch: how many view ops the host dispatches before each kernel."""
-    kid = {grp[0]: i for i, grp in enumerate(groups) if len(grp) == 1}
-    counts = [0] * len(groups)
+def views_per_kernel(graph: OpGraph, kernels) -> tuple[list[int], int]:
+    """For eager dispatch: how many view ops the host dispatches before each kernel
+    (counted on an op's first kernel)."""
+    kid = {}
+    for i, k in enumerate(kernels):
+        if len(k.ops) == 1:
+            kid.setdefault(k.ops[0], i)
+    counts = [0] * len(kernels)
     pending = 0
     for n in graph.order:
         k = graph.g.nodes[n]["kind"]
@@ -95,7 +99,7 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     graph, mode = low.graph, low.mode
     kernels = [estimate_kernel(graph, k, spec, opts) for k in low.kernels]
     if mode == "eager":
-        vb, trailing = views_per_kernel(graph, low.groups)
+        vb, trailing = views_per_kernel(graph, low.kernels)
     else:
         vb, trailing = None, 0
     regions = any(k.region_inputs is not None for k in low.kernels)
@@ -130,4 +134,4 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     check_mode(mode)
     spec = as_spec(gpu)
     graph = as_graph(target, args)
-    return predict_lowering(lower(graph, mode, partition, regions), spec, opts)
+    return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts)

@@ -47,7 +47,7 @@ class Scorer:
         if v is None:
             pos = self.graph.position.__getitem__
             v = 0.0
-            for k in realize(self.graph, sorted(group, key=pos), self.mode):
+            for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec):
                 est = estimate_kernel(self.graph, k, self.spec, self.opts)
                 v += max(est.us, kernel_overhead_us(est, self.spec, self.mode))
             self._cache[key] = v
@@ -57,7 +57,7 @@ class Scorer:
         """Device time of the kernels ``group`` lowers to (no overheads)."""
         pos = self.graph.position.__getitem__
         return sum(estimate_kernel(self.graph, k, self.spec, self.opts).us
-                   for k in realize(self.graph, sorted(group, key=pos), self.mode))
+                   for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec))
 
     def cost(self, partition) -> float:
         groups = partition.groups if isinstance(partition, Partition) else partition

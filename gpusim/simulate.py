@@ -86,6 +86,8 @@ def kernel_overhead_us(kernel: KernelEstimate, spec, mode: str) -> float:
     or, inside a CUDA graph, the GPU's gap between consecutive kernels. The simulation
     and the partition scorer both read it."""
     if mode == "eager":
+        if kernel.role == "aux":        # launched inside the op's dispatch: a launch only
+            return spec.compiled_kernel_us
         return eager_dispatch_us(kernel, spec)
     if mode == "compiled":
         return spec.compiled_kernel_us

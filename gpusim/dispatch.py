@@ -1,0 +1,205 @@
+"""Eager dispatch: the kernels ATen, cuDNN and cuBLAS really launch for one op.
+
+Each rule below was read off the profiler's kernel lists in the microbenchmark sweeps
+(``validation/sweeps/<gpu>.json``, made by :mod:`gpusim.validation.sweeps`; H100 and
+H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
+
+* **cuDNN layout transforms.** An NCHW convolution with tensor-core work (16-bit, or
+  fp32 on TF32 GPUs, where cuDNN's TF32 is on by default) runs an NHWC implicit-GEMM
+  kernel wrapped in ``nchwToNhwcKernel`` for the input and for the weight, and
+  ``nhwcToNchwKernel`` for the output. fp32 skips the output transform at small channel
+  counts and at batch 1 (its kernel writes NCHW directly). No transform under
+  channels_last. 1x1 stride-1 convolutions run as cuBLAS GEMMs (no transform) unless the
+  spatial size is tiny (7x7: input and output transforms). A first layer with fewer than
+  8 input channels at batch 1 runs a direct kernel. GPUs without TF32 (Volta) run fp32
+  convolutions NCHW-native.
+* **Depthwise convolutions** (groups == channels): NCHW fp32/bf16 run ATen's own
+  ``conv_depthwise2d_forward_kernel``, far from bandwidth (class ``depthwise_aten``);
+  NCHW fp16 and every channels_last case run cuDNN's depthwise kernels (memory-bound).
+* **Eval batch norm** is a separate, slow kernel (cuDNN ``bn_fw_inf`` in fp32, ATen
+  ``batch_norm_transform_input`` in 16-bit, which first runs two tiny kernels that
+  compute scale and shift): class ``bn_eval``.
+* **Misaligned 16-bit GEMMs**: when N or K breaks 16-byte alignment (not a multiple of
+  8 elements) cuBLAS falls back to an ``align1`` CUTLASS kernel (``cutlass::Kernel2``)
+  at a fraction of the tensor-core rate (class ``align1``): the GPT-2 LM head (N=50257).
+* **scaled_dot_product_attention**: 16-bit runs cuDNN's fused attention (Hopper) or
+  flash; fp32 runs the memory-efficient CUTLASS kernel (class ``attention_fp32``); a
+  boolean mask first costs three elementwise kernels over the mask (conversion to an
+  additive bias).
+
+A rule returns :class:`~gpusim.lower.Kernel` records: the op's main kernel (``role``
+``"main"``, with a ``variant`` naming its kernel class) and the library's auxiliary
+kernels (``role`` ``"aux"``, with the bytes they move).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .graph import OpGraph, numel
+from .ops import is_eval_batch_norm, packet_name
+
+HALF = ("float16", "bfloat16")
+DTYPE_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def _shape(graph: OpGraph, name: str):
+    s = graph.g.nodes[name].get("shape") or ()
+    return s[0] if s and isinstance(s[0], tuple) else s
+
+
+def conv_info(graph: OpGraph, n: str) -> dict | None:
+    """Input, weight and output shapes, groups and layout of a 2-D convolution node."""
+    a = graph.g.nodes[n]
+    ins = list(a["reads"])
+    if len(ins) < 2:
+        return None
+    x, w = _shape(graph, ins[0]), _shape(graph, ins[1])
+    out = _shape(graph, n)
+    if len(x) != 4 or len(w) != 4 or len(out) != 4:
+        return None
+    cin, cin_g = x[1], w[1]
+    return {"N": x[0], "Cin": cin, "Cout": w[0], "H": x[2], "W": x[3], "kh": w[2], "kw": w[3],
+            "groups": max(1, cin // max(cin_g, 1)), "Ho": out[2], "Wo": out[3],
+            "layout": a.get("layout", "nchw"), "dtype": a["dtype"],
+            "x_bytes": numel(x) * DTYPE_SIZE.get(a["dtype"], 4),
+            "w_bytes": numel(w) * DTYPE_SIZE.get(a["dtype"], 4),
+            "out_bytes": a["bytes_written"]}
+
+
+def has_tf32(spec) -> bool:
+    return "tf32_tc" in spec.peak_tflops
+
+
+def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
+    c = conv_info(graph, n)
+    if c is None:
+        return [Kernel((n,), "library")]
+    depthwise = c["groups"] > 1 and c["groups"] == c["Cin"]
+    if depthwise:
+        aten = c["layout"] == "nchw" and c["dtype"] != "float16"
+        return [Kernel((n,), "library", variant="depthwise_aten" if aten else "")]
+    main = Kernel((n,), "library")
+    if c["layout"] != "nchw":
+        return [main]
+    tensor_core = c["dtype"] in HALF or (c["dtype"] == "float32" and has_tf32(spec))
+    if not tensor_core:
+        return [main]
+    pointwise = c["kh"] == c["kw"] == 1 and c["groups"] == 1
+    if pointwise:
+        if c["H"] * c["W"] > 64:
+            return [main]                 # a cuBLAS GEMM over NCHW: no transform
+        return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
+                Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
+    if c["N"] == 1 and (c["Cin"] < 8 or c["groups"] > 1 and c["H"] * c["W"] > 1024):
+        return [main]                     # direct kernels: first layer, grouped at batch 1
+    ks = [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]),
+          Kernel((n,), "library", role="aux", bytes=2.0 * c["w_bytes"]), main]
+    fp32_writes_nchw = c["dtype"] == "float32" and (c["N"] == 1 or c["Cin"] < 128)
+    if not fp32_writes_nchw:
+        ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"]))
+    return ks
+
+
+def gemm_misaligned(graph: OpGraph, n: str) -> bool:
+    """A 16-bit GEMM whose N or K is not a multiple of 8 elements (16 bytes)."""
+    a = graph.g.nodes[n]
+    g = a.get("gemm") or {}
+    if a["dtype"] not in HALF or not g:
+        return False
+    return g.get("n", 8) % 8 != 0 or g.get("k", 8) % 8 != 0
+
+
+def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
+    a = graph.g.nodes[n]
+    info = a.get("sdpa") or {}
+    variant = "attention_fp32" if a["dtype"] == "float32" else ""
+    ks = []
+    if info.get("mask") and info.get("mask_dtype") == "bool":
+        shape = info.get("mask_shape") or ()
+        mb = float(numel(shape)) if shape else 0.0
+        # bool mask -> additive bias: three elementwise kernels over the mask
+        ks += [Kernel((n,), "aten", role="aux", bytes=mb * (1 + DTYPE_SIZE.get(a["dtype"], 4)))
+               for _ in range(3)]
+    return ks + [Kernel((n,), "library", variant=variant)]
+
+
+def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
+    """The kernels eager PyTorch launches for compute node ``n`` on ``spec``'s GPU."""
+    a = graph.g.nodes[n]
+    kind = a["kind"]
+    if kind == "conv":
+        return conv_kernels(graph, n, spec, Kernel)
+    if kind == "attention":
+        return sdpa_kernels(graph, n, spec, Kernel)
+    if kind == "matmul":
+        return [Kernel((n,), "library", variant="align1" if gemm_misaligned(graph, n) else "")]
+    if kind == "norm" and is_eval_batch_norm(a["op"]):
+        prep = [Kernel((n,), "aten", role="aux", bytes=0.0) for _ in range(2)] \
+            if a["dtype"] in HALF else []
+        return prep + [Kernel((n,), "library", variant="bn_eval")]
+    impl = "library" if kind == "norm" else "aten"
+    return [Kernel((n,), impl)]
+
+
+# ----------------------------------------------------------------------- fitting
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else None
+
+
+def fit_dispatch(sweeps: dict, spec) -> dict:
+    """Kernel-class efficiencies from a sweep file (``gpusim.validation.sweeps``), as
+    fractions of ``spec``'s datasheet peaks, so that they transfer across GPUs:
+
+    * ``layout_transform_efficiency``: bandwidth of cuDNN's NCHW<->NHWC kernels (bytes
+      read + written over time, large transforms only);
+    * ``bn_eval_efficiency``: eager eval batch norm's bandwidth;
+    * ``depthwise_aten_efficiency``: ATen's NCHW depthwise kernel, multiply-adds as
+      FLOPs over the fp32 CUDA-core peak;
+    * ``matmul_align1_efficiency``: misaligned 16-bit GEMMs over the tensor-core peak;
+    * ``attention_fp32_efficiency``: fp32 attention FLOPs over the fp32 CUDA-core peak.
+    """
+    sw = sweeps["sweeps"]
+    bw = spec.bandwidth
+    out = {}
+    tr = []
+    for p in sw.get("conv2d", []):
+        if p.get("layout") != "nchw":
+            continue
+        size = DTYPE_SIZE[p["dtype"]]
+        x = p["N"] * p["Cin"] * p["HW"] ** 2 * size
+        first = next((k for k in p["kernels"] if "nchwToNhwc" in k["name"]), None)
+        if first and x >= 8e6:
+            tr.append(2 * x / (first["us"] * 1e-6) / bw)
+    out["layout_transform_efficiency"] = _median(tr)
+    bn = []
+    for p in sw.get("misc", []):
+        if p.get("op") == "batch_norm_eval" and numel(p["shape"]) >= 1e6:
+            main = max(p["kernels"], key=lambda k: k["us"])
+            bn.append(2 * numel(p["shape"]) * DTYPE_SIZE[p["dtype"]] / (main["us"] * 1e-6) / bw)
+    out["bn_eval_efficiency"] = _median(bn)
+    dw = []
+    for p in sw.get("conv2d", []):
+        if (p.get("layout") == "nchw" and p["groups"] == p["Cin"] and p["dtype"] != "float16"
+                and p["N"] > 1):
+            ho = (p["HW"] + 2 * p["padding"] - p["k"]) // p["stride"] + 1
+            flops = 2 * p["N"] * p["Cin"] * ho * ho * p["k"] ** 2
+            dw.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp32"))
+    out["depthwise_aten_efficiency"] = _median(dw)
+    al = []
+    for p in sw.get("gemm", []):
+        if p["dtype"] in HALF and not (p["aligned_n"] and p["aligned_k"]) and p["M"] >= 512:
+            flops = 2 * p["M"] * p["N"] * p["K"]
+            al.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp16_tc"))
+    out["matmul_align1_efficiency"] = _median(al)
+    at = []
+    for p in sw.get("sdpa", []):
+        if p["dtype"] == "float32" and p["mask"] == "none" and p["S"] >= 256:
+            flops = 4 * p["B"] * p["H"] * p["S"] ** 2 * p["D"]
+            at.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp32"))
+    out["attention_fp32_efficiency"] = _median(at)
+    return {k: round(v, 4) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+__all__ = ["eager_kernels", "conv_info", "fit_dispatch", "packet_name"]

@@ -1,0 +1,154 @@
+"""Accuracy on the real-model zoo, by family and GPU.
+
+Zoo records (``validation/results/<gpu>/zoo/*.json``, written by
+:mod:`gpusim.validation.zoo_run` on a real GPU) hold what ran: the profiler's kernel list,
+kernel sum, wall time and memory per case. The graph is re-captured here from the zoo
+entry (``gpusim.zoo.build`` on meta tensors: the same model, sizes and dtype), so a change
+to capture or lowering shows in the figures. No zoo record is used to fit anything: every
+parameter comes from calibration microbenchmarks, so every figure here is held-out.
+
+Errors are absolute percentage errors of whole-model device time (the kernel sum) and of
+the kernel count, per run (eager, compiled), summarised by family.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+
+import numpy as np
+
+from ..capture import capture
+from ..hardware import calibrated_name, datasheet_name, load_spec
+from ..models import parse_dtype
+from ..predict import predict
+
+FAMILIES = ("cnn", "vit", "encoder", "decoder", "encdec")
+
+
+def load_zoo_records(results_dir: str, gpu: str) -> list[dict]:
+    out = []
+    for p in sorted(glob.glob(os.path.join(results_dir, gpu, "zoo", "*.json"))):
+        with open(p) as f:
+            r = json.load(f)
+        if not r.get("failed") and r.get("kernel_sum_us"):
+            out.append(r)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool):
+    from .. import zoo            # optional extra
+    fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
+                         channels_last=channels_last, **dict(sizes))
+    return capture(fn, args, name=model)
+
+
+def record_graph(rec: dict):
+    return _graph(rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
+                  bool(rec.get("channels_last")))
+
+
+def ape(pred: float, meas: float) -> float:
+    return abs(pred - meas) / meas * 100.0
+
+
+def case_rows(records: list[dict], spec) -> list[dict]:
+    """One row per record: predicted and measured device time and kernel count."""
+    rows = []
+    for r in records:
+        g = record_graph(r)
+        p = predict(g, gpu=spec, mode="eager" if r["run"] == "eager" else "compiled")
+        rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
+                     "run": r["run"], "dtype": r["dtype"], "size": r["size"],
+                     "pred_us": p.device_us, "meas_us": r["kernel_sum_us"],
+                     "pred_kernels": len(p.kernels), "meas_kernels": r["kernel_count"],
+                     "pred_e2e_us": p.end_to_end_us, "meas_wall_us": r.get("wall_us")})
+    return rows
+
+
+def summarise(rows: list[dict], key: str = "device") -> dict | None:
+    if not rows:
+        return None
+    if key == "device":
+        e = [ape(r["pred_us"], r["meas_us"]) for r in rows]
+    else:
+        e = [ape(r["pred_kernels"], r["meas_kernels"]) for r in rows]
+    return {"n": len(e), "median": float(np.median(e)), "p90": float(np.percentile(e, 90))}
+
+
+def unseen_spec(gpu: str, other: str):
+    """The other GPU's calibrated model with this GPU's datasheet memory system and
+    compute peaks: predicting a GPU no calibration has seen."""
+    base = load_spec(calibrated_name(other))
+    ds = load_spec(datasheet_name(gpu))
+    return base.replace(name=f"{other}-calibrated-as-{gpu}", bandwidth_gbs=ds.bandwidth_gbs,
+                        l2_mib=ds.l2_mib, capacity_gib=ds.capacity_gib, sm_count=ds.sm_count,
+                        boost_clock_mhz=ds.boost_clock_mhz, peak_tflops=ds.peak_tflops)
+
+
+def zoo_report(results_dir: str, gpus) -> dict:
+    """``{gpu: {spec_label: {run: {family|"all": {"device": .., "kernels": ..}}}}}``."""
+    out = {}
+    for gpu in gpus:
+        recs = load_zoo_records(results_dir, gpu)
+        if not recs:
+            continue
+        specs = {"calibrated": calibrated_name(gpu), "datasheet": datasheet_name(gpu)}
+        entry = {"records": len(recs), "rows": {}}
+        for label, name in specs.items():
+            if name:
+                entry[label] = _by_family(case_rows(recs, load_spec(name)))
+        for other in ("h100", "h200"):
+            if other != gpu and calibrated_name(other):
+                entry[f"unseen (calibrated on {other})"] = _by_family(
+                    case_rows(recs, unseen_spec(gpu, other)))
+        out[gpu] = entry
+    return out
+
+
+def _by_family(rows: list[dict]) -> dict:
+    res = {}
+    for run in ("eager", "compiled"):
+        rr = [r for r in rows if r["run"] == run]
+        if not rr:
+            continue
+        fam = {f: {"device": summarise([r for r in rr if r["family"] == f]),
+                   "kernels": summarise([r for r in rr if r["family"] == f], "kernels")}
+               for f in FAMILIES if any(r["family"] == f for r in rr)}
+        fam["all"] = {"device": summarise(rr), "kernels": summarise(rr, "kernels")}
+        res[run] = fam
+    res["rows"] = rows
+    return res
+
+
+def zoo_markdown(rep: dict) -> str:
+    lines = ["| GPU | spec | run | family | cases | device time med / p90 | kernel count med / p90 |",
+             "|---|---|---|---|---|---|---|"]
+
+    def cell(s):
+        return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
+    for gpu, e in rep.items():
+        for label, byrun in e.items():
+            if not isinstance(byrun, dict) or label in ("rows",):
+                continue
+            for run in ("eager", "compiled"):
+                for fam, s in (byrun.get(run) or {}).items():
+                    n = (s["device"] or {}).get("n", 0)
+                    lines.append(f"| {gpu} | {label} | {run} | {fam} | {n} | {cell(s['device'])} | "
+                                 f"{cell(s['kernels'])} |")
+    return "\n".join(lines)
+
+
+def per_model_markdown(rep: dict) -> str:
+    """Each zoo case's eager error on each GPU (calibrated spec)."""
+    lines = ["| GPU | case | measured us | predicted us | error | kernels measured / predicted |",
+             "|---|---|---|---|---|---|"]
+    for gpu, e in rep.items():
+        for r in (e.get("calibrated") or {}).get("rows", []):
+            lines.append(f"| {gpu} | {r['case']} | {r['meas_us']:.0f} | {r['pred_us']:.0f} | "
+                         f"{(r['pred_us'] - r['meas_us']) / r['meas_us'] * 100:+.0f}% | "
+                         f"{r['meas_kernels']} / {r['pred_kernels']} |")
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""Eager dispatch rules (gpusim.dispatch): what ATen/cuDNN/cuBLAS launch, checked
+against the profiler's kernel lists in the committed microbenchmark sweep, and the
+kernel-class fit reproducing the calibrated spec."""
+
+import json
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpusim.capture import capture
+from gpusim.dispatch import fit_dispatch
+from gpusim.hardware import load_spec
+from gpusim.lower import lower
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SWEEP = os.path.join(ROOT, "validation", "sweeps", "h100.json")
+H100 = load_spec("h100-sxm-calibrated")
+DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    with open(SWEEP) as f:
+        return json.load(f)
+
+
+def _role_counts(kernel_names):
+    i = sum("nchwToNhwc" in n for n in kernel_names)
+    o = sum("nhwcToNchw" in n for n in kernel_names)
+    return i, o
+
+
+def _conv_graph(p):
+    dt = DT[p["dtype"]]
+    x = torch.empty(p["N"], p["Cin"], p["HW"], p["HW"], device="meta", dtype=dt)
+    w = torch.empty(p["Cout"], p["Cin"] // p["groups"], p["k"], p["k"], device="meta", dtype=dt)
+    if p["layout"] != "nchw":
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    return capture(lambda x, w: F.conv2d(x, w, stride=p["stride"], padding=p["padding"],
+                                         groups=p["groups"]), (x, w))
+
+
+def test_conv_layout_transforms_match_the_sweep(sweep):
+    """Predicted cuDNN transform kernels per conv equal the profiler's, on at least 90%
+    of the sweep's convolutions (every dtype, layout, kind, batch 1 and 32)."""
+    right, wrong = 0, []
+    for p in sweep["sweeps"]["conv2d"]:
+        g = _conv_graph(p)
+        low = lower(g, "eager", spec=H100)
+        aux = sum(k.role == "aux" for k in low.kernels)
+        i, o = _role_counts([k["name"] for k in p["kernels"]])
+        if aux == i + o:
+            right += 1
+        else:
+            wrong.append((p["kind"], p["N"], p["dtype"], p["layout"], aux, i + o))
+    assert right / (right + len(wrong)) >= 0.9, wrong
+
+
+def test_misaligned_half_gemm_is_an_align1_kernel():
+    x = torch.empty(4096, 768, device="meta", dtype=torch.float16)
+    for n, variant in ((50257, "align1"), (50264, "")):
+        w = torch.empty(n, 768, device="meta", dtype=torch.float16)
+        g = capture(lambda x, w: F.linear(x, w), (x, w))
+        (k,) = lower(g, "eager", spec=H100).kernels
+        assert k.variant == variant
+
+
+def test_fp32_attention_and_bool_mask(sweep):
+    q = torch.empty(8, 12, 512, 64, device="meta")
+    m = torch.empty(8, 1, 512, 512, device="meta", dtype=torch.bool)
+    g = capture(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m), (q, m))
+    ks = lower(g, "eager", spec=H100).kernels
+    assert [k.role for k in ks] == ["aux"] * 3 + ["main"]
+    assert ks[-1].variant == "attention_fp32"
+    # the sweep shows the same three mask kernels before the fused kernel
+    p = next(p for p in sweep["sweeps"]["sdpa"] if p["mask"] == "bool" and p["dtype"] == "float32")
+    assert len(p["kernels"]) >= 4
+
+
+def test_channels_last_and_compiled_need_no_transform():
+    x = torch.empty(32, 64, 56, 56, device="meta", dtype=torch.float16)
+    w = torch.empty(64, 64, 3, 3, device="meta", dtype=torch.float16)
+    g = capture(lambda x, w: F.conv2d(x, w, padding=1), (x, w))
+    assert len(lower(g, "eager", spec=H100).kernels) == 4          # in, weight, conv, out
+    xc, wc = (t.contiguous(memory_format=torch.channels_last) for t in (x, w))
+    gc = capture(lambda x, w: F.conv2d(x, w, padding=1), (xc, wc))
+    assert len(lower(gc, "eager", spec=H100).kernels) == 1
+    # torch.compile: Inductor's own copies of input and weight, no cuDNN transform
+    comp = lower(g, "compiled", spec=H100).kernels
+    assert [k.impl for k in comp] == ["generated", "generated", "library"]
+
+
+def test_fit_reproduces_the_calibrated_spec(sweep):
+    fitted = fit_dispatch(sweep, load_spec("h100-sxm"))
+    for k, v in fitted.items():
+        assert getattr(H100, k) == pytest.approx(v, rel=1e-3), k
