@@ -131,10 +131,11 @@ def test_classic_conv_bn_relu_folds_bn_and_fuses_relu():
     assert len(r.partition) == 1
     ops = _groups_of(r)[0]
     assert "conv2d" in ops and "relu" in ops
-    # torch.compile calls cuDNN as an extern kernel: no epilogue, ReLU runs apart
+    # torch.compile calls cuDNN as an extern kernel: no epilogue, ReLU runs apart (and
+    # Inductor's layout optimisation copies the NCHW input and weight to NHWC first)
     rc = _search_example("conv_bn_relu")
     assert rc.partition.folded
-    assert len(rc.fused.kernels) == 2
+    assert [k.role for k in rc.fused.kernels] == ["aux", "aux", "main", "main"]
 
 
 def test_classic_qkv_is_one_wide_matmul():
