@@ -340,7 +340,7 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         diag["aten"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})
     if raw.get("sweeps"):             # eager kernel classes (gpusim.dispatch)
-        fitted = fit_dispatch(raw["sweeps"], base)
+        fitted = fit_dispatch(raw["sweeps"], base.replace(**changes))
         diag["dispatch"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})
     if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:

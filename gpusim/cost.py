@@ -252,7 +252,15 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     a = graph.g.nodes[kernel.ops[0]]
     mem, comp = est.mem_us, est.compute_us
     if v == "bn_eval":
-        mem = mem * spec.mem_efficiency / spec.bn_eval_efficiency
+        eff = spec.bn_eval_efficiency_16bit if a["dtype"] in ("float16", "bfloat16") \
+            else spec.bn_eval_efficiency
+        mem = mem * spec.mem_efficiency / eff
+    elif v == "conv":
+        comp = comp * spec.conv_efficiency_scale
+        return _retimed(est, spec, mem, comp, variant=v, floor=spec.conv_min_us)
+    elif v == "conv_stem" and spec.conv_stem_tflops:
+        comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
+        return _retimed(est, spec, mem, comp, variant=v, floor=spec.conv_min_us)
     elif v == "depthwise_aten":
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
     elif v == "align1":
@@ -263,9 +271,10 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     return _retimed(est, spec, mem, comp, variant=v)
 
 
-def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, **changes) -> KernelEstimate:
+def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, floor: float | None = None,
+             **changes) -> KernelEstimate:
     body = max(mem_us, comp_us)
-    us = max(spec.kernel_fixed_us + body, _floor_of(est, spec))
+    us = max(spec.kernel_fixed_us + body, floor or _floor_of(est, spec))
     bound = "latency" if body < spec.kernel_fixed_us else ("compute" if comp_us > mem_us else "memory")
     return replace(est, mem_us=mem_us, compute_us=comp_us, us=us, bound=bound, **changes)
 

@@ -16,6 +16,11 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
 * **Depthwise convolutions** (groups == channels): NCHW fp32/bf16 run ATen's own
   ``conv_depthwise2d_forward_kernel``, far from bandwidth (class ``depthwise_aten``);
   NCHW fp16 and every channels_last case run cuDNN's depthwise kernels (memory-bound).
+* **Convolution kernels** (cuDNN implicit GEMM) reach a fraction of what a cuBLAS GEMM
+  of the same shape does (``conv_efficiency_scale``) and have a longer floor
+  (``conv_min_us``); a *stem* convolution (fewer than 8 input channels: the first layer,
+  ViT's patchify) runs a slow direct or padded kernel (``conv_stem_us`` + FLOPs at
+  ``conv_stem_tflops``). Patchify stems take the transform path even at batch 1.
 * **Eval batch norm** is a separate, slow kernel (cuDNN ``bn_fw_inf`` in fp32, ATen
   ``batch_norm_transform_input`` in 16-bit, which first runs two tiny kernels that
   compute scale and shift): class ``bn_eval``.
@@ -79,7 +84,8 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     if depthwise:
         aten = c["layout"] == "nchw" and c["dtype"] != "float16"
         return [Kernel((n,), "library", variant="depthwise_aten" if aten else "")]
-    main = Kernel((n,), "library")
+    stem = c["Cin"] < 8
+    main = Kernel((n,), "library", variant="conv_stem" if stem else "conv")
     if c["layout"] != "nchw":
         return [main]
     tensor_core = c["dtype"] in HALF or (c["dtype"] == "float32" and has_tf32(spec))
@@ -91,8 +97,9 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
             return [main]                 # a cuBLAS GEMM over NCHW: no transform
         return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
                 Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
-    if c["N"] == 1 and (c["Cin"] < 8 or c["groups"] > 1 and c["H"] * c["W"] > 1024):
-        return [main]                     # direct kernels: first layer, grouped at batch 1
+    patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
+    if c["N"] == 1 and (stem and not patchify or c["groups"] > 1 and c["H"] * c["W"] > 1024):
+        return [main]                     # direct kernels: stem conv, grouped at batch 1
     ks = [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]),
           Kernel((n,), "library", role="aux", bytes=2.0 * c["w_bytes"]), main]
     fp32_writes_nchw = c["dtype"] == "float32" and (c["N"] == 1 or c["Cin"] < 128)
@@ -148,17 +155,71 @@ def _median(xs):
     return xs[len(xs) // 2] if xs else None
 
 
+def _conv_point_graph(p):
+    import torch
+    import torch.nn.functional as F
+
+    from .capture import capture
+    dt = getattr(torch, p["dtype"])
+    x = torch.empty(p["N"], p["Cin"], p["HW"], p["HW"], device="meta", dtype=dt)
+    w = torch.empty(p["Cout"], p["Cin"] // p["groups"], p["k"], p["k"], device="meta", dtype=dt)
+    if p["layout"] != "nchw":
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    return capture(lambda x, w: F.conv2d(x, w, stride=p["stride"], padding=p["padding"],
+                                         groups=p["groups"]), (x, w))
+
+
+def _main_us(p) -> float:
+    return sum(k["us"] for k in p["kernels"] if not any(
+        s in k["name"] for s in ("nchwToNhwc", "nhwcToNchw", "AddPadding")))
+
+
+def _fit_conv(points, spec) -> dict:
+    """Conv kernel classes: the scale on a GEMM's compute time and the floor of cuDNN's
+    implicit-GEMM kernels, and the stem class's fixed time and rate (least squares)."""
+    from .cost import CostOptions, estimate_group
+    scale, floor, stem = [], [], []
+    for p in points:
+        if p["groups"] == p["Cin"] and p["groups"] > 1:
+            continue                                  # depthwise: its own class
+        meas = _main_us(p)
+        if p["Cin"] < 8:
+            flops = 2 * p["N"] * p["Cout"] * ((p["HW"] + 2 * p["padding"] - p["k"])
+                                             // p["stride"] + 1) ** 2 * p["Cin"] * p["k"] ** 2
+            stem.append((flops, meas))
+            continue
+        if p["N"] == 1:
+            floor.append(meas)
+            continue
+        g = _conv_point_graph(p)
+        est = estimate_group(g, g.compute_nodes, spec, CostOptions(aten=True))
+        if est.bound == "compute":
+            scale.append(meas / (est.us - spec.kernel_fixed_us))
+    out = {"conv_efficiency_scale": _median(scale), "conv_min_us": _median(floor)}
+    if len(stem) >= 2:
+        f = [a for a, _ in stem]
+        t = [b for _, b in stem]
+        slope, icpt = __import__("numpy").polyfit(f, t, 1)
+        out["conv_stem_us"] = max(float(icpt), 0.0)
+        out["conv_stem_tflops"] = 1e-6 / float(slope) if slope > 0 else None
+    return out
+
+
 def fit_dispatch(sweeps: dict, spec) -> dict:
     """Kernel-class efficiencies from a sweep file (``gpusim.validation.sweeps``), as
     fractions of ``spec``'s datasheet peaks, so that they transfer across GPUs:
 
     * ``layout_transform_efficiency``: bandwidth of cuDNN's NCHW<->NHWC kernels (bytes
       read + written over time, large transforms only);
-    * ``bn_eval_efficiency``: eager eval batch norm's bandwidth;
+    * ``bn_eval_efficiency`` (fp32, cuDNN) and ``_16bit`` (ATen): eval batch norm's
+      bandwidth;
     * ``depthwise_aten_efficiency``: ATen's NCHW depthwise kernel, multiply-adds as
       FLOPs over the fp32 CUDA-core peak;
     * ``matmul_align1_efficiency``: misaligned 16-bit GEMMs over the tensor-core peak;
-    * ``attention_fp32_efficiency``: fp32 attention FLOPs over the fp32 CUDA-core peak.
+    * ``attention_fp32_efficiency``: fp32 attention FLOPs over the fp32 CUDA-core peak;
+    * ``conv_efficiency_scale``, ``conv_min_us``, ``conv_stem_us``, ``conv_stem_tflops``:
+      the convolution classes (:func:`_fit_conv`).
     """
     sw = sweeps["sweeps"]
     bw = spec.bandwidth
@@ -173,12 +234,13 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
         if first and x >= 8e6:
             tr.append(2 * x / (first["us"] * 1e-6) / bw)
     out["layout_transform_efficiency"] = _median(tr)
-    bn = []
-    for p in sw.get("misc", []):
-        if p.get("op") == "batch_norm_eval" and numel(p["shape"]) >= 1e6:
-            main = max(p["kernels"], key=lambda k: k["us"])
-            bn.append(2 * numel(p["shape"]) * DTYPE_SIZE[p["dtype"]] / (main["us"] * 1e-6) / bw)
-    out["bn_eval_efficiency"] = _median(bn)
+    for suffix, dts in (("", ("float32",)), ("_16bit", HALF)):
+        bn = []
+        for p in sw.get("misc", []):
+            if p.get("op") == "batch_norm_eval" and numel(p["shape"]) >= 1e6 and p["dtype"] in dts:
+                main = max(p["kernels"], key=lambda k: k["us"])
+                bn.append(2 * numel(p["shape"]) * DTYPE_SIZE[p["dtype"]] / (main["us"] * 1e-6) / bw)
+        out["bn_eval_efficiency" + suffix] = _median(bn)
     dw = []
     for p in sw.get("conv2d", []):
         if (p.get("layout") == "nchw" and p["groups"] == p["Cin"] and p["dtype"] != "float16"
@@ -199,6 +261,7 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
             flops = 4 * p["B"] * p["H"] * p["S"] ** 2 * p["D"]
             at.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp32"))
     out["attention_fp32_efficiency"] = _median(at)
+    out.update(_fit_conv(sw.get("conv2d", []), spec))
     return {k: round(v, 4) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 

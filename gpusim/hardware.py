@@ -38,7 +38,8 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "aten_norm_efficiency_16bit", "reduction_min_us", "gemm_min_us",
                   "layout_transform_efficiency", "bn_eval_efficiency",
                   "depthwise_aten_efficiency", "matmul_align1_efficiency",
-                  "attention_fp32_efficiency")
+                  "attention_fp32_efficiency", "bn_eval_efficiency_16bit",
+                  "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops")
 OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
                  "compiled_input_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
@@ -101,10 +102,15 @@ class GPUSpec:
     # they transfer across GPUs. Defaults: fitted by dispatch.fit_dispatch on the H100
     # sweep (validation/sweeps/h100.json, 2026-11-23); calibrated specs carry their own.
     layout_transform_efficiency: float = 0.5713  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
-    bn_eval_efficiency: float = 0.6082          # eager eval batch norm, of DRAM bandwidth
+    bn_eval_efficiency: float = 0.6924          # eager eval batch norm, of DRAM bandwidth
     depthwise_aten_efficiency: float = 0.0272  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
     matmul_align1_efficiency: float = 0.114    # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float = 0.4523   # fp32 memory-efficient attention, of fp32 peak
+    bn_eval_efficiency_16bit: float = 0.4883       # 16-bit eval batch norm (ATen), of DRAM bandwidth
+    conv_efficiency_scale: float = 1.5734          # cuDNN conv kernel time over a same-shape GEMM's
+    conv_min_us: float | None = 7.008            # floor of cuDNN conv kernels
+    conv_stem_us: float | None = 34.4733           # stem conv (< 8 input channels): fixed time
+    conv_stem_tflops: float | None = 41.3404       # stem conv: rate (TFLOP/s, absolute)
 
     @property
     def bandwidth(self) -> float:
