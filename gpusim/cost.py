@@ -263,9 +263,15 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         return _retimed(est, spec, mem, comp, variant=v, floor=spec.conv_min_us)
     elif v == "depthwise_aten":
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
-    elif v == "align1":
-        unit = unit_for(a["kind"], a["dtype"], spec, opts)
-        comp = a["flops"] / (spec.peak_flops(unit) * spec.matmul_align1_efficiency) * 1e6
+    elif v in ("gemm", "align1", "align2"):
+        mem = est.mem_us * spec.mem_efficiency / spec.gemm_mem_efficiency
+        if v != "gemm":
+            unit = unit_for(a["kind"], a["dtype"], spec, opts)
+            eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency
+            comp = a["flops"] / (spec.peak_flops(unit) * eff) * 1e6
+        half = a["dtype"] in ("float16", "bfloat16")      # the floor was fitted on 16-bit GEMMs
+        return _retimed(est, spec, mem, comp, variant=v,
+                        floor=spec.gemm_eager_min_us if half else None)
     elif v == "attention_fp32":
         comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
     return _retimed(est, spec, mem, comp, variant=v)

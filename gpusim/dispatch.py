@@ -108,13 +108,17 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     return ks
 
 
-def gemm_misaligned(graph: OpGraph, n: str) -> bool:
-    """A 16-bit GEMM whose N or K is not a multiple of 8 elements (16 bytes)."""
+def gemm_variant(graph: OpGraph, n: str) -> str:
+    """A 16-bit GEMM whose N or K is not a multiple of 8 elements (16 bytes) runs an
+    ``align2`` kernel when both are even, else ``align1``; others the ``gemm`` class."""
     a = graph.g.nodes[n]
     g = a.get("gemm") or {}
     if a["dtype"] not in HALF or not g:
-        return False
-    return g.get("n", 8) % 8 != 0 or g.get("k", 8) % 8 != 0
+        return "gemm"
+    nn, kk = g.get("n", 8), g.get("k", 8)
+    if nn % 8 == 0 and kk % 8 == 0:
+        return "gemm"
+    return "align2" if nn % 2 == 0 and kk % 2 == 0 else "align1"
 
 
 def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
@@ -140,7 +144,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     if kind == "attention":
         return sdpa_kernels(graph, n, spec, Kernel)
     if kind == "matmul":
-        return [Kernel((n,), "library", variant="align1" if gemm_misaligned(graph, n) else "")]
+        return [Kernel((n,), "library", variant=gemm_variant(graph, n))]
     if kind == "norm" and is_eval_batch_norm(a["op"]):
         prep = [Kernel((n,), "aten", role="aux", bytes=0.0) for _ in range(2)] \
             if a["dtype"] in HALF else []
@@ -249,12 +253,30 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
             flops = 2 * p["N"] * p["Cin"] * ho * ho * p["k"] ** 2
             dw.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp32"))
     out["depthwise_aten_efficiency"] = _median(dw)
-    al = []
-    for p in sw.get("gemm", []):
-        if p["dtype"] in HALF and not (p["aligned_n"] and p["aligned_k"]) and p["M"] >= 512:
+    for name, odd in (("matmul_align1_efficiency", True), ("matmul_align2_efficiency", False)):
+        al = []
+        for p in sw.get("gemm", []):
+            if p["dtype"] not in HALF or (p["aligned_n"] and p["aligned_k"]) or p["M"] < 512:
+                continue
+            if (p["N"] % 2 == 1 or p["K"] % 2 == 1) != odd:
+                continue
             flops = 2 * p["M"] * p["N"] * p["K"]
             al.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp16_tc"))
-    out["matmul_align1_efficiency"] = _median(al)
+        out[name] = _median(al)
+    # eager cuBLAS GEMMs: their floor (tiny aligned products) and, for skinny products
+    # (M <= 16), the bandwidth at which they stream the weight
+    tiny, skinny = [], []
+    for p in sw.get("gemm", []):
+        if not (p["aligned_n"] and p["aligned_k"]):
+            continue
+        size = DTYPE_SIZE[p["dtype"]]
+        if p["M"] <= 128 and p["N"] * p["K"] <= 1024 * 1024 and p["dtype"] in HALF:
+            tiny.append(p["kernel_sum_us"])
+        wbytes = p["N"] * p["K"] * size
+        if p["M"] <= 16 and wbytes >= 8e6 and p["dtype"] in HALF:   # fp32 runs gemv kernels
+            skinny.append(wbytes / (p["kernel_sum_us"] * 1e-6) / bw)
+    out["gemm_eager_min_us"] = _median(tiny)
+    out["gemm_mem_efficiency"] = _median(skinny)
     at = []
     for p in sw.get("sdpa", []):
         if p["dtype"] == "float32" and p["mask"] == "none" and p["S"] >= 256:

@@ -39,7 +39,8 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "layout_transform_efficiency", "bn_eval_efficiency",
                   "depthwise_aten_efficiency", "matmul_align1_efficiency",
                   "attention_fp32_efficiency", "bn_eval_efficiency_16bit",
-                  "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops")
+                  "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops",
+                  "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency")
 OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
                  "compiled_input_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
@@ -104,13 +105,16 @@ class GPUSpec:
     layout_transform_efficiency: float = 0.5713  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
     bn_eval_efficiency: float = 0.6924          # eager eval batch norm, of DRAM bandwidth
     depthwise_aten_efficiency: float = 0.0272  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
-    matmul_align1_efficiency: float = 0.114    # misaligned 16-bit GEMM (align1), of tensor peak
+    matmul_align1_efficiency: float = 0.111    # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float = 0.4523   # fp32 memory-efficient attention, of fp32 peak
     bn_eval_efficiency_16bit: float = 0.4883       # 16-bit eval batch norm (ATen), of DRAM bandwidth
     conv_efficiency_scale: float = 1.5734          # cuDNN conv kernel time over a same-shape GEMM's
     conv_min_us: float | None = 7.008            # floor of cuDNN conv kernels
     conv_stem_us: float | None = 34.4733           # stem conv (< 8 input channels): fixed time
     conv_stem_tflops: float | None = 41.3404       # stem conv: rate (TFLOP/s, absolute)
+    matmul_align2_efficiency: float = 0.2315      # 16-bit GEMM with even but unaligned N/K
+    gemm_eager_min_us: float | None = 4.544      # floor of eager cuBLAS GEMMs
+    gemm_mem_efficiency: float = 0.5008            # skinny eager GEMMs: weight stream, of bandwidth
 
     @property
     def bandwidth(self) -> float:

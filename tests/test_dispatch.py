@@ -61,7 +61,7 @@ def test_conv_layout_transforms_match_the_sweep(sweep):
 
 def test_misaligned_half_gemm_is_an_align1_kernel():
     x = torch.empty(4096, 768, device="meta", dtype=torch.float16)
-    for n, variant in ((50257, "align1"), (50264, "")):
+    for n, variant in ((50257, "align1"), (50258, "align2"), (50264, "gemm")):
         w = torch.empty(n, 768, device="meta", dtype=torch.float16)
         g = capture(lambda x, w: F.linear(x, w), (x, w))
         (k,) = lower(g, "eager", spec=H100).kernels
