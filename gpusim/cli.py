@@ -154,6 +154,14 @@ def cmd_examples(a) -> int:
     rows = [[e.name, e.category, e.description,
              " ".join(f"{k}={v}" for k, v in e.defaults.items())] for e in EXAMPLES.values()]
     print(table(rows, ["name", "category", "description", "defaults"], "llll"))
+    print()
+    try:
+        from . import zoo       # optional extra: torchvision, timm, transformers
+    except ImportError:
+        print("real-model zoo (tv:, timm:, hf:): install the zoo extra, pip install 'gpusim[zoo]'")
+        return 0
+    rows = [[name, fam, desc, sizes] for name, fam, _lib, desc, sizes in zoo.catalogue()]
+    print(table(rows, ["zoo model", "family", "description", "defaults"], "llll"))
     return 0
 
 
@@ -217,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--results", default=None, help="validation/results folder")
     acc.add_argument("--json", action="store_true")
     acc.add_argument("--markdown", action="store_true", help="print the README table")
+    acc.add_argument("--no-zoo", action="store_true",
+                     help="skip the real-model zoo records (re-capturing them takes ~2 min)")
     acc.add_argument("--plot", metavar="FILE", default=None)
     acc.add_argument("--update-readme", metavar="README", default=None,
                      help="rewrite the table between the accuracy markers of this file")

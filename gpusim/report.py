@@ -69,14 +69,11 @@ def search_text(res, top: int | None = None) -> str:
            table(rows, ["group [ops]", "bytes in", "bytes out", "bound", "us"])]
     if top and len(f.kernels) > top:
         out.append(f"... {len(f.kernels) - top} more groups")
-    out += ["",
-            table([["unfused (eager)", str(len(u.kernels)), fmt_num(u.bytes, "B"),
-                    f"{u.device_us:.1f}", f"{u.end_to_end_us:.1f}"],
-                   [f"fused ({f.mode})", str(len(f.kernels)), fmt_num(f.bytes, "B"),
-                    f"{f.device_us:.1f}", f"{f.end_to_end_us:.1f}"],
-                   ["speed-up", "", "", f"{res.speedup_device:.2f}x",
-                    f"{res.speedup_end_to_end:.2f}x"]],
-                  ["", "kernels", "bytes", "device us", "end-to-end us"])]
+    rows = [[label, str(len(p.kernels)), fmt_num(p.bytes, "B"), f"{p.device_us:.1f}",
+             f"{p.end_to_end_us:.1f}"] for label, p in res.rows]
+    rows.append(["speed-up (fused over eager)", "", "", f"{res.speedup_device:.2f}x",
+                 f"{res.speedup_end_to_end:.2f}x"])
+    out += ["", table(rows, ["", "kernels", "bytes", "device us", "end-to-end us"])]
     if res.optimal_over:
         out.append(f"exact: {'optimal' if res.optimal else 'best found'} over {res.optimal_over}"
                    + (f" (gap {res.gap:.2%})" if res.gap else ""))

@@ -28,6 +28,16 @@ from ..predict import predict
 FAMILIES = ("cnn", "vit", "encoder", "decoder", "encdec")
 
 
+def zoo_available() -> bool:
+    """Whether the zoo extra (torchvision, timm, transformers) imports here."""
+    try:
+        from .. import zoo  # noqa: F401
+        import timm, torchvision, transformers  # noqa: F401,E401
+    except ImportError:
+        return False
+    return True
+
+
 def load_zoo_records(results_dir: str, gpu: str) -> list[dict]:
     out = []
     for p in sorted(glob.glob(os.path.join(results_dir, gpu, "zoo", "*.json"))):

@@ -1,0 +1,50 @@
+"""CI guard on the real-model zoo: whole-model device time and kernel count, predicted
+from re-captured zoo graphs, against the committed H100 records; never worse than
+``validation/zoo_thresholds.json``. Needs the zoo extra."""
+
+import json
+import os
+
+import pytest
+
+from gpusim.validation.zoo_accuracy import zoo_available, zoo_report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "validation", "results")
+THRESHOLDS = os.path.join(ROOT, "validation", "zoo_thresholds.json")
+
+pytestmark = pytest.mark.skipif(not zoo_available(), reason="zoo extra not installed")
+
+
+@pytest.fixture(scope="module")
+def limits():
+    with open(THRESHOLDS) as f:
+        return {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+
+
+@pytest.fixture(scope="module")
+def report(limits):
+    return zoo_report(RESULTS, sorted(limits))
+
+
+def test_zoo_accuracy_not_worse_than_thresholds(report, limits):
+    worse = []
+    for gpu, by in limits.items():
+        assert report[gpu]["records"] >= by["records"], f"{gpu}: records went missing"
+        for label, runs in by.items():
+            if label == "records":
+                continue
+            for run, cats in runs.items():
+                for cat, stats in cats.items():
+                    got = report[gpu][label][run]["all"][cat]
+                    for stat, lim in stats.items():
+                        if got[stat] > lim + 1e-9:
+                            worse.append(f"{gpu}/{label}/{run} {cat} {stat} {got[stat]:.2f}% > {lim}%")
+    assert not worse, "zoo accuracy regressed: " + "; ".join(worse)
+
+
+def test_every_zoo_record_is_predicted(report):
+    for gpu, e in report.items():
+        rows = e["calibrated"]["rows"] if "calibrated" in e else e["datasheet"]["rows"]
+        assert len(rows) == e["records"]
+        assert all(r["pred_us"] > 0 and r["pred_kernels"] > 0 for r in rows)
