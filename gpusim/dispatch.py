@@ -159,7 +159,8 @@ def _median(xs):
     return xs[len(xs) // 2] if xs else None
 
 
-def _conv_point_graph(p):
+def conv_point_graph(p):
+    """The OpGraph of one conv2d point of a sweep (shapes, dtype, layout as measured)."""
     import torch
     import torch.nn.functional as F
 
@@ -196,7 +197,7 @@ def _fit_conv(points, spec) -> dict:
         if p["N"] == 1:
             floor.append(meas)
             continue
-        g = _conv_point_graph(p)
+        g = conv_point_graph(p)
         est = estimate_group(g, g.compute_nodes, spec, CostOptions(aten=True))
         if est.bound == "compute":
             scale.append(meas / (est.us - spec.kernel_fixed_us))

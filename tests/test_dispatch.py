@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from gpusim.capture import capture
-from gpusim.dispatch import fit_dispatch
+from gpusim.dispatch import conv_point_graph, fit_dispatch
 from gpusim.hardware import load_spec
 from gpusim.lower import lower
 
@@ -32,23 +32,12 @@ def _role_counts(kernel_names):
     return i, o
 
 
-def _conv_graph(p):
-    dt = DT[p["dtype"]]
-    x = torch.empty(p["N"], p["Cin"], p["HW"], p["HW"], device="meta", dtype=dt)
-    w = torch.empty(p["Cout"], p["Cin"] // p["groups"], p["k"], p["k"], device="meta", dtype=dt)
-    if p["layout"] != "nchw":
-        x = x.contiguous(memory_format=torch.channels_last)
-        w = w.contiguous(memory_format=torch.channels_last)
-    return capture(lambda x, w: F.conv2d(x, w, stride=p["stride"], padding=p["padding"],
-                                         groups=p["groups"]), (x, w))
-
-
 def test_conv_layout_transforms_match_the_sweep(sweep):
     """Predicted cuDNN transform kernels per conv equal the profiler's, on at least 90%
     of the sweep's convolutions (every dtype, layout, kind, batch 1 and 32)."""
     right, wrong = 0, []
     for p in sweep["sweeps"]["conv2d"]:
-        g = _conv_graph(p)
+        g = conv_point_graph(p)
         low = lower(g, "eager", spec=H100)
         aux = sum(k.role == "aux" for k in low.kernels)
         i, o = _role_counts([k["name"] for k in p["kernels"]])

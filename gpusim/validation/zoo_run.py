@@ -141,21 +141,9 @@ def one_line(e: BaseException) -> str:
 # ------------------------------------------------------------------------ inputs
 def make_inputs(entry, module, sizes, device, dtype, channels_last):
     """The inputs ``zoo.build`` makes for ``sizes``, for an already built module."""
-    import torch
-    if entry.family in ("cnn", "vit"):
-        x = torch.randn(sizes["batch"], 3, sizes["hw"], sizes["hw"], device=device, dtype=dtype)
-        if channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return (x,)
-    vocab = module.config.vocab_size
-    ids = torch.randint(3, vocab, (sizes["batch"], sizes["seq"]), device=device)
-    if entry.family == "decoder":
-        return (ids,)
-    mask = torch.ones(sizes["batch"], sizes["seq"], device=device, dtype=torch.long)
-    if entry.family == "encoder":
-        return (ids, mask)
-    dec = torch.randint(3, vocab, (sizes["batch"], sizes["tgt"]), device=device)
-    return (ids, mask, dec)
+    from .. import zoo
+    return zoo.inputs(entry.name, module, device=device, dtype=dtype,
+                      channels_last=channels_last, **sizes)
 
 
 def tensor_bytes(objs) -> int:
