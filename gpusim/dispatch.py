@@ -41,6 +41,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .capture import capture
+from .cost import CostOptions, estimate_group
 from .graph import OpGraph, numel
 from .ops import is_eval_batch_norm, packet_name
 
@@ -161,10 +167,6 @@ def _median(xs):
 
 def conv_point_graph(p):
     """The OpGraph of one conv2d point of a sweep (shapes, dtype, layout as measured)."""
-    import torch
-    import torch.nn.functional as F
-
-    from .capture import capture
     dt = getattr(torch, p["dtype"])
     x = torch.empty(p["N"], p["Cin"], p["HW"], p["HW"], device="meta", dtype=dt)
     w = torch.empty(p["Cout"], p["Cin"] // p["groups"], p["k"], p["k"], device="meta", dtype=dt)
@@ -183,7 +185,6 @@ def _main_us(p) -> float:
 def _fit_conv(points, spec) -> dict:
     """Conv kernel classes: the scale on a GEMM's compute time and the floor of cuDNN's
     implicit-GEMM kernels, and the stem class's fixed time and rate (least squares)."""
-    from .cost import CostOptions, estimate_group
     scale, floor, stem = [], [], []
     for p in points:
         if p["groups"] == p["Cin"] and p["groups"] > 1:
@@ -205,7 +206,7 @@ def _fit_conv(points, spec) -> dict:
     if len(stem) >= 2:
         f = [a for a, _ in stem]
         t = [b for _, b in stem]
-        slope, icpt = __import__("numpy").polyfit(f, t, 1)
+        slope, icpt = np.polyfit(f, t, 1)
         out["conv_stem_us"] = max(float(icpt), 0.0)
         out["conv_stem_tflops"] = 1e-6 / float(slope) if slope > 0 else None
     return out
