@@ -10,11 +10,15 @@ import platform
 import statistics
 import subprocess
 import time
+from collections import Counter
 from datetime import datetime, timezone
+
+import torch
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
 
 
 def require_cuda():
-    import torch
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible: gpusim validate/calibrate must run on a "
                            "machine with an NVIDIA GPU")
@@ -30,7 +34,6 @@ def _smi(query: str):
 
 
 def env_info() -> dict:
-    import torch
     p = torch.cuda.get_device_properties(0)
     try:
         import triton
@@ -51,7 +54,6 @@ class L2Flusher:
     """Writes a buffer twice the L2 size: evicts whatever a kernel left in L2."""
 
     def __init__(self):
-        import torch
         p = torch.cuda.get_device_properties(0)
         n = max(2 * getattr(p, "L2_cache_size", 50 << 20), 256 << 20)
         self.buf = torch.empty(n // 4, dtype=torch.float32, device="cuda")
@@ -79,7 +81,6 @@ def _stats(xs):
 
 def time_device(fn, args=(), flush=True, reps=30, warmup=5) -> dict:
     """Device time per call (CUDA events around each call), L2 flushed before each."""
-    import torch
     for _ in range(warmup):
         fn(*args)
     torch.cuda.synchronize()
@@ -101,7 +102,6 @@ def time_device(fn, args=(), flush=True, reps=30, warmup=5) -> dict:
 
 def time_wall(fn, args=(), min_time_s=0.2, warmup=5, batches=5) -> dict:
     """Steady-state wall time per call: back-to-back calls, one sync per batch."""
-    import torch
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for _ in range(warmup):
         fn(*args)
@@ -127,8 +127,6 @@ def time_wall(fn, args=(), min_time_s=0.2, warmup=5, batches=5) -> dict:
 def profile_kernels(fn, args=(), flush=True, reps=5) -> dict:
     """Per-kernel device times in launch order (median over ``reps`` calls, L2 flushed
     before each call; the flush kernels are excluded by profiling only the call)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         fn(*args)
     torch.cuda.synchronize()
@@ -164,7 +162,6 @@ def profile_kernels(fn, args=(), flush=True, reps=5) -> dict:
 
 
 def gpu_name_short() -> str:
-    import torch
     name = torch.cuda.get_device_name(0).lower()
     for k in ("h200", "h100", "a100", "v100", "a6000", "3090"):
         if k in name:
@@ -215,7 +212,6 @@ def top_level_aten(cpu_events) -> list:
 def host_stats(cpu_events, device_events=()) -> dict:
     """What the host did in one call, from CPU-side profiler events (name, thread,
     start, end) and device-side events (name, start, dur) of that call."""
-    from collections import Counter
     names = Counter(ev[0] for ev in cpu_events)
     top = top_level_aten(cpu_events)
     syncs = {k: names[k] for k in SYNC_RUNTIME if names.get(k)}
@@ -316,9 +312,6 @@ def profile_call(fn, args=(), flush=True, reps=5, warmup=2, host=True) -> dict:
     side; memcpy/memset other than DtoD listed apart), and what the host did (aten ops
     dispatched at top level, CUDA launches, synchronisations). Falls back to one session
     per call if the events cannot be split by call."""
-    import torch
-    from torch.autograd.profiler import record_function
-    from torch.profiler import ProfilerActivity, profile
     cuda = torch.cuda.is_available()               # CPU: host statistics only (dry runs)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(warmup):

@@ -21,11 +21,16 @@ import json
 import sys
 import time
 
+import torch
+import torch.nn.functional as F
+
+from ..atomic import atomic_write
+from . import measure
+
 DTYPES = ("float32", "float16", "bfloat16")
 
 
 def _atomic_json(path, doc):
-    from ..atomic import atomic_write
     atomic_write(path, json.dumps(doc, indent=1, default=str))
 
 
@@ -46,7 +51,6 @@ def sdpa_backend(names) -> str:
 # A point is (meta: dict, make: callable () -> (fn, args)); make runs on the GPU.
 
 def _t(shape, dtype, cl=False, dev="cuda"):
-    import torch
     x = torch.randn(*shape, device=dev, dtype=getattr(torch, dtype))
     if cl and x.dim() == 4:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -54,7 +58,6 @@ def _t(shape, dtype, cl=False, dev="cuda"):
 
 
 def conv_points(dev="cuda", small=False):
-    import torch.nn.functional as F
     # (label, Cin, Cout, HW, k, stride, groups)
     shapes = [
         ("3x3", 64, 64, 56, 3, 1, 1), ("3x3", 128, 128, 28, 3, 1, 1),
@@ -91,8 +94,6 @@ def conv_points(dev="cuda", small=False):
 
 
 def gemm_points(dev="cuda", small=False):
-    import torch
-    import torch.nn.functional as F
     nk = [(768, 768), (3072, 768), (768, 3072), (4096, 4096),           # aligned
           (50257, 768), (1000, 2048), (30522, 768), (1001, 768), (32001, 4096),  # N misaligned
           (768, 1001), (4096, 4097), (1024, 50257)]                      # K misaligned
@@ -125,8 +126,6 @@ def gemm_points(dev="cuda", small=False):
 
 
 def sdpa_points(dev="cuda", small=False):
-    import torch
-    import torch.nn.functional as F
     shapes = [(1, 12, 128, 64), (8, 12, 512, 64), (32, 6, 197, 64), (4, 16, 256, 80),
               (1, 32, 1024, 128), (1, 32, 16, 128)]
     if small:
@@ -156,8 +155,6 @@ def sdpa_points(dev="cuda", small=False):
 
 
 def misc_points(dev="cuda", small=False):
-    import torch
-    import torch.nn.functional as F
     S = 1 if small else None
 
     def sz(*shape):
@@ -253,9 +250,7 @@ def summarize(res: dict) -> dict:
 
 
 def run_sweeps(out, deadline_s=150.0, only=None, dev="cuda", small=False, reps=3):
-    import torch
 
-    from . import measure
     t0 = time.time()
     doc = {"env": measure.env_info() if dev == "cuda" else {"device": dev},
            "flags": {"allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
@@ -314,7 +309,6 @@ def main(argv=None) -> int:
     only = set(a.only.split(",")) if a.only else None
     dev = "cpu" if a.cpu_dry_run else "cuda"
     if dev == "cuda":
-        from . import measure
         measure.require_cuda()
     run_sweeps(a.out, a.deadline_s, only, dev=dev, small=a.cpu_dry_run, reps=a.reps)
     return 0
