@@ -16,6 +16,7 @@ whose Python checks tensor values still capture, along eager's code path (see
 
 from __future__ import annotations
 
+import logging
 import operator
 import time
 from dataclasses import dataclass
@@ -103,6 +104,15 @@ def _wrap(fn_or_module, args):
     return call, tuple(args), []
 
 
+def _quiet_fake_tensor_logger():
+    """Silence torch's fake-tensor logger while tracing (it prints a whole traceback for
+    errors that capture turns into one line); returns the function that restores it."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    return lambda: log.setLevel(level)
+
+
 def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
     """Trace to an FX GraphModule of aten ops (pre-dispatch). Returns (gm, flat_inputs, names)."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -124,6 +134,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
         calls[0] = 0
         reads = HostReads(forced)
         hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
+        quiet = _quiet_fake_tensor_logger()
         try:
             with torch.no_grad(), reads:
                 gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
@@ -138,6 +149,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
                 tries += [{i: not answers[i]} for i in reversed(range(len(answers)))][:3]
         finally:
             hook.remove()
+            quiet()
     else:
         raise CaptureError(_explain_trace_failure(first_error)) from None
     gm.meta["module_calls"] = calls[0]

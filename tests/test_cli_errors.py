@@ -284,8 +284,5 @@ def test_other_mistakes(capfd, tmp_path):
 
 
 # ---------------------------------------------------------------- sizes too big for torch
-@pytest.mark.xfail(strict=True, reason="capture.py lets torch's fake-tensor logger print a "
-                   "traceback to stderr before the one-line CaptureError (sizes whose byte "
-                   "count overflows int64)")
 def test_overflowing_size_is_one_line(capfd):
     assert_user_error(capfd, ["predict", "add_relu_mul", "--size", f"n={2 ** 62}"])
