@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from .graph import GEMM_KINDS, REDUCING_KINDS, OpGraph
+from .graph import GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph
 from .ops import is_eval_batch_norm, packet_name
 
 
@@ -251,16 +251,18 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         return est
     a = graph.g.nodes[kernel.ops[0]]
     mem, comp = est.mem_us, est.compute_us
+    # GEMM-like kernels keep the library floor; the rest the common one (eval batch norm
+    # too, as fitted: not the reduction floor kernel_floor gives norms)
+    floor = spec.gemm_min_us if est.kind in GEMM_KINDS and spec.gemm_min_us else spec.kernel_min_us
     if v == "bn_eval":
-        eff = spec.bn_eval_efficiency_16bit if a["dtype"] in ("float16", "bfloat16") \
-            else spec.bn_eval_efficiency
+        eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
         mem = mem * spec.mem_efficiency / eff
     elif v == "conv":
         comp = comp * spec.conv_efficiency_scale
-        return _retimed(est, spec, mem, comp, variant=v, floor=spec.conv_min_us)
+        return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
-        return _retimed(est, spec, mem, comp, variant=v, floor=spec.conv_min_us)
+        return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "depthwise_aten":
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
     elif v in ("gemm", "align1", "align2"):
@@ -269,26 +271,22 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             unit = unit_for(a["kind"], a["dtype"], spec, opts)
             eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency
             comp = a["flops"] / (spec.peak_flops(unit) * eff) * 1e6
-        half = a["dtype"] in ("float16", "bfloat16")      # the floor was fitted on 16-bit GEMMs
-        return _retimed(est, spec, mem, comp, variant=v,
-                        floor=spec.gemm_eager_min_us if half else None)
+        half = a["dtype"] in HALF_DTYPES      # the floor was fitted on 16-bit GEMMs
+        return _retimed(est, spec, mem, comp,
+                        (spec.gemm_eager_min_us if half else None) or floor, variant=v)
     elif v == "attention_fp32":
         comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
-    return _retimed(est, spec, mem, comp, variant=v)
+    return _retimed(est, spec, mem, comp, floor, variant=v)
 
 
-def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, floor: float | None = None,
+def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, floor: float,
              **changes) -> KernelEstimate:
+    """``est`` with new memory and compute times: the kernel-time formula of
+    :func:`estimate_group` (fixed + the larger of the two, at least ``floor``)."""
     body = max(mem_us, comp_us)
-    us = max(spec.kernel_fixed_us + body, floor or _floor_of(est, spec))
+    us = max(spec.kernel_fixed_us + body, floor)
     bound = "latency" if body < spec.kernel_fixed_us else ("compute" if comp_us > mem_us else "memory")
     return replace(est, mem_us=mem_us, compute_us=comp_us, us=us, bound=bound, **changes)
-
-
-def _floor_of(est: KernelEstimate, spec) -> float:
-    if est.kind in GEMM_KINDS and spec.gemm_min_us:
-        return spec.gemm_min_us
-    return spec.kernel_min_us
 
 
 def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:

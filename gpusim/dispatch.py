@@ -47,11 +47,8 @@ import torch.nn.functional as F
 
 from .capture import capture
 from .cost import CostOptions, estimate_group
-from .graph import OpGraph, numel
-from .ops import is_eval_batch_norm, packet_name
-
-HALF = ("float16", "bfloat16")
-DTYPE_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, numel
+from .ops import is_eval_batch_norm
 
 
 def _shape(graph: OpGraph, name: str):
@@ -73,8 +70,8 @@ def conv_info(graph: OpGraph, n: str) -> dict | None:
     return {"N": x[0], "Cin": cin, "Cout": w[0], "H": x[2], "W": x[3], "kh": w[2], "kw": w[3],
             "groups": max(1, cin // max(cin_g, 1)), "Ho": out[2], "Wo": out[3],
             "layout": a.get("layout", "nchw"), "dtype": a["dtype"],
-            "x_bytes": numel(x) * DTYPE_SIZE.get(a["dtype"], 4),
-            "w_bytes": numel(w) * DTYPE_SIZE.get(a["dtype"], 4),
+            "x_bytes": numel(x) * DTYPE_BYTES.get(a["dtype"], 4),
+            "w_bytes": numel(w) * DTYPE_BYTES.get(a["dtype"], 4),
             "out_bytes": a["bytes_written"]}
 
 
@@ -94,7 +91,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     main = Kernel((n,), "library", variant="conv_stem" if stem else "conv")
     if c["layout"] != "nchw":
         return [main]
-    tensor_core = c["dtype"] in HALF or (c["dtype"] == "float32" and has_tf32(spec))
+    tensor_core = c["dtype"] in HALF_DTYPES or (c["dtype"] == "float32" and has_tf32(spec))
     if not tensor_core:
         return [main]
     pointwise = c["kh"] == c["kw"] == 1 and c["groups"] == 1
@@ -119,7 +116,7 @@ def gemm_variant(graph: OpGraph, n: str) -> str:
     ``align2`` kernel when both are even, else ``align1``; others the ``gemm`` class."""
     a = graph.g.nodes[n]
     g = a.get("gemm") or {}
-    if a["dtype"] not in HALF or not g:
+    if a["dtype"] not in HALF_DTYPES or not g:
         return "gemm"
     nn, kk = g.get("n", 8), g.get("k", 8)
     if nn % 8 == 0 and kk % 8 == 0:
@@ -136,7 +133,7 @@ def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         shape = info.get("mask_shape") or ()
         mb = float(numel(shape)) if shape else 0.0
         # bool mask -> additive bias: three elementwise kernels over the mask
-        ks += [Kernel((n,), "aten", role="aux", bytes=mb * (1 + DTYPE_SIZE.get(a["dtype"], 4)))
+        ks += [Kernel((n,), "aten", role="aux", bytes=mb * (1 + DTYPE_BYTES.get(a["dtype"], 4)))
                for _ in range(3)]
     return ks + [Kernel((n,), "library", variant=variant)]
 
@@ -153,7 +150,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [Kernel((n,), "library", variant=gemm_variant(graph, n))]
     if kind == "norm" and is_eval_batch_norm(a["op"]):
         prep = [Kernel((n,), "aten", role="aux", bytes=0.0) for _ in range(2)] \
-            if a["dtype"] in HALF else []
+            if a["dtype"] in HALF_DTYPES else []
         return prep + [Kernel((n,), "library", variant="bn_eval")]
     impl = "library" if kind == "norm" else "aten"
     return [Kernel((n,), impl)]
@@ -234,18 +231,18 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
     for p in sw.get("conv2d", []):
         if p.get("layout") != "nchw":
             continue
-        size = DTYPE_SIZE[p["dtype"]]
+        size = DTYPE_BYTES[p["dtype"]]
         x = p["N"] * p["Cin"] * p["HW"] ** 2 * size
         first = next((k for k in p["kernels"] if "nchwToNhwc" in k["name"]), None)
         if first and x >= 8e6:
             tr.append(2 * x / (first["us"] * 1e-6) / bw)
     out["layout_transform_efficiency"] = _median(tr)
-    for suffix, dts in (("", ("float32",)), ("_16bit", HALF)):
+    for suffix, dts in (("", ("float32",)), ("_16bit", HALF_DTYPES)):
         bn = []
         for p in sw.get("misc", []):
             if p.get("op") == "batch_norm_eval" and numel(p["shape"]) >= 1e6 and p["dtype"] in dts:
                 main = max(p["kernels"], key=lambda k: k["us"])
-                bn.append(2 * numel(p["shape"]) * DTYPE_SIZE[p["dtype"]] / (main["us"] * 1e-6) / bw)
+                bn.append(2 * numel(p["shape"]) * DTYPE_BYTES[p["dtype"]] / (main["us"] * 1e-6) / bw)
         out["bn_eval_efficiency" + suffix] = _median(bn)
     dw = []
     for p in sw.get("conv2d", []):
@@ -258,7 +255,7 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
     for name, odd in (("matmul_align1_efficiency", True), ("matmul_align2_efficiency", False)):
         al = []
         for p in sw.get("gemm", []):
-            if p["dtype"] not in HALF or (p["aligned_n"] and p["aligned_k"]) or p["M"] < 512:
+            if p["dtype"] not in HALF_DTYPES or (p["aligned_n"] and p["aligned_k"]) or p["M"] < 512:
                 continue
             if (p["N"] % 2 == 1 or p["K"] % 2 == 1) != odd:
                 continue
@@ -271,11 +268,11 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
     for p in sw.get("gemm", []):
         if not (p["aligned_n"] and p["aligned_k"]):
             continue
-        size = DTYPE_SIZE[p["dtype"]]
-        if p["M"] <= 128 and p["N"] * p["K"] <= 1024 * 1024 and p["dtype"] in HALF:
+        size = DTYPE_BYTES[p["dtype"]]
+        if p["M"] <= 128 and p["N"] * p["K"] <= 1024 * 1024 and p["dtype"] in HALF_DTYPES:
             tiny.append(p["kernel_sum_us"])
         wbytes = p["N"] * p["K"] * size
-        if p["M"] <= 16 and wbytes >= 8e6 and p["dtype"] in HALF:   # fp32 runs gemv kernels
+        if p["M"] <= 16 and wbytes >= 8e6 and p["dtype"] in HALF_DTYPES:   # fp32 runs gemv kernels
             skinny.append(wbytes / (p["kernel_sum_us"] * 1e-6) / bw)
     out["gemm_eager_min_us"] = _median(tiny)
     out["gemm_mem_efficiency"] = _median(skinny)
@@ -289,4 +286,4 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
     return {k: round(v, 4) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
-__all__ = ["eager_kernels", "conv_info", "fit_dispatch", "packet_name"]
+__all__ = ["eager_kernels", "conv_info", "conv_point_graph", "fit_dispatch"]

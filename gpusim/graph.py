@@ -45,6 +45,9 @@ LIBRARY_KINDS = GEMM_KINDS | {"norm"}
 #: Kinds whose kernel reduces over an axis (block-wide reductions).
 REDUCING_KINDS = frozenset({"reduction", "norm"})
 
+#: 16-bit floating dtypes (tensor-core types, and the library paths that differ for them).
+HALF_DTYPES = frozenset({"float16", "bfloat16"})
+
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8,
                "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
                "complex64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1}

@@ -273,6 +273,17 @@ def spec_for(gpu: str, calibrated: bool = True) -> GPUSpec:
     return load_spec(name or datasheet_name(gpu))
 
 
+def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
+    """Predict a GPU no calibration has seen: ``source``'s fitted model and host figures
+    with ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth
+    stays ``source``'s: no datasheet gives it)."""
+    ds = load_spec(datasheet_name(target_gpu))
+    return source.replace(name=f"{source.name}-as-{ds.name}", bandwidth_gbs=ds.bandwidth_gbs,
+                          l2_mib=ds.l2_mib, capacity_gib=ds.capacity_gib,
+                          sm_count=ds.sm_count, boost_clock_mhz=ds.boost_clock_mhz,
+                          peak_tflops=ds.peak_tflops)
+
+
 def list_specs() -> list[GPUSpec]:
     return [load_spec(n) for n in canonical_names()]
 

@@ -58,7 +58,7 @@ def prediction_text(pred, top: int | None = None) -> str:
 
 
 def search_text(res, top: int | None = None) -> str:
-    f, u = res.fused, res.unfused
+    f = res.fused
     rows = []
     ks = sorted(f.kernels, key=lambda k: -k.us)[:top] if top else f.kernels
     for k in ks:

@@ -53,12 +53,6 @@ class Scorer:
             self._cache[key] = v
         return v
 
-    def kernel_us(self, group) -> float:
-        """Device time of the kernels ``group`` lowers to (no overheads)."""
-        pos = self.graph.position.__getitem__
-        return sum(estimate_kernel(self.graph, k, self.spec, self.opts).us
-                   for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec))
-
     def cost(self, partition) -> float:
         groups = partition.groups if isinstance(partition, Partition) else partition
         return sum(self.group_cost(g) for g in groups)

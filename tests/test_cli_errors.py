@@ -13,7 +13,6 @@ import os
 import re
 import tempfile
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +85,19 @@ BAD_SIZE = st.one_of(
 ).filter(lambda v: not _valid_size(v))
 
 
+def _assert_model_command_fails(capfd, cmd, args):
+    """``gpusim CMD ARGS`` (with the arguments whatif and report need) is one user-error
+    line, and writes nothing."""
+    argv = [cmd, *args]
+    with tempfile.TemporaryDirectory() as d:
+        if cmd == "whatif":
+            argv += ["--fuse", "add,relu"]
+        if cmd == "report":
+            argv += ["--out", os.path.join(d, "r.html")]
+        assert_user_error(capfd, argv)
+        assert os.listdir(d) == []
+
+
 @FAST
 @given(cmd=st.sampled_from(["predict", "search", "whatif", "report"]),
        item=st.one_of(BAD_SIZE.map(lambda v: f"n={v}"),
@@ -94,14 +106,7 @@ BAD_SIZE = st.one_of(
        as_one_token=st.booleans())
 def test_bad_sizes(capfd, cmd, item, as_one_token):
     size = [f"--size={item}"] if as_one_token else ["--size", item]
-    argv = [cmd, "add_relu_mul", *size]
-    with tempfile.TemporaryDirectory() as d:
-        if cmd == "whatif":
-            argv += ["--fuse", "add,relu"]
-        if cmd == "report":
-            argv += ["--out", os.path.join(d, "r.html")]
-        assert_user_error(capfd, argv)
-        assert os.listdir(d) == []
+    _assert_model_command_fails(capfd, cmd, ["add_relu_mul", *size])
 
 
 # ---------------------------------------------------------------- models
@@ -261,14 +266,8 @@ def test_unknown_mode_dtype_algo(capfd, opt_values, as_one_token, cmd):
     opt, value = opt_values
     if opt == "--algo" and cmd not in ("search", "report"):
         cmd = "search"
-    argv = [cmd, *SMALL] + ([f"{opt}={value}"] if as_one_token else [opt, value])
-    with tempfile.TemporaryDirectory() as d:
-        if cmd == "whatif":
-            argv += ["--fuse", "add,relu"]
-        if cmd == "report":
-            argv += ["--out", os.path.join(d, "r.html")]
-        assert_user_error(capfd, argv)
-        assert os.listdir(d) == []
+    _assert_model_command_fails(capfd, cmd, [*SMALL] + ([f"{opt}={value}"] if as_one_token
+                                                     else [opt, value]))
 
 
 def test_other_mistakes(capfd, tmp_path):

@@ -38,9 +38,9 @@ from ..atomic import atomic_write
 from ..cost import CostOptions, group_io, unit_for
 from ..errors import UserError
 from ..graph import OpGraph
-from ..hardware import calibrated_name, datasheet_name, load_spec
+from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
 from ..predict import predict
-from .zoo_accuracy import zoo_available, zoo_markdown, zoo_report
+from .zoo_accuracy import ape, zoo_available, zoo_markdown, zoo_report
 
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "validation", "results")
 
@@ -53,10 +53,6 @@ def load_records(folder: str) -> list[dict]:
         if not r.get("failed") and r.get("graph"):
             recs.append(r)
     return recs
-
-
-def ape(pred: float, meas: float) -> float:
-    return abs(pred - meas) / meas * 100.0
 
 
 @dataclass
@@ -191,13 +187,7 @@ def accuracy_report(results_dir: str | None = None, gpus=None) -> dict:
             if label == "model":
                 entry["roofline"] = {c: roof.summary(c) for c in CATS}
         if gpu == "h200" and calibrated_name("h100"):
-            h100 = load_spec(calibrated_name("h100"))
-            ds200 = load_spec(datasheet_name("h200"))
-            scaled = h100.replace(
-                name="h100-calibrated-scaled-to-h200", bandwidth_gbs=ds200.bandwidth_gbs,
-                l2_mib=ds200.l2_mib, capacity_gib=ds200.capacity_gib,
-                l2_bandwidth_gbs=h100.l2_bandwidth_gbs)
-            m, _, _ = evaluate(recs, scaled)
+            m, _, _ = evaluate(recs, transfer_spec(load_spec(calibrated_name("h100")), "h200"))
             entry["h100_scaled"] = {c: m.summary(c) for c in CATS}
         out[gpu] = entry
     return out

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from ..capture import capture
-from ..hardware import calibrated_name, datasheet_name, load_spec
+from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
 from ..models import parse_dtype
 from ..predict import predict
 
@@ -89,16 +89,6 @@ def summarise(rows: list[dict], key: str = "device") -> dict | None:
     return {"n": len(e), "median": float(np.median(e)), "p90": float(np.percentile(e, 90))}
 
 
-def unseen_spec(gpu: str, other: str):
-    """The other GPU's calibrated model with this GPU's datasheet memory system and
-    compute peaks: predicting a GPU no calibration has seen."""
-    base = load_spec(calibrated_name(other))
-    ds = load_spec(datasheet_name(gpu))
-    return base.replace(name=f"{other}-calibrated-as-{gpu}", bandwidth_gbs=ds.bandwidth_gbs,
-                        l2_mib=ds.l2_mib, capacity_gib=ds.capacity_gib, sm_count=ds.sm_count,
-                        boost_clock_mhz=ds.boost_clock_mhz, peak_tflops=ds.peak_tflops)
-
-
 def zoo_report(results_dir: str, gpus) -> dict:
     """``{gpu: {spec_label: {run: {family|"all": {"device": .., "kernels": ..}}}}}``."""
     out = {}
@@ -114,7 +104,7 @@ def zoo_report(results_dir: str, gpus) -> dict:
         for other in ("h100", "h200"):
             if other != gpu and calibrated_name(other):
                 entry[f"unseen (calibrated on {other})"] = _by_family(
-                    case_rows(recs, unseen_spec(gpu, other)))
+                    case_rows(recs, transfer_spec(load_spec(calibrated_name(other)), gpu)))
         out[gpu] = entry
     return out
 
