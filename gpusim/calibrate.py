@@ -22,7 +22,7 @@ from .atomic import atomic_write
 from .capture import capture_full
 from .dispatch import fit_dispatch
 from .errors import GpusimError
-from .hardware import GPUSpec, dump_spec, load_spec
+from .hardware import GPUSpec, calibrated_name, dump_spec, load_spec
 from .validation import measure
 from .validation.runner import partitioned_callable
 from .validation.sweeps import run_sweeps
@@ -65,6 +65,36 @@ def run_microbenchmarks() -> dict:
     # b2) ATen kernel classes against a plain stream of the same bytes and dtype
     raw["aten"] = aten_microbenchmarks()
     # c) host costs
+    raw["host"] = host_microbenchmarks()
+    # d) matmul throughput per dtype against shape
+    shapes = [(256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+              (8192, 8192, 8192), (4096, 4096, 128), (8192, 128, 8192), (1000, 1000, 1000),
+              (4097, 4097, 4097), (16384, 1024, 1024), (128, 4096, 4096)]
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for m, n, k in shapes:
+            if dt == torch.float32 and m * n * k > 4096 ** 3:
+                reps = 5
+            else:
+                reps = 10
+            a = torch.randn(m, k, device=dev, dtype=dt)
+            b = torch.randn(k, n, device=dev, dtype=dt)
+            t = measure.time_device(lambda: a @ b, flush=True, reps=reps)
+            raw["matmul"].append({"dtype": str(dt).replace("torch.", ""), "m": m, "n": n, "k": k,
+                                  "us": t["median_us"],
+                                  "tflops": 2 * m * n * k / t["median_us"] / 1e6})
+            _log(f"mm {dt} {m}x{n}x{k}: {raw['matmul'][-1]['tflops']:.1f} TFLOP/s")
+            del a, b
+    return raw
+
+
+def host_microbenchmarks() -> dict:
+    """Host-side costs on this machine (CPU, driver, PyTorch build): eager dispatch per op
+    by kind, views, module calls, syncs, compiled calls and inputs, separately compiled
+    regions, CUDA graph replays (manual and ``mode="reduce-overhead"``). Wall clocks of
+    back-to-back calls on tiny tensors, so the GPU never limits them."""
+    measure.require_cuda()
+    dev = "cuda"
+    h: dict = {"machine": measure.host_info()}
     tiny = torch.randn(1, device=dev)
 
     def eager_ops(k):
@@ -97,13 +127,13 @@ def run_microbenchmarks() -> dict:
             for _ in range(k):
                 f()
         return g
-    raw["host"]["library_ops"] = {
+    h["library_ops"] = {
         name: (measure.time_wall(loop(f, 50))["median_us"] - measure.time_wall(loop(f, 1))["median_us"]) / 49
         for name, f in lib.items()}
     # nn.Module.__call__ itself: a chain of identity modules launches no kernel
     chains = {k: torch.nn.Sequential(*[torch.nn.Identity() for _ in range(k)]) for k in (1, 64)}
-    raw["host"]["module_calls"] = {k: measure.time_wall(lambda m=m: m(tiny))["median_us"]
-                                   for k, m in chains.items()}
+    h["module_calls"] = {k: measure.time_wall(lambda m=m: m(tiny))["median_us"]
+                         for k, m in chains.items()}
     # a compiled call's cost per tensor input (guards, input handling): one reduction
     # over k inputs, compiled, for k = 1 and 64
     per_in = {}
@@ -113,11 +143,11 @@ def run_microbenchmarks() -> dict:
         cf = torch.compile(lambda *xs: torch.stack(xs).sum())
         per_in[k] = {"wall_us": measure.time_wall(cf, tuple(ins))["median_us"],
                      "kernels": len(measure.profile_kernels(cf, tuple(ins), flush=False, reps=2)["kernels"])}
-    raw["host"]["compiled_inputs"] = per_in
-    raw["host"]["eager_100_ops_us"] = measure.time_wall(eager_ops(100))["median_us"]
-    raw["host"]["eager_1_op_us"] = measure.time_wall(eager_ops(1))["median_us"]
-    raw["host"]["views_100_us"] = measure.time_wall(views(100))["median_us"]
-    raw["host"]["views_1_us"] = measure.time_wall(views(1))["median_us"]
+    h["compiled_inputs"] = per_in
+    h["eager_100_ops_us"] = measure.time_wall(eager_ops(100))["median_us"]
+    h["eager_1_op_us"] = measure.time_wall(eager_ops(1))["median_us"]
+    h["views_100_us"] = measure.time_wall(views(100))["median_us"]
+    h["views_1_us"] = measure.time_wall(views(1))["median_us"]
     mats = [torch.randn(16, 16, device=dev) for _ in range(9)]
 
     def chain(k):
@@ -134,7 +164,7 @@ def run_microbenchmarks() -> dict:
         x = torch.randn(16, 16, device=dev)
         comp[k] = {"wall_us": measure.time_wall(cf, (x,))["median_us"],
                    "kernels": len(measure.profile_kernels(cf, (x,), flush=False, reps=2)["kernels"])}
-    raw["host"]["compiled"] = comp
+    h["compiled"] = comp
     # each group of a partition run as its own compiled region (the validation harness)
     regions = {}
     for k in (1, 6):
@@ -147,7 +177,7 @@ def run_microbenchmarks() -> dict:
         split, subs = partitioned_callable(cap, groups)
         regions[len(groups)] = {"wall_us": measure.time_wall(lambda: split(xx))["median_us"],
                                 "kernels": len(measure.profile_kernels(lambda: split(xx), flush=False, reps=2)["kernels"])}
-    raw["host"]["regions"] = regions
+    h["regions"] = regions
     graphs = {}
     for k in (1, 32):
         s = torch.randn(1024, device=dev)
@@ -159,26 +189,49 @@ def run_microbenchmarks() -> dict:
                 y = y + 1
         graphs[k] = {"wall_us": measure.time_wall(g.replay)["median_us"],
                      "device_us": measure.time_device(g.replay, flush=False)["median_us"]}
-    raw["host"]["cudagraph"] = graphs
-    # d) matmul throughput per dtype against shape
-    shapes = [(256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
-              (8192, 8192, 8192), (4096, 4096, 128), (8192, 128, 8192), (1000, 1000, 1000),
-              (4097, 4097, 4097), (16384, 1024, 1024), (128, 4096, 4096)]
-    for dt in (torch.float32, torch.float16, torch.bfloat16):
-        for m, n, k in shapes:
-            if dt == torch.float32 and m * n * k > 4096 ** 3:
-                reps = 5
-            else:
-                reps = 10
-            a = torch.randn(m, k, device=dev, dtype=dt)
-            b = torch.randn(k, n, device=dev, dtype=dt)
-            t = measure.time_device(lambda: a @ b, flush=True, reps=reps)
-            raw["matmul"].append({"dtype": str(dt).replace("torch.", ""), "m": m, "n": n, "k": k,
-                                  "us": t["median_us"],
-                                  "tflops": 2 * m * n * k / t["median_us"] / 1e6})
-            _log(f"mm {dt} {m}x{n}x{k}: {raw['matmul'][-1]['tflops']:.1f} TFLOP/s")
-            del a, b
-    return raw
+    h["cudagraph"] = graphs
+    # d) host<->device syncs: a tiny kernel then a read of its result on the host, against
+    # the same kernel without the read (the GPU drains, the host waits for the copy)
+    y1 = torch.randn(8, device=dev)
+    h["sync"] = {
+        "item_us": measure.time_wall(lambda: (y1 + 1).sum().item())["median_us"],
+        "no_item_us": measure.time_wall(lambda: (y1 + 1).sum())["median_us"],
+        "nonzero_us": measure.time_wall(lambda: torch.nonzero(y1 > 0))["median_us"],
+        "gt_us": measure.time_wall(lambda: y1 > 0)["median_us"],
+        "synchronize_us": measure.time_wall(torch.cuda.synchronize)["median_us"]}
+    # e) eager dispatch per op for more kinds: factories, indexing, cat, reductions
+    ix = torch.tensor([0, 2, 4], device=dev)
+    kinds = {"add": lambda: torch.add(y1, 1.0), "arange": lambda: torch.arange(16, device=dev),
+             "full": lambda: torch.full((4, 4), 1.0, device=dev), "index": lambda: y1[ix],
+             "cat": lambda: torch.cat([y1, y1]), "sum": lambda: y1.sum(-1),
+             "softmax": lambda: torch.softmax(y1, -1), "to_dtype": lambda: y1.to(torch.float16)}
+    h["op_kinds"] = {name: (measure.time_wall(loop(f, 50))["median_us"]
+                            - measure.time_wall(loop(f, 1))["median_us"]) / 49
+                     for name, f in kinds.items()}
+    # f) torch.compile(mode="reduce-overhead") (CUDA graph trees): the replay's host cost
+    # with 1 and 8 kernels' worth of graph and 1 vs 16 inputs
+    ro = {}
+    for k, n_in in ((1, 1), (8, 1), (1, 16)):
+        torch._dynamo.reset()
+        ins = tuple(torch.randn(16, 16, device=dev) for _ in range(n_in))
+        cf = torch.compile(chain_inputs(k, mats), mode="reduce-overhead")
+        ro[f"{k}x{n_in}"] = {"kernels": k, "inputs": n_in,
+                             "wall_us": measure.time_wall(cf, ins)["median_us"]}
+    h["reduce_overhead"] = ro
+    torch._dynamo.reset()
+    return h
+
+
+def chain_inputs(k: int, mats):
+    """k extern matmuls (plus Triton epilogues) on the sum of the inputs."""
+    def f(*xs):
+        x = xs[0]
+        for t in xs[1:]:
+            x = x + t
+        for i in range(k):
+            x = torch.relu(x @ mats[i])
+        return x
+    return f
 
 
 def aten_microbenchmarks() -> dict:
@@ -243,6 +296,66 @@ def fit_aten(aten: dict) -> dict:
     return out
 
 
+def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
+    """The [host] figures from ``host_microbenchmarks``' raw timings (``kmin``: the GPU's
+    shortest kernel, subtracted from CUDA-graph gaps). Returns (spec fields, diagnostics)."""
+    diag: dict = {}
+    eager_op = (h["eager_100_ops_us"] - h["eager_1_op_us"]) / 99
+    view = max(0.05, (h["views_100_us"] - h["views_1_us"]) / 99)
+    comp = {int(k): v for k, v in h["compiled"].items()}
+    k_lo, k_hi = min(comp), max(comp)
+    per_kernel = (comp[k_hi]["wall_us"] - comp[k_lo]["wall_us"]) / max(1, comp[k_hi]["kernels"] - comp[k_lo]["kernels"])
+    call = comp[k_lo]["wall_us"] - comp[k_lo]["kernels"] * per_kernel
+    region = None
+    if h.get("regions"):
+        rg = {int(k): v for k, v in h["regions"].items()}
+        r_lo, r_hi = min(rg), max(rg)
+        region = (rg[r_hi]["wall_us"] - rg[r_lo]["wall_us"]) / (r_hi - r_lo) - per_kernel
+        diag["region_call_us"] = region
+    if h.get("module_calls"):
+        mc = {int(k): v for k, v in h["module_calls"].items()}
+        diag["module_call_us"] = (mc[max(mc)] - mc[min(mc)]) / (max(mc) - min(mc))
+    if h.get("compiled_inputs"):
+        ci = {int(k): v for k, v in h["compiled_inputs"].items()}
+        lo, hi = min(ci), max(ci)
+        diag["compiled_input_us"] = (ci[hi]["wall_us"] - ci[lo]["wall_us"] - per_kernel * (
+            ci[hi]["kernels"] - ci[lo]["kernels"])) / (hi - lo)
+    cg = {int(k): v for k, v in h["cudagraph"].items()}
+    g_lo, g_hi = min(cg), max(cg)
+    cg_kernel = (cg[g_hi]["device_us"] - cg[g_lo]["device_us"]) / (g_hi - g_lo)
+    cg_kernel = max(0.05, cg_kernel - kmin)       # the gap between kernels, not their run time
+    cg_call = max(0.5, cg[g_lo]["wall_us"] - cg[g_lo]["device_us"])
+    diag.update(eager_op_us=eager_op, compiled_per_kernel_us=per_kernel, compiled_call_us=call)
+    lib = h.get("library_ops")
+    if lib:
+        diag["library_ops_us"] = lib
+    out = dict(
+        eager_op_us=float(max(0.5, eager_op)), eager_view_us=float(view),
+        compiled_call_us=float(max(0.5, call)), compiled_kernel_us=float(max(0.5, per_kernel)),
+        cudagraph_call_us=float(cg_call), cudagraph_kernel_us=float(cg_kernel),
+        compiled_region_us=float(max(0.5, region)) if region else None,
+        eager_library_op_us=float(max(0.5, float(np.median(list(lib.values()))))) if lib else None,
+        eager_module_us=float(max(0.05, diag["module_call_us"])) if "module_call_us" in diag else None,
+        compiled_input_us=float(max(0.0, diag["compiled_input_us"])) if "compiled_input_us" in diag else None)
+    if h.get("sync"):
+        sy = h["sync"]
+        diag["sync"] = sy
+        out["sync_us"] = float(max(0.5, sy["item_us"] - sy["no_item_us"]))
+    if h.get("op_kinds"):
+        diag["op_kinds_us"] = h["op_kinds"]
+    ro = h.get("reduce_overhead")
+    if ro:
+        # wall = call + kernels x gap (tiny kernels) + inputs x copy; from 1x1, 8x1, 1x16
+        base1, k8, i16 = ro["1x1"]["wall_us"], ro["8x1"]["wall_us"], ro["1x16"]["wall_us"]
+        out["cudagraph_tree_input_us"] = float(max(0.0, (i16 - base1) / 15))
+        out["cudagraph_tree_call_us"] = float(max(0.5, base1 - out["cudagraph_tree_input_us"]))
+        diag["reduce_overhead"] = ro
+        diag["reduce_overhead_per_kernel_us"] = (k8 - base1) / 7
+    if h.get("machine"):
+        out["host_measured_on"] = h["machine"].get("summary")
+    return out, diag
+
+
 UNIT_OF = {"float32": "fp32", "float16": "fp16_tc", "bfloat16": "bf16_tc"}
 
 
@@ -288,53 +401,15 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
             effs[dt] = max(rates) / base.peak_tflops[unit]
     diag["matmul_efficiency_by_dtype"] = effs
     mm_eff = float(np.median(list(effs.values()))) if effs else base.matmul_efficiency
-    # host costs
-    h = raw["host"]
-    eager_op = (h["eager_100_ops_us"] - h["eager_1_op_us"]) / 99
-    view = max(0.05, (h["views_100_us"] - h["views_1_us"]) / 99)
-    comp = {int(k): v for k, v in h["compiled"].items()}
-    k_lo, k_hi = min(comp), max(comp)
-    per_kernel = (comp[k_hi]["wall_us"] - comp[k_lo]["wall_us"]) / max(1, comp[k_hi]["kernels"] - comp[k_lo]["kernels"])
-    call = comp[k_lo]["wall_us"] - comp[k_lo]["kernels"] * per_kernel
-    region = None
-    if h.get("regions"):
-        rg = {int(k): v for k, v in h["regions"].items()}
-        r_lo, r_hi = min(rg), max(rg)
-        region = (rg[r_hi]["wall_us"] - rg[r_lo]["wall_us"]) / (r_hi - r_lo) - per_kernel
-        diag["region_call_us"] = region
-    if h.get("module_calls"):
-        mc = {int(k): v for k, v in h["module_calls"].items()}
-        diag["module_call_us"] = (mc[max(mc)] - mc[min(mc)]) / (max(mc) - min(mc))
-    if h.get("compiled_inputs"):
-        ci = {int(k): v for k, v in h["compiled_inputs"].items()}
-        lo, hi = min(ci), max(ci)
-        diag["compiled_input_us"] = (ci[hi]["wall_us"] - ci[lo]["wall_us"] - per_kernel * (
-            ci[hi]["kernels"] - ci[lo]["kernels"])) / (hi - lo)
-    cg = {int(k): v for k, v in h["cudagraph"].items()}
-    g_lo, g_hi = min(cg), max(cg)
-    cg_kernel = (cg[g_hi]["device_us"] - cg[g_lo]["device_us"]) / (g_hi - g_lo)
-    cg_kernel = max(0.05, cg_kernel - kmin)       # the gap between kernels, not their run time
-    cg_call = max(0.5, cg[g_lo]["wall_us"] - cg[g_lo]["device_us"])
-    diag.update(eager_op_us=eager_op, compiled_per_kernel_us=per_kernel, compiled_call_us=call)
-    lib = h.get("library_ops")
-    if lib:
-        diag["library_ops_us"] = lib
-        changes_lib = float(np.median(list(lib.values())))
-    else:
-        changes_lib = None
+    host_changes, host_diag = fit_host(raw["host"], kmin)
+    diag.update(host_diag)
     changes = dict(
         name=name or f"{base.name}-calibrated", source="measured",
         measured_on=str(env.get("gpu_name", "unknown GPU")), measured_date=date.today().isoformat(),
         mem_efficiency=float(mem_eff), kernel_fixed_us=float(max(0.5, fixed)),
         kernel_min_us=float(max(0.5, kmin)), l2_bandwidth_gbs=float(l2_bw / 1e9),
         l2_resident_fraction=float(max(0.05, frac)), matmul_efficiency=float(min(1.0, mm_eff)),
-        eager_op_us=float(max(0.5, eager_op)), eager_view_us=float(view),
-        compiled_call_us=float(max(0.5, call)), compiled_kernel_us=float(max(0.5, per_kernel)),
-        cudagraph_call_us=float(cg_call), cudagraph_kernel_us=float(cg_kernel),
-        compiled_region_us=float(max(0.5, region)) if region else None,
-        eager_library_op_us=float(max(0.5, changes_lib)) if changes_lib else None,
-        eager_module_us=float(max(0.05, diag["module_call_us"])) if "module_call_us" in diag else None,
-        compiled_input_us=float(max(0.0, diag["compiled_input_us"])) if "compiled_input_us" in diag else None)
+        **host_changes)
     if raw.get("aten"):
         fitted = fit_aten(raw["aten"])
         diag["aten"] = fitted
@@ -369,6 +444,9 @@ COMMENTS = {
     "eager_library_op_us": "median over linear, layer_norm, conv2d, sdpa of eager wall per op in a loop of 50",
     "eager_module_us": "nn.Sequential of 64 vs 1 nn.Identity: wall per extra module call",
     "compiled_input_us": "torch.compile'd stack+sum of 64 vs 1 tensor inputs: wall per extra input, launches subtracted",
+    "sync_us": "tiny kernel + .item() minus the same without .item(): one host<->device sync",
+    "cudagraph_tree_call_us": "torch.compile(mode='reduce-overhead') of one matmul+relu: replay wall less inputs",
+    "cudagraph_tree_input_us": "same with 16 vs 1 tensor inputs: wall per extra input",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",
     "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",
@@ -399,13 +477,34 @@ def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
     return spec
 
 
+def calibrate_host(out_path: str, base_name: str | None = None) -> GPUSpec:
+    """Measure only this machine's host figures and write ``base`` (default: the
+    calibrated spec of the GPU at hand, else its datasheet spec) with its [host] section
+    replaced; the raw timings go beside it (``out_path.raw.json``)."""
+    check_target(out_path)
+    measure.require_cuda()
+    short = measure.gpu_name_short()
+    base = load_spec(base_name or calibrated_name(short) or short)
+    raw = {"env": measure.env_info(), "host": host_microbenchmarks()}
+    changes, diag = fit_host(raw["host"], base.kernel_min_us)
+    raw["fit"] = diag
+    stem = os.path.splitext(os.path.basename(out_path))[0]
+    spec = base.replace(name=stem, **changes)
+    atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
+    day = date.today().isoformat()
+    dump_spec(spec, out_path, {k: f"measured {day}: {v}" for k, v in COMMENTS.items()
+                               if k in changes})
+    return spec
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="gpusim calibrate")
     ap.add_argument("--out", required=True)
     ap.add_argument("--base", default=None)
+    ap.add_argument("--host-only", action="store_true")
     a = ap.parse_args(argv)
     try:
-        spec = calibrate(a.out, a.base)
+        spec = calibrate_host(a.out, a.base) if a.host_only else calibrate(a.out, a.base)
     except (RuntimeError, GpusimError) as e:   # no CUDA; a bad path or base spec
         print(f"gpusim: error: {e}", file=sys.stderr)
         return 2

@@ -166,7 +166,8 @@ def cmd_examples(a) -> int:
 
 
 def cmd_calibrate(a) -> int:
-    argv = ["--out", a.out] + (["--base", a.base] if a.base else [])
+    argv = ["--out", a.out] + (["--base", a.base] if a.base else []) + (
+        ["--host-only"] if a.host_only else [])
     return calibrate.main(argv)
 
 
@@ -214,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="measure the GPU at hand and write a spec file")
     c.add_argument("--out", required=True)
     c.add_argument("--base", default=None, help="datasheet spec to start from")
+    c.add_argument("--host-only", action="store_true",
+                   help="measure only the host figures ([host]) of this machine, on top of --base "
+                        "(default: this GPU's calibrated spec)")
     c.set_defaults(fn=cmd_calibrate, outputs=("out",))
     v = sub.add_parser("validate", help="measure the built-in cases on this machine's GPU")
     v.add_argument("--out", required=True, help="results folder")

@@ -42,7 +42,8 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops",
                   "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency")
 OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
-                 "compiled_input_us")
+                 "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
+                 "cudagraph_tree_input_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -99,6 +100,10 @@ class GPUSpec:
     eager_library_op_us: float | None = None   # eager host cost of a GEMM/conv/norm/attention op
     eager_module_us: float | None = None       # eager host cost of one nn.Module call
     compiled_input_us: float | None = None     # compiled call's cost per tensor input (guards)
+    sync_us: float | None = None               # host wait + copy of one host<->device sync
+    cudagraph_tree_call_us: float | None = None   # reduce-overhead replay: host cost per call
+    cudagraph_tree_input_us: float | None = None  # reduce-overhead: per tensor input (copy in)
+    host_measured_on: str | None = None        # the machine the [host] figures came from
     # Eager kernel classes (gpusim.dispatch), as fractions of the datasheet peaks so that
     # they transfer across GPUs. Defaults: fitted by dispatch.fit_dispatch on the H100
     # sweep (validation/sweeps/h100.json, 2026-11-23); calibrated specs carry their own.
@@ -205,7 +210,7 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
         raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
     return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,
                    measured_on=data.get("measured_on"), measured_date=data.get("measured_date"),
-                   path=str(path), peak_tflops=MappingProxyType(pk), **vals)
+                   host_measured_on=data.get("host_measured_on"), path=str(path), peak_tflops=MappingProxyType(pk), **vals)
 
 
 def _read(path: Path) -> GPUSpec:
@@ -312,6 +317,8 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
         out.append(line("measured_on", spec.measured_on))
     if spec.measured_date:
         out.append(line("measured_date", spec.measured_date))
+    if spec.host_measured_on:
+        out.append(line("host_measured_on", spec.host_measured_on))
     for section, keys in SECTIONS.items():
         out += ["", f"[{section}]"]
         out += [line(k, getattr(spec, k)) for k in keys]

@@ -46,8 +46,23 @@ def env_info() -> dict:
         "capability": f"{p.major}.{p.minor}", "driver": _smi("driver_version"),
         "clocks": _smi("clocks.sm,clocks.mem,clocks.max.sm"), "cuda": torch.version.cuda,
         "torch": torch.__version__, "triton": tv, "python": platform.python_version(),
-        "hostname": platform.node(), "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hostname": platform.node(), "host": host_info(), "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def host_info() -> dict:
+    """The host machine: CPU model and count, hostname, Python and PyTorch builds."""
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    import os
+    out = {"cpu": cpu, "cpus": os.cpu_count(), "hostname": platform.node(),
+           "python": platform.python_version(), "torch": torch.__version__}
+    out["summary"] = f"{cpu or 'unknown CPU'} x{out['cpus']} ({out['hostname']}, torch {out['torch']})"
+    return out
 
 
 class L2Flusher:

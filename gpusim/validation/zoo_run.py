@@ -34,10 +34,13 @@ import tarfile
 import time
 from dataclasses import asdict, dataclass, field
 
-# torch.compile runs: diverse architectures at their large size in 16-bit
+# torch.compile runs: diverse architectures at their large size in 16-bit, most
+# informative first (a deadline cuts the tail)
 DEFAULT_COMPILED = ("hf:gpt2", "tv:resnet50", "hf:bert-base", "timm:deit_small_patch16_224",
                     "hf:llama-3.2-1b", "tv:mobilenet_v3_large", "hf:t5-small",
                     "tv:convnext_tiny")
+# runs a compiled model can take: torch.compile's default mode, and mode="reduce-overhead"
+COMPILED_RUNS = {"compiled": "default", "cudagraph": "reduce-overhead"}
 
 SCHEMA_VERSION = 1
 
@@ -78,14 +81,16 @@ def main_dtype(entry) -> str:
     return entry.dtypes[0]
 
 
-def plan_cases(zoo: dict, compiled=DEFAULT_COMPILED, patterns=None, tiny=None) -> list:
+def plan_cases(zoo: dict, compiled=DEFAULT_COMPILED, patterns=None, tiny=None,
+               runs=("eager", "compiled")) -> list:
     """All cases, most valuable first.
 
     tier 0: large, main dtype, NCHW, eager      tier 1: batch 1, main dtype, NCHW, eager
     tier 2: large, other dtypes, NCHW            tier 3: batch 1, other dtypes, NCHW
     tier 4: channels_last, large then batch 1, main dtype first
-    tier 5: compiled (large, main 16-bit dtype) in the order given.
-    Within a tier, the zoo's order. ``patterns`` (fnmatch on the case id or the model
+    tier 5: compiled (large, main 16-bit dtype) in the order given
+    tier 6: cudagraph (torch.compile mode="reduce-overhead"), same cases.
+    Within a tier, the zoo's order. ``runs`` selects the run kinds. ``patterns`` (fnmatch on the case id or the model
     name) filter; ``tiny`` (dict) overrides every case's sizes (dry runs)."""
     cases = []
     names = list(zoo)
@@ -104,15 +109,20 @@ def plan_cases(zoo: dict, compiled=DEFAULT_COMPILED, patterns=None, tiny=None) -
                         sub = 0
                     cases.append(Case(case_id(name, size, dt, cl, "eager"), name, e.family, size,
                                       dict(tiny or sizes), dt, cl, "eager", tier, sub * 1000 + mi))
-    for ci, name in enumerate(compiled or ()):
-        if name not in zoo:
+    if "eager" not in runs:
+        cases = []
+    for tier, run in ((5, "compiled"), (6, "cudagraph")):
+        if run not in runs:
             continue
-        e = zoo[name]
-        dt = next((d for d in ("bfloat16", "float16") if d in e.dtypes), main_dtype(e))
-        if e.family == "cnn" and "float16" in e.dtypes:
-            dt = "float16"
-        cases.append(Case(case_id(name, "large", dt, False, "compiled"), name, e.family, "large",
-                          dict(tiny or e.large), dt, False, "compiled", 5, ci))
+        for ci, name in enumerate(compiled or ()):
+            if name not in zoo:
+                continue
+            e = zoo[name]
+            dt = next((d for d in ("bfloat16", "float16") if d in e.dtypes), main_dtype(e))
+            if e.family == "cnn" and "float16" in e.dtypes:
+                dt = "float16"
+            cases.append(Case(case_id(name, "large", dt, False, run), name, e.family, "large",
+                              dict(tiny or e.large), dt, False, run, tier, ci))
     if patterns:
         cases = [c for c in cases if any(fnmatch.fnmatch(c.case_id, p) or fnmatch.fnmatch(c.model, p)
                                          for p in patterns)]
@@ -127,7 +137,7 @@ def next_case(pending: list, now: float, deadline: float, reserve: float):
         return None
     if reserve > 0 and now >= deadline - reserve:
         for c in pending:
-            if c.run == "compiled":
+            if c.run in COMPILED_RUNS:
                 return c
     return pending[0]
 
@@ -221,8 +231,9 @@ def _flags() -> dict:
                      "cudnn": getattr(torch.backends.cuda, "cudnn_sdp_enabled", lambda: None)()}}
 
 
-def measure_callable(fn, args, cuda: bool, reps: int | None = None) -> dict:
-    """Memory, kernels, host statistics and wall time of ``fn(*args)`` (already warm)."""
+def measure_callable(fn, args, cuda: bool, reps: int | None = None, light: bool = False) -> dict:
+    """Memory, kernels, host statistics and wall time of ``fn(*args)`` (already warm).
+    ``light``: kernel count and sum, host statistics and wall time only (no kernel list)."""
     import torch
 
     from . import measure
@@ -251,17 +262,42 @@ def measure_callable(fn, args, cuda: bool, reps: int | None = None) -> dict:
     prof = measure.profile_call(fn, args, flush=cuda, reps=reps, warmup=1)
     out["profile"] = {k: prof[k] for k in ("per_call_kernel_count", "split", "memcpy_memset")}
     out["profile"]["reps"] = reps
-    out["kernels"] = prof["kernels"]
+    if not light:
+        out["kernels"] = prof["kernels"]
     out["kernel_count"] = prof["kernel_count"]
     out["kernel_sum_us"] = prof["kernel_sum_us"]
     out["host"] = prof.get("host", {})
-    w = measure.time_wall(fn, args, min_time_s=0.1, warmup=1, batches=5 if one_s < 0.03 else 3)
+    w = measure.time_wall(fn, args, min_time_s=0.1, warmup=1,
+                          batches=3 if light else (5 if one_s < 0.03 else 3))
     out["wall"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in w.items()}
     out["wall_us"] = out["wall"]["median_us"]
     return out
 
 
-def run_case(case: Case, zoo_mod, cache: ModelCache, device: str) -> dict:
+def graph_replay(fn, args) -> dict:
+    """The compiled callable captured once into a CUDA graph by hand and replayed: its
+    wall time and kernels (what CUDA graphs buy without cudagraph trees' bookkeeping)."""
+    import torch
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                fn(*args)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = fn(*args)
+        torch.cuda.synchronize()
+        res = measure_callable(g.replay, (), True, reps=3, light=True)
+        del out, g
+        return res
+    except Exception as e:  # noqa: BLE001 - a graph that cannot be captured is a finding
+        torch.cuda.synchronize()
+        return {"failed": one_line(e)}
+
+
+def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: bool = False) -> dict:
     import torch
 
     from . import measure
@@ -293,12 +329,18 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str) -> dict:
         "other_cached_models_bytes": sum(nb for k, (_, nb) in cache.items.items() if k != key)}
     fn = mod
     with torch.no_grad():
-        if case.run == "compiled":
+        if case.run in COMPILED_RUNS:
             import torch._dynamo
             from torch._dynamo.utils import counters
+            if cuda and not warm_only:
+                # eager on the same lease, for speed-ups and host time without lease spread
+                for _ in range(2):
+                    mod(*args)
+                torch.cuda.synchronize()
+                rec["eager_same_lease"] = measure_callable(mod, args, cuda, reps=3, light=True)
             torch._dynamo.reset()
             counters.clear()
-            fn = torch.compile(mod)
+            fn = torch.compile(mod, mode=COMPILED_RUNS[case.run])
             tc = time.perf_counter()
             fn(*args)
             if cuda:
@@ -307,16 +349,20 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str) -> dict:
             rec["dynamo"] = {"unique_graphs": counters["stats"].get("unique_graphs"),
                              "graph_breaks": dict(counters["graph_break"]),
                              "calls_captured": counters["stats"].get("calls_captured")}
+            rec["compile_mode"] = COMPILED_RUNS[case.run]
         tw = time.perf_counter()
-        for _ in range(2):                      # warm-up (cuDNN/cuBLAS handles, autotune)
+        for _ in range(3):                      # warm-up (cuDNN/cuBLAS handles, CUDA graph trees)
             r = fn(*args)
         if cuda:
             torch.cuda.synchronize()
         del r
         rec["warmup_s"] = round(time.perf_counter() - tw, 3)
-        rec.update(measure_callable(fn, args, cuda))
+        if not warm_only:
+            rec.update(measure_callable(fn, args, cuda))
+            if case.run == "compiled" and cuda:
+                rec["cudagraph_manual"] = graph_replay(fn, args)
     del args, fn
-    if case.run == "compiled":
+    if case.run in COMPILED_RUNS:
         torch._dynamo.reset()
     rec["elapsed_s"] = round(time.time() - t0, 2)
     return rec
@@ -352,8 +398,22 @@ def done_ids(d: str) -> set:
     return out
 
 
+def interleaved(zoo: dict) -> list:
+    """All zoo models, families taken in turn (a deadline then cuts every family's tail,
+    not whole families)."""
+    fams: dict = {}
+    for name, e in zoo.items():
+        fams.setdefault(e.family, []).append(name)
+    out = []
+    while any(fams.values()):
+        for f in list(fams):
+            if fams[f]:
+                out.append(fams[f].pop(0))
+    return out
+
+
 def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=None,
-        cache_gb=24.0, zoo_mod=None, t_start=None):
+        cache_gb=24.0, zoo_mod=None, t_start=None, warm_only=False):
     import torch
     if zoo_mod is None:
         from .. import zoo as zoo_mod
@@ -370,12 +430,12 @@ def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=
             break
         pending.remove(c)
         i += 1
-        if c.run == "compiled" and deadline - time.time() < 45:
+        if c.run in COMPILED_RUNS and deadline - time.time() < 45:
             summary["not_reached"].append(c.case_id)     # a compile would overrun the limit
             continue
         t0 = time.time()
         try:
-            rec = run_case(c, zoo_mod, cache, device)
+            rec = run_case(c, zoo_mod, cache, device, warm_only)
         except Exception as e:  # noqa: BLE001
             rec = {"schema": SCHEMA_VERSION, "case_id": c.case_id, "model": c.model,
                    "family": c.family, "size": c.size, "sizes": c.sizes, "dtype": c.dtype,
@@ -391,6 +451,10 @@ def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
+        if warm_only:
+            print(f"[warm {time.time() - t_start:5.0f}s] {c.case_id}: "
+                  f"{rec.get('failed') or 'compile %.0fs' % rec.get('compile_s', 0)}", flush=True)
+            continue
         write_record(out_dir, rec)
         if tar_path:
             write_tar(out_dir, tar_path)
@@ -419,7 +483,14 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no new case after this many seconds")
     ap.add_argument("--compiled", default=",".join(DEFAULT_COMPILED),
-                    help="comma-separated models to also run under torch.compile ('' for none)")
+                    help="comma-separated models to also run under torch.compile ('' for none, "
+                         "'all' for every zoo model, families in turn)")
+    ap.add_argument("--runs", default="eager,compiled",
+                    help="run kinds: eager, compiled, cudagraph (torch.compile mode='reduce-overhead')")
+    ap.add_argument("--warm-only", action="store_true",
+                    help="compile and run each compiled case once, record nothing (fills "
+                         "Inductor's on-disk caches so a later measuring run compiles fast)")
+    ap.add_argument("--shard", default=None, help="I/N: run only every N-th case from the I-th")
     ap.add_argument("--compiled-reserve-s", type=float, default=0.0,
                     help="run compiled cases first once the deadline is this close")
     ap.add_argument("--skip-done", default=None, help="skip cases recorded (not failed) here")
@@ -432,12 +503,18 @@ def main(argv=None) -> int:
     t_start = time.time()
     from .. import zoo as zoo_mod
     compiled = [x for x in a.compiled.split(",") if x] if a.compiled else []
+    if compiled == ["all"]:
+        compiled = interleaved(zoo_mod.ZOO)
     patterns = [p for p in a.cases.split(",") if p] if a.cases else None
+    runs = tuple(r for r in a.runs.split(",") if r)
     tiny = None
     device = "cuda"
     if a.cpu_dry_run:
         device = "cpu"
-    cases = plan_cases(zoo_mod.ZOO, compiled, patterns)
+    cases = plan_cases(zoo_mod.ZOO, compiled, patterns, runs=runs)
+    if a.shard:
+        i, n = (int(x) for x in a.shard.split("/"))
+        cases = cases[i::n]
     if a.cpu_dry_run:
         for c in cases:
             e = zoo_mod.ZOO[c.model]
@@ -460,7 +537,7 @@ def main(argv=None) -> int:
         measure.require_cuda()
     print(f"zoo_run: {len(cases)} cases, deadline {a.deadline_s} s, compiled {compiled}", flush=True)
     s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, device, a.tar, a.cache_gb,
-            zoo_mod, t_start)
+            zoo_mod, t_start, a.warm_only)
     if a.tar:
         write_tar(a.out, a.tar)
     print(f"zoo_run: {len(s['done'])} done, {len(s['failed'])} failed, "
