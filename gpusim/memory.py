@@ -1,0 +1,415 @@
+"""Memory: a liveness simulation over the lowered kernels, through PyTorch's caching allocator.
+
+Reads a :class:`~gpusim.lower.Lowering` (which kernels run, in order) and its graph; it
+re-derives nothing about kernels. The model, per call:
+
+* **Storages.** Every compute node's output is a storage, except an in-place op's
+  (``relu_``, ``add_``, ``copy_``): that writes its first argument's storage. A view
+  shares its base's storage. Graph inputs split into weights (parameters, buffers,
+  constants) and inputs; both are the pre-call baseline, never allocated by the call.
+  ``torch.empty``-style nodes are fresh storages the call allocates.
+* **Liveness.** A storage is allocated when the first kernel that writes it starts and freed
+  after the last kernel that touches it (reads it, through any view, or writes it in
+  place); a graph output is never freed (the measured peak includes the result).
+* **Fusion.** A kernel that computes several nodes (an Inductor kernel, a partition's
+  group) allocates only the storages that leave it: read by another kernel or returned.
+  A storage that lives and dies inside one kernel is never materialised. A single-op
+  kernel of eager PyTorch always materialises its output, read or not.
+* **Inductor's in-place reuse** (compiled modes, generated kernels): a kernel whose input
+  buffer dies in it writes its output into that buffer when size and dtype match
+  (Inductor's ``can_inplace`` / wrapper ``ReuseLine``), so the output costs nothing new.
+  Its cross-kernel reuse of freed buffers of the same size changes no allocated byte
+  (the caching allocator hands back the same block), so it is not modelled apart.
+* **Temporaries.** ``max_pool2d`` on CUDA runs ``max_pool2d_with_indices`` and drops the
+  int64 indices after the kernel (ATen ``Pooling.cpp``); Inductor's NHWC copies of a
+  convolution's input and weight (aux kernels of :mod:`gpusim.lower`) live until that
+  convolution ends. cuBLAS/cuDNN workspaces are allocated once at warm-up and held: not
+  part of a call's peak.
+
+The allocator (:class:`CachingAllocator`) follows ``c10/cuda/CUDACachingAllocator.cpp``:
+sizes round up to 512 B; requests up to 1 MiB come from 2 MiB small-pool segments, larger
+ones from 20 MiB segments (requests under 10 MiB) or a segment of their size rounded up to
+2 MiB; best fit (smallest free block that fits); a block is split only if the remainder is
+at least 512 B (small pool) or more than 1 MiB (large pool), else the whole block counts as
+allocated; freed blocks coalesce with free neighbours and stay cached (reserved).
+
+Peaks are above the pre-call baseline (weights and inputs resident), as
+``torch.cuda.max_memory_allocated()`` minus ``memory_allocated()`` before the call.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+from .graph import DTYPE_BYTES, OpGraph, numel
+from .ops import packet_name
+
+MIN_BLOCK = 512                 # kMinBlockSize: every size rounds up to 512 B
+SMALL_SIZE = 1 << 20            # kSmallSize: largest small-pool request (1 MiB)
+SMALL_BUFFER = 2 << 20          # kSmallBuffer: small-pool segment (2 MiB)
+LARGE_BUFFER = 20 << 20         # kLargeBuffer: segment for large requests < 10 MiB
+MIN_LARGE_ALLOC = 10 << 20      # kMinLargeAlloc
+ROUND_LARGE = 2 << 20           # kRoundLarge: larger segments round up to 2 MiB
+
+_INPUT_LABEL = re.compile(r"^in\d+$")
+
+
+def round_size(size: int) -> int:
+    """The caching allocator's block size for a request (``round_size``)."""
+    return MIN_BLOCK if size < MIN_BLOCK else MIN_BLOCK * ((size + MIN_BLOCK - 1) // MIN_BLOCK)
+
+
+def segment_size(size: int) -> int:
+    """The cudaMalloc size when no cached block fits (``get_allocation_size``)."""
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return ROUND_LARGE * ((size + ROUND_LARGE - 1) // ROUND_LARGE)
+
+
+class CachingAllocator:
+    """PyTorch's CUDA caching allocator, one stream, default settings (no
+    ``max_split_size``, no expandable segments). ``allocated``/``reserved`` are the
+    ``memory_allocated()``/``memory_reserved()`` stats; ``peak_*`` their maxima.
+    Segments survive :meth:`free`; :meth:`empty_cache` returns wholly free ones."""
+
+    def __init__(self):
+        self.free_blocks = {True: [], False: []}   # small? -> sorted [(size, seg, offset)]
+        self.segments: dict[int, dict] = {}        # seg -> {"size", "small", "blocks": {off: [size, free]}}
+        self.live: dict[int, tuple] = {}           # handle -> (seg, offset)
+        self.allocated = self.reserved = self.peak_allocated = self.peak_reserved = 0
+        self._next = 0
+
+    def malloc(self, size: int) -> int:
+        size = round_size(size)
+        small = size <= SMALL_SIZE
+        pool = self.free_blocks[small]
+        i = bisect.bisect_left(pool, (size, -1, -1))
+        if i < len(pool):                         # best fit: smallest free block that fits
+            bsize, seg, off = pool.pop(i)
+        else:                                      # no cached block: a new segment
+            bsize, seg, off = segment_size(size), self._next, 0
+            self._next += 1
+            self.segments[seg] = {"size": bsize, "small": small, "blocks": {0: [bsize, True]}}
+            self.reserved += bsize
+        blocks = self.segments[seg]["blocks"]
+        rest = bsize - size
+        if rest >= MIN_BLOCK if small else rest > SMALL_SIZE:    # should_split
+            blocks[off] = [size, False]
+            blocks[off + size] = [rest, True]
+            bisect.insort(pool, (rest, seg, off + size))
+        else:
+            blocks[off] = [bsize, False]
+        self.allocated += blocks[off][0]
+        handle = self._next
+        self._next += 1
+        self.live[handle] = (seg, off)
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        return handle
+
+    def free(self, handle: int) -> None:
+        seg, off = self.live.pop(handle)
+        s = self.segments[seg]
+        blocks, pool = s["blocks"], self.free_blocks[s["small"]]
+        size = blocks[off][0]
+        self.allocated -= size
+        # coalesce with the free neighbours of the same segment
+        prev = max((o for o in blocks if o < off), default=None)
+        nxt = off + size
+        if nxt in blocks and blocks[nxt][1]:
+            pool.remove((blocks[nxt][0], seg, nxt))
+            size += blocks.pop(nxt)[0]
+        if prev is not None and blocks[prev][1] and prev + blocks[prev][0] == off:
+            pool.remove((blocks[prev][0], seg, prev))
+            del blocks[off]
+            off, size = prev, blocks[prev][0] + size
+        blocks[off] = [size, True]
+        bisect.insort(pool, (size, seg, off))
+
+    def empty_cache(self) -> None:
+        for seg in [k for k, s in self.segments.items()
+                    if len(s["blocks"]) == 1 and s["blocks"][0][1]]:
+            s = self.segments.pop(seg)
+            self.free_blocks[s["small"]].remove((s["size"], seg, 0))
+            self.reserved -= s["size"]
+
+    def reset_peak(self) -> None:
+        self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory of one call (bytes). ``peak_bytes`` / ``peak_reserved_bytes``: activation
+    peak above the pre-call baseline, allocated and reserved (a fresh cache, as after
+    ``torch.cuda.empty_cache()``); ``steady_reserved_bytes``: reserved after a second
+    call (the cache kept between calls). ``timeline[i]``: bytes allocated while kernel
+    ``i`` runs; ``peak_kernel``: the first kernel at the peak."""
+
+    weights_bytes: int
+    inputs_bytes: int
+    peak_bytes: int
+    peak_reserved_bytes: int
+    steady_reserved_bytes: int
+    peak_kernel: int
+    peak_ops: tuple[str, ...]
+    output_bytes: int
+    timeline: tuple[int, ...]
+    reserved_timeline: tuple[int, ...]
+    live_bytes: int = 0           # unrounded peak of live tensors (no allocator)
+    storages: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def baseline_bytes(self) -> int:
+        return self.weights_bytes + self.inputs_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        """Weights + inputs + the activation peak: what the call needs resident."""
+        return self.baseline_bytes + self.peak_bytes
+
+    @property
+    def total_reserved_bytes(self) -> int:
+        return self.baseline_bytes + self.peak_reserved_bytes
+
+    def fits(self, capacity_bytes: float) -> bool:
+        return self.total_reserved_bytes <= capacity_bytes
+
+    def to_dict(self) -> dict:
+        return {"weights_bytes": self.weights_bytes, "inputs_bytes": self.inputs_bytes,
+                "peak_bytes": self.peak_bytes, "peak_reserved_bytes": self.peak_reserved_bytes,
+                "steady_reserved_bytes": self.steady_reserved_bytes,
+                "peak_kernel": self.peak_kernel, "peak_ops": list(self.peak_ops),
+                "output_bytes": self.output_bytes, "total_bytes": self.total_bytes,
+                "timeline": list(self.timeline), "reserved_timeline": list(self.reserved_timeline)}
+
+
+# ------------------------------------------------------------------ storages
+def is_inplace(attrs: dict) -> bool:
+    """An op that writes its first argument (``relu_``, ``add_``, ``copy_``)."""
+    p = packet_name(attrs["op"])
+    return attrs["kind"] not in ("input", "view") and p.endswith("_") and not p.startswith("_")
+
+
+def node_bytes(attrs: dict) -> int:
+    """Bytes of a node's output storage."""
+    shape = attrs.get("shape")
+    if shape and isinstance(shape[0], tuple):       # several outputs: what it writes
+        return int(attrs.get("bytes_written") or 0)
+    return numel(shape or ()) * DTYPE_BYTES.get(attrs.get("dtype"), 4)
+
+
+def storage_roots(graph: OpGraph) -> dict[str, str]:
+    """Each node -> the node whose storage holds its tensor (views and in-place ops
+    resolve to the storage they alias)."""
+    g = graph.g
+    root: dict[str, str] = {}
+    for n in graph.order:
+        a = g.nodes[n]
+        if a["kind"] == "view":
+            b = a.get("base", n)
+            root[n] = root.get(b, b) if b != n else n
+        elif is_inplace(a) and a["inputs"]:
+            src = a["inputs"][0]
+            root[n] = root.get(src, src)
+        else:
+            root[n] = n
+    return root
+
+
+def input_role(attrs: dict) -> str:
+    """``"weight"`` (parameter, buffer, constant), ``"input"`` (a call argument) or
+    ``"alloc"`` (a buffer the call itself allocates: ``torch.empty``)."""
+    label = attrs.get("label")
+    if label is None or _INPUT_LABEL.match(str(label)):
+        return "input"
+    if str(label).startswith("alloc:"):
+        return "alloc"
+    return "weight"
+
+
+def _temp_bytes(graph: OpGraph, n: str, mode: str) -> int:
+    """Bytes an eager op allocates for itself and frees when it returns."""
+    a = graph.g.nodes[n]
+    if mode == "eager" and packet_name(a["op"]) == "max_pool2d":
+        return numel(a["shape"]) * 8          # int64 indices of max_pool2d_with_indices
+    return 0
+
+
+@dataclass
+class _Buf:
+    size: int
+    first: int
+    last: int
+    keep: bool = False
+    alias_of: str | None = None
+
+
+def _buffers(low) -> tuple[dict, list]:
+    """Storages the call allocates: name -> _Buf (kernel span), and per-kernel
+    temporaries ``[(kernel index, bytes, last kernel)]``."""
+    graph, g = low.graph, low.graph.g
+    root = storage_roots(graph)
+    kernels = low.kernels
+    kid: dict[str, int] = {}
+    for i, k in enumerate(kernels):
+        if k.role == "main":
+            for n in k.ops:
+                kid[n] = i
+    touch: dict[str, list[int]] = {}       # storage -> kernels that write or read it
+    writer_kernels: dict[str, set] = {}
+    for n, i in kid.items():
+        a = g.nodes[n]
+        if a.get("sync"):
+            continue                        # a host read allocates no device memory
+        r = root[n]
+        touch.setdefault(r, []).append(i)
+        writer_kernels.setdefault(r, set()).add(i)
+        for p in a["reads"]:
+            touch.setdefault(root.get(p, p), []).append(i)
+    outputs = {root.get(n, n) for n in g.nodes if g.nodes[n].get("is_output")}
+    end = len(kernels)
+    bufs: dict[str, _Buf] = {}
+    for r, ks in touch.items():
+        a = g.nodes[r]
+        if a["kind"] == "input" and input_role(a) != "alloc":
+            continue                        # baseline: resident before the call
+        first, last = min(ks), max(ks)
+        if r not in outputs and first == last and kernels[first].impl == "generated":
+            continue                        # lives and dies inside one fused kernel
+        if r in outputs:
+            last = end
+        bufs[r] = _Buf(node_bytes(a), first, last, r in outputs)
+    temps = []
+    for i, k in enumerate(kernels):
+        if k.role == "main" and len(k.ops) == 1:
+            t = _temp_bytes(graph, k.ops[0], low.mode)
+            if t:
+                temps.append((i, t, i))
+        elif k.role == "aux" and low.mode != "eager" and k.bytes:
+            # Inductor's NHWC copy of a conv input/weight: held until the conv ends
+            main = next((j for j in range(i + 1, end) if kernels[j].role == "main"
+                         and kernels[j].ops == k.ops), i)
+            temps.append((i, int(k.bytes // 2), main))
+    if low.mode != "eager":
+        _inductor_inplace(low, bufs, root, kid)
+    return bufs, temps
+
+
+def _inductor_inplace(low, bufs: dict, root: dict, kid: dict) -> None:
+    """Inductor writes a generated kernel's output into an input buffer that dies in that
+    kernel, when size and dtype match: the output then owns that buffer."""
+    g = low.graph.g
+    by_first: dict[int, list[str]] = {}
+    for r, b in bufs.items():
+        by_first.setdefault(b.first, []).append(r)
+    for i, k in enumerate(low.kernels):
+        if k.impl != "generated" or k.role != "main" or i not in by_first:
+            continue
+        dying = [root.get(p, p) for n in k.ops for p in g.nodes[n]["reads"]]
+        dying = [r for r in dict.fromkeys(dying) if r in bufs and bufs[r].last == i
+                 and not bufs[r].keep and bufs[r].first < i and bufs[r].alias_of is None]
+        for out in by_first[i]:
+            b = bufs[out]
+            for d in dying:
+                if bufs[d].size == b.size and g.nodes[d].get("dtype") == g.nodes[out].get("dtype"):
+                    b.alias_of = d          # reuses d's block: no new allocation
+                    bufs[d].last = b.last
+                    bufs[d].keep = b.keep
+                    dying.remove(d)
+                    break
+
+
+def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
+    """Peak memory of one call of ``low`` (a :class:`~gpusim.lower.Lowering`).
+
+    Runs the call ``calls`` times through one :class:`CachingAllocator` (outputs of a
+    call are dropped before the next): the first call starts from an empty cache (what
+    ``torch.cuda.empty_cache()`` before a measured call gives), later ones reuse the
+    cached segments (``steady_reserved_bytes``).
+
+    >>> from gpusim.graph import GraphBuilder
+    >>> from gpusim.lower import lower
+    >>> b = GraphBuilder(); x = b.input("x", (1 << 20,))
+    >>> _ = b.op("a", "pointwise", [x]); _ = b.op("r", "pointwise", ["a"]); b.output("r")
+    >>> g = b.build()
+    >>> simulate_memory(lower(g, "eager")).peak_bytes >> 20, simulate_memory(lower(g, "compiled")).peak_bytes >> 20
+    (8, 4)
+    """
+    graph, g = low.graph, low.graph.g
+    bufs, temps = _buffers(low)
+    n = len(low.kernels)
+    allocs: list[list] = [[] for _ in range(n + 1)]
+    frees: list[list] = [[] for _ in range(n + 1)]
+    for r, b in bufs.items():
+        if b.alias_of is None:
+            allocs[b.first].append(("b", r, b.size))
+    for r, b in bufs.items():
+        owner = r
+        while bufs[owner].alias_of is not None:
+            owner = bufs[owner].alias_of
+        if r == owner and not b.keep:
+            frees[b.last].append(("b", r))
+    for j, (i, size, last) in enumerate(temps):
+        allocs[i].append(("t", j, size))
+        frees[last].append(("t", j))
+    live_raw = peak_raw = 0
+    alloc = CachingAllocator()
+    timeline: list[int] = []
+    reserved: list[int] = []
+    first_peak = first_reserved = 0
+    peak_kernel = 0
+    for call in range(calls):
+        handles = {}
+        alloc.reset_peak()
+        for i in range(n):
+            for kind, key, size in allocs[i]:
+                handles[(kind, key)] = alloc.malloc(size)
+                live_raw += size if call == 0 else 0
+            if call == 0:
+                timeline.append(alloc.allocated)
+                reserved.append(alloc.reserved)
+                if alloc.allocated > timeline[peak_kernel]:
+                    peak_kernel = i
+                peak_raw = max(peak_raw, live_raw)
+            for kind, key in frees[i]:
+                alloc.free(handles.pop((kind, key)))
+                if call == 0:
+                    live_raw -= bufs[key].size if kind == "b" else temps[key][1]
+        if call == 0:
+            first_peak, first_reserved = alloc.peak_allocated, alloc.peak_reserved
+        for h in handles.values():         # the caller drops the outputs
+            alloc.free(h)
+    kept = [r for r, b in bufs.items() if b.keep and b.alias_of is None]
+    weights = inputs = 0
+    for v in g.nodes:
+        a = g.nodes[v]
+        if a["kind"] == "input":
+            role = input_role(a)
+            if role == "weight":
+                weights += node_bytes(a)
+            elif role == "input":
+                inputs += node_bytes(a)
+    return MemoryEstimate(
+        weights_bytes=weights, inputs_bytes=inputs, peak_bytes=first_peak,
+        peak_reserved_bytes=first_reserved, steady_reserved_bytes=alloc.peak_reserved,
+        peak_kernel=peak_kernel, peak_ops=tuple(low.kernels[peak_kernel].ops) if n else (),
+        output_bytes=sum(bufs[r].size for r in kept), timeline=tuple(timeline),
+        reserved_timeline=tuple(reserved), live_bytes=peak_raw, storages=bufs)
+
+
+def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:
+    """Lower ``graph`` in ``mode`` (and ``partition``) and simulate its memory."""
+    from .lower import lower
+    return simulate_memory(lower(graph, mode, partition, spec=spec))
+
+
+def fmt_bytes(b: float) -> str:
+    """``1.5 GiB``, ``12.0 MiB``, ``512 B``."""
+    for unit, s in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(b) >= s:
+            return f"{b / s:.2f} {unit}" if unit == "GiB" else f"{b / s:.1f} {unit}"
+    return f"{int(b)} B"
