@@ -50,8 +50,30 @@ def _check_args(a) -> None:
         parse_dtype(a.dtype)
         check_mode(a.mode)
         load_spec(a.gpu)
+    if getattr(a, "memory_limit", None) is not None:
+        a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
         raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
+
+
+def parse_bytes(text: str) -> int:
+    """``--memory-limit``: bytes, or with a unit (``40GiB``, ``512MiB``, ``8e9``)."""
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6,
+             "gb": 10**9, "b": 1}
+    t = str(text).strip().lower().replace(" ", "")
+    mult = 1
+    for u in sorted(units, key=len, reverse=True):
+        if t.endswith(u):
+            t, mult = t[: -len(u)], units[u]
+            break
+    try:
+        v = float(t) * mult
+    except ValueError:
+        raise UserError(f"--memory-limit {text!r} is not a number of bytes "
+                        "(e.g. 40000000000 or 40GiB)") from None
+    if not v > 0 or v == float("inf"):
+        raise UserError(f"--memory-limit must be a positive number of bytes, got {text!r}")
+    return int(v)
 
 
 def _add_model_args(p, gpu_default="h100"):
@@ -89,7 +111,7 @@ def cmd_predict(a) -> int:
 
 
 def cmd_search(a) -> int:
-    r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo)
+    r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo, memory_limit=a.memory_limit)
     print(dumps(r.to_dict()) if a.json else search_text(r, None if a.all else 25))
     _extras(a, result=r)
     return 0
@@ -201,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(s)
     _mode_arg(s, "compiled")
     s.add_argument("--algo", default="auto", help="auto | greedy | bytes | exact")
+    s.add_argument("--memory-limit", metavar="BYTES", default=None,
+                   help="the fastest partition whose weights, inputs and activation peak fit "
+                        "in BYTES (units allowed: 40GiB)")
     _picture_args(s)
     s.set_defaults(fn=cmd_search)
     w = sub.add_parser("whatif", help="predict the speed-up of fusing named nodes")

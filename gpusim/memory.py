@@ -176,7 +176,8 @@ class MemoryEstimate:
         return self.baseline_bytes + self.peak_reserved_bytes
 
     def fits(self, capacity_bytes: float) -> bool:
-        return self.total_reserved_bytes <= capacity_bytes
+        """Whether weights, inputs and the allocated activation peak fit in ``capacity_bytes``."""
+        return self.total_bytes <= capacity_bytes
 
     def to_dict(self) -> dict:
         return {"weights_bytes": self.weights_bytes, "inputs_bytes": self.inputs_bytes,
@@ -405,6 +406,20 @@ def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=No
     """Lower ``graph`` in ``mode`` (and ``partition``) and simulate its memory."""
     from .lower import lower
     return simulate_memory(lower(graph, mode, partition, spec=spec))
+
+
+def capacity_bytes(spec) -> float:
+    """The GPU's memory in bytes (``capacity_gib`` of its spec file)."""
+    return float(spec.capacity_gib) * (1 << 30)
+
+
+def fit_line(mem: MemoryEstimate, spec) -> str:
+    """One line: fits, or ``does not fit on <GPU> (needs X of Y GiB)``."""
+    cap = capacity_bytes(spec)
+    need = f"{mem.total_bytes / (1 << 30):.2f} of {cap / (1 << 30):.0f} GiB"
+    if mem.fits(cap):
+        return f"fits on {spec.display_name} (needs {need})"
+    return f"does not fit on {spec.display_name} (needs {need})"
 
 
 def fmt_bytes(b: float) -> str:

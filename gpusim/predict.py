@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .capture import capture
 from .cost import CostOptions, KernelEstimate, estimate_kernel
 from .graph import OpGraph
 from .hardware import GPUSpec, load_spec
 from .lower import Lowering, lower
+from .memory import MemoryEstimate, capacity_bytes, simulate_memory
 from .simulate import Timeline, check_mode, region_entry_us, simulate
 
 
@@ -44,6 +46,27 @@ class Prediction:
     def unmodelled_ops(self) -> list[str]:
         return [f"{n} ({self.graph.node(n)['op']})" for n in self.graph.unmodelled]
 
+    @cached_property
+    def memory(self) -> MemoryEstimate:
+        """Memory of one call (:mod:`gpusim.memory`): weights, inputs, activation peak
+        (allocated and reserved), the kernel where it peaks, bytes per kernel."""
+        return simulate_memory(self.lowering or lower(self.graph, self.mode, spec=self.spec))
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        """Activation peak above the weights and inputs (allocated, allocator-rounded)."""
+        return self.memory.peak_bytes
+
+    @property
+    def memory_timeline(self) -> tuple[int, ...]:
+        """Activation bytes allocated while each kernel runs (same order as ``kernels``)."""
+        return self.memory.timeline
+
+    @property
+    def fits(self) -> bool:
+        """Whether weights, inputs and the activation peak fit in the GPU's memory."""
+        return self.memory.fits(capacity_bytes(self.spec))
+
     @property
     def flops(self) -> float:
         return sum(k.flops for k in self.kernels)
@@ -61,6 +84,8 @@ class Prediction:
             "flops": self.flops, "bytes": self.bytes,
             "kernels": [k.to_dict() for k in self.kernels],
             "unmodelled_ops": self.unmodelled_ops,
+            "memory": dict(self.memory.to_dict(), fits=self.fits,
+                           capacity_bytes=capacity_bytes(self.spec)),
         }
 
 

@@ -10,6 +10,7 @@ import json
 import math
 
 from .fmt import fmt_num, fmt_shape, table  # noqa: F401  (table: re-exported for callers)
+from .memory import fit_line, fmt_bytes
 
 
 def _ops_label(k, width: int = 40) -> str:
@@ -31,7 +32,25 @@ def kernel_rows(kernels) -> list[list[str]]:
 KERNEL_HEADER = ["kernel [ops]", "shape", "FLOPs", "bytes", "FLOP/B", "bound", "us"]
 
 
+def memory_lines(pred) -> list[str]:
+    """Weights, inputs, the activation peak and where it happens, and whether it fits."""
+    m = pred.memory
+    where = "-"
+    if m.timeline:
+        ops = m.peak_ops
+        where = f"kernel {m.peak_kernel + 1} of {len(m.timeline)} ({ops[0]}" + (
+            f" +{len(ops) - 1} ops)" if len(ops) > 1 else ")")
+    return [f"weights / inputs {fmt_bytes(m.weights_bytes)} / {fmt_bytes(m.inputs_bytes)}",
+            f"peak memory      {fmt_bytes(m.peak_bytes)} activations above weights and inputs "
+            f"(reserved {fmt_bytes(m.peak_reserved_bytes)}), at {where}",
+            f"memory           {fit_line(m, pred.spec)}"]
+
+
 def prediction_text(pred, top: int | None = None) -> str:
+    if not pred.fits:       # a time for a run that cannot happen would mislead
+        return "\n".join([f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), "
+                          f"mode {pred.mode}: {fit_line(pred.memory, pred.spec)}"]
+                         + memory_lines(pred)[:2])
     ks = pred.kernels
     shown = sorted(ks, key=lambda k: -k.us)[:top] if top else ks
     out = [f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), mode {pred.mode}",
@@ -54,6 +73,7 @@ def prediction_text(pred, top: int | None = None) -> str:
         out.append(f"unmodelled ops   {len(pred.unmodelled_ops)}: " + ", ".join(pred.unmodelled_ops[:8])
                    + (" ..." if len(pred.unmodelled_ops) > 8 else "")
                    + "  (estimated as memory-bound copies)")
+    out += memory_lines(pred)
     return "\n".join(out)
 
 
@@ -70,10 +90,13 @@ def search_text(res, top: int | None = None) -> str:
     if top and len(f.kernels) > top:
         out.append(f"... {len(f.kernels) - top} more groups")
     rows = [[label, str(len(p.kernels)), fmt_num(p.bytes, "B"), f"{p.device_us:.1f}",
-             f"{p.end_to_end_us:.1f}"] for label, p in res.rows]
+             f"{p.end_to_end_us:.1f}", fmt_bytes(p.peak_memory_bytes)] for label, p in res.rows]
     rows.append(["speed-up (fused over eager)", "", "", f"{res.speedup_device:.2f}x",
-                 f"{res.speedup_end_to_end:.2f}x"])
-    out += ["", table(rows, ["", "kernels", "bytes", "device us", "end-to-end us"])]
+                 f"{res.speedup_end_to_end:.2f}x", ""])
+    out += ["", table(rows, ["", "kernels", "bytes", "device us", "end-to-end us", "peak memory"])]
+    m = f.memory
+    out.append(f"memory: weights {fmt_bytes(m.weights_bytes)}, inputs {fmt_bytes(m.inputs_bytes)}; "
+               f"fused {fit_line(m, f.spec)}")
     if res.optimal_over:
         out.append(f"exact: {'optimal' if res.optimal else 'best found'} over {res.optimal_over}"
                    + (f" (gap {res.gap:.2%})" if res.gap else ""))

@@ -272,12 +272,15 @@ def enumerate_partitions(graph: OpGraph):
 # ---------------------------------------------------------------------------
 def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "auto",
            fold_bn: bool = True, opts: CostOptions = CostOptions(),
-           max_group: int | None = None) -> SearchResult:
+           max_group: int | None = None, memory_limit: float | None = None) -> SearchResult:
     """Find a fusion partition for ``target`` and predict what it buys.
 
     ``unfused`` is eager PyTorch (one kernel per op); ``fused`` is the partition run in
     ``mode``. Never returns a partition predicted slower than running every op alone in
-    ``mode``.
+    ``mode``. ``memory_limit`` (bytes): the fused run must fit (weights, inputs and its
+    activation peak, :mod:`gpusim.memory`): the fastest of the searched partition,
+    Inductor's own grouping and one kernel per op that fits; :class:`SearchError` when
+    none does.
     """
     check_mode(mode)
     if algo not in ALGOS:
@@ -313,8 +316,32 @@ def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "a
     unfused = predict(graph0, gpu=spec, mode="eager", opts=opts)
     fused = predict(graph, gpu=spec, mode=mode, partition=part, opts=opts)
     compiled = predict(graph0, gpu=spec, mode="compiled", opts=opts)
+    if memory_limit is not None:
+        part, fused = _fit_memory(graph, spec, mode, opts, part, fused, memory_limit, notes)
     return SearchResult(part, graph, unfused, fused, algo if algo != "auto" else f"auto:{chosen}",
                         time.perf_counter() - t0, optimal, over, gap, notes, compiled)
+
+
+def _fit_memory(graph, spec, mode, opts, part, fused, limit, notes):
+    """The fastest candidate partition whose run fits in ``limit`` bytes."""
+    from .lower import inductor_groups
+    from .memory import fmt_bytes
+    if limit <= 0:
+        raise SearchError(f"--memory-limit must be a positive number of bytes, got {limit:g}")
+    cands = [("searched", part, fused)]
+    for label, p in (("Inductor's grouping", Partition.of(inductor_groups(graph))),
+                     ("one kernel per op", Partition.singletons(graph))):
+        cands.append((label, p, predict(graph, gpu=spec, mode=mode, partition=p, opts=opts)))
+    fits = [c for c in cands if c[2].memory.total_bytes <= limit]
+    if not fits:
+        least = min(c[2].memory.total_bytes for c in cands)
+        raise SearchError(f"no partition tried fits in {fmt_bytes(limit)} (the smallest needs "
+                          f"{fmt_bytes(least)}: weights, inputs and activation peak)")
+    label, p, pred = min(fits, key=lambda c: c[2].end_to_end_us)
+    if label != "searched":
+        notes.append(f"the searched partition needs {fmt_bytes(fused.memory.total_bytes)}, over "
+                     f"the memory limit {fmt_bytes(limit)}: {label} fits")
+    return p, pred
 
 
 def whatif(target, fuse: list[list[str]], args=None, gpu="h100", mode: str = "compiled",
