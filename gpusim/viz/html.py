@@ -9,6 +9,7 @@ import math
 from ..fmt import fmt_bytes, fmt_shape, fmt_si, fmt_us
 from .common import BOUND_COLOURS, BOUNDS, MUTED, esc, ops_text, runs_of
 from .graph import dot_document, graph_svg, render_dot
+from ..memory import fit_line
 from .roofline import roofline_svg
 from .timeline import timeline_svg
 
@@ -267,6 +268,7 @@ def report_html(result, info: dict | None = None) -> str:
         '(bottom lane). Hatched: the GPU waits for the host. End to end is the steady-state time '
         'per call when calls run back to back. Hover for details.</p>'
         f'<div class="fig pic">{timeline_svg(result=result, uid="tl")}</div></section>',
+        _memory_section(result),
         f'<section id="top"><h2>Top kernels</h2><p class="note">Fused run, by predicted time '
         f'(share of {fmt_us(f.device_us)} device time).</p>{_top_kernels(f)}</section>',
         '<section id="roofline"><h2>Roofline</h2><p class="note">Each dot is a kernel at its '
@@ -289,6 +291,53 @@ def report_html(result, info: dict | None = None) -> str:
                 f'{", ".join(esc(f"{k} {v:g} TFLOP/s") for k, v in spec.peak_tflops.items())}. '
                 'Predicted times, not measurements.</footer>')
     return _page(title, "\n".join(body), script=True)
+
+
+def memory_svg(runs, width: int = 760, height: int = 220) -> str:
+    """Memory over kernel order: one step line per run (allocated activation bytes above
+    weights and inputs while each kernel runs), its peak marked."""
+    pad_l, pad_r, pad_t, pad_b = 64, 12, 12, 30
+    top = max([max(p.memory.timeline, default=0) for _, p in runs] + [1])
+    colours = ["#888", "#1f77b4", "#d62728"]
+    w, hgt = width - pad_l - pad_r, height - pad_t - pad_b
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" role="img" aria-label="memory over time">']
+    for frac in (0, 0.5, 1):
+        y = pad_t + hgt * (1 - frac)
+        parts.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y:.1f}" y2="{y:.1f}" '
+                     f'stroke="#ddd"/><text x="{pad_l - 4}" y="{y + 4:.1f}" font-size="11" '
+                     f'text-anchor="end">{esc(fmt_bytes(top * frac))}</text>')
+    for j, (label, p) in enumerate(runs):
+        tl = p.memory.timeline
+        if not tl:
+            continue
+        n = len(tl)
+        pts = []
+        for i, v in enumerate(tl):
+            x0, x1 = pad_l + w * i / n, pad_l + w * (i + 1) / n
+            y = pad_t + hgt * (1 - v / top)
+            pts += [f"{x0:.1f},{y:.1f}", f"{x1:.1f},{y:.1f}"]
+        c = colours[j % len(colours)]
+        parts.append(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{" ".join(pts)}">'
+                     f'<title>{esc(label)}: peak {esc(fmt_bytes(p.memory.peak_bytes))}</title></polyline>')
+        k = p.memory.peak_kernel
+        parts.append(f'<circle cx="{pad_l + w * (k + 0.5) / n:.1f}" '
+                     f'cy="{pad_t + hgt * (1 - tl[k] / top):.1f}" r="3" fill="{c}"/>')
+        parts.append(f'<text x="{pad_l + 8 + 200 * j}" y="{height - 8}" font-size="11" fill="{c}">'
+                     f'{esc(label)}: peak {esc(fmt_bytes(p.memory.peak_bytes))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _memory_section(res) -> str:
+    f = res.fused
+    m = f.memory
+    return ('<section id="memory"><h2>Memory</h2><p class="note">Activation memory allocated '
+            'while each kernel runs (kernel order, each run scaled to its own kernel count), '
+            f'above weights ({esc(fmt_bytes(m.weights_bytes))}) and inputs '
+            f'({esc(fmt_bytes(m.inputs_bytes))}); dots mark each peak. Fused run: '
+            f'{esc(fit_line(m, f.spec))}.</p>'
+            f'<div class="fig pic">{memory_svg(res.rows)}</div></section>')
 
 
 def timeline_page(pred=None, result=None, title: str | None = None) -> str:

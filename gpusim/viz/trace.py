@@ -93,6 +93,20 @@ def _run_trace(pid: int, label: str, p, flow_ids) -> list[dict]:
         ev.append({"name": "idle", "cat": "idle", "ph": "X", "ts": a, "dur": b - a, "pid": pid,
                    "tid": TID_IDLE, "args": {"idle_us": b - a,
                                              "why": "waiting for the host to launch the next kernel"}})
+    return ev + memory_counter(pid, p)
+
+
+def memory_counter(pid: int, p) -> list[dict]:
+    """A counter track: activation bytes allocated and reserved (above weights and inputs)
+    while each kernel runs, stepped at the kernel's start (:mod:`gpusim.memory`)."""
+    m = p.memory
+    starts = {e.kernel: e.start_us for e in p.timeline.events if e.lane == "gpu"}
+    ev = []
+    for i, (alloc, res) in enumerate(zip(m.timeline, m.reserved_timeline)):
+        if i in starts:
+            ev.append({"name": "memory (MiB above weights+inputs)", "cat": "memory", "ph": "C",
+                       "ts": starts[i], "pid": pid,
+                       "args": {"allocated": alloc / 2**20, "reserved": res / 2**20}})
     return ev
 
 
