@@ -8,7 +8,10 @@ to capture or lowering shows in the figures. No zoo record is used to fit anythi
 parameter comes from calibration microbenchmarks, so every figure here is held-out.
 
 Errors are absolute percentage errors of whole-model device time (the kernel sum) and of
-the kernel count, per run (eager, compiled), summarised by family.
+the kernel count, per run (eager, compiled), summarised by family. Memory
+(:func:`memory_rows`, :func:`memory_summary`): the activation peak above the pre-call
+baseline, allocated and reserved, against ``torch.cuda.max_memory_allocated()`` /
+``max_memory_reserved()`` of the measured call (cache emptied before it, output held).
 """
 
 from __future__ import annotations
@@ -105,8 +108,87 @@ def zoo_report(results_dir: str, gpus) -> dict:
             if other != gpu and calibrated_name(other):
                 entry[f"unseen (calibrated on {other})"] = _by_family(
                     case_rows(recs, transfer_spec(load_spec(calibrated_name(other)), gpu)))
+        mem = memory_report(results_dir, [gpu])
+        if mem:
+            entry["memory"] = mem[gpu]
         out[gpu] = entry
     return out
+
+
+def memory_rows(records: list[dict]) -> list[dict]:
+    """One row per record with measured memory: predicted and measured activation peak
+    (allocated, reserved) and the baseline. The memory model does not depend on the GPU
+    spec (which kernels run in eager mode changes no allocation)."""
+    from ..lower import lower
+    from ..memory import simulate_memory
+    rows = []
+    for r in records:
+        m = r.get("memory") or {}
+        if m.get("peak_allocated_above_pre_call") is None:
+            continue
+        g = record_graph(r)
+        est = simulate_memory(lower(g, "eager" if r["run"] == "eager" else "compiled"))
+        base = r.get("memory_baseline") or {}
+        rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
+                     "run": r["run"], "pred_peak": est.peak_bytes,
+                     "meas_peak": m["peak_allocated_above_pre_call"],
+                     "pred_reserved": est.peak_reserved_bytes,
+                     "meas_reserved": m.get("peak_reserved_above_pre_call"),
+                     "pred_weights": est.weights_bytes, "meas_weights": base.get("weights_bytes"),
+                     "peak_ops": list(est.peak_ops)})
+    return rows
+
+
+def _mem_stats(errs: list[float]) -> dict | None:
+    if not errs:
+        return None
+    return {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
+
+
+def memory_summary(rows: list[dict]) -> dict:
+    """``{run: {family|"all": {"peak": stats, "reserved": stats}}}``: absolute percentage
+    errors. Reserved counts only calls that reserved new memory (a zero measurement has
+    no percentage)."""
+    out = {}
+    for run in ("eager", "compiled"):
+        rr = [r for r in rows if r["run"] == run]
+        if not rr:
+            continue
+        fams = {}
+        for fam in [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]:
+            sel = [r for r in rr if fam in ("all", r["family"])]
+            fams[fam] = {"peak": _mem_stats([ape(r["pred_peak"], r["meas_peak"]) for r in sel
+                                             if r["meas_peak"] > 0]),
+                         "reserved": _mem_stats([ape(r["pred_reserved"], r["meas_reserved"])
+                                                 for r in sel if r["meas_reserved"]])}
+        out[run] = fams
+    return out
+
+
+def memory_report(results_dir: str, gpus) -> dict:
+    """``{gpu: {"summary": memory_summary, "rows": memory_rows}}``."""
+    out = {}
+    for gpu in gpus:
+        rows = memory_rows(load_zoo_records(results_dir, gpu))
+        if rows:
+            out[gpu] = {"summary": memory_summary(rows), "rows": rows}
+    return out
+
+
+def memory_markdown(rep: dict) -> str:
+    lines = ["| GPU | run | family | cases | peak allocated med / p90 | reserved med / p90 (cases) |",
+             "|---|---|---|---|---|---|"]
+
+    def cell(s):
+        return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
+    for gpu, e in rep.items():
+        for run, fams in e["summary"].items():
+            for fam, s in fams.items():
+                n = (s["peak"] or {}).get("n", 0)
+                nr = (s["reserved"] or {}).get("n", 0)
+                lines.append(f"| {gpu} | {run} | {fam} | {n} | {cell(s['peak'])} | "
+                             f"{cell(s['reserved'])} ({nr}) |")
+    return "\n".join(lines)
 
 
 def _by_family(rows: list[dict]) -> dict:
@@ -132,13 +214,18 @@ def zoo_markdown(rep: dict) -> str:
         return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
     for gpu, e in rep.items():
         for label, byrun in e.items():
-            if not isinstance(byrun, dict) or label in ("rows",):
+            if not isinstance(byrun, dict) or label in ("rows", "memory"):
                 continue
             for run in ("eager", "compiled"):
                 for fam, s in (byrun.get(run) or {}).items():
                     n = (s["device"] or {}).get("n", 0)
                     lines.append(f"| {gpu} | {label} | {run} | {fam} | {n} | {cell(s['device'])} | "
                                  f"{cell(s['kernels'])} |")
+    mem = {gpu: e["memory"] for gpu, e in rep.items() if e.get("memory")}
+    if mem:
+        lines += ["", "Memory: activation peak above weights and inputs, predicted vs "
+                  "`torch.cuda.max_memory_allocated()` / `max_memory_reserved()` of the measured "
+                  "call (gpusim.memory; absolute error):", "", memory_markdown(mem)]
     return "\n".join(lines)
 
 

@@ -1,0 +1,250 @@
+"""Memory model (gpusim.memory): the caching allocator's rules, liveness on hand-built
+graphs, properties over random graphs and partitions, the CLI, and a guard on the recorded
+zoo memory (validation/zoo_memory_thresholds.json, may only be tightened)."""
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+from gpusim.cli import main
+from gpusim.graph import GraphBuilder
+from gpusim.legality import FusionError
+from gpusim.lower import lower
+from gpusim.memory import (CachingAllocator, round_size, segment_size, simulate_memory,
+                           storage_roots)
+
+MiB = 1 << 20
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---------------------------------------------------------------- the allocator
+def test_round_size_and_segments_follow_the_caching_allocator():
+    assert round_size(1) == 512 and round_size(512) == 512 and round_size(513) == 1024
+    assert segment_size(1) == 2 * MiB and segment_size(MiB) == 2 * MiB
+    assert segment_size(MiB + 1) == 20 * MiB and segment_size(10 * MiB - 1) == 20 * MiB
+    assert segment_size(10 * MiB) == 10 * MiB and segment_size(11 * MiB + 1) == 12 * MiB
+
+
+def test_small_requests_share_a_segment_and_freed_blocks_are_reused():
+    a = CachingAllocator()
+    h1, h2 = a.malloc(1000), a.malloc(100)
+    assert a.reserved == 2 * MiB and a.allocated == 1024 + 512
+    a.free(h1)
+    a.free(h2)
+    assert a.allocated == 0 and a.reserved == 2 * MiB         # cached, not returned
+    a.malloc(1536)                                             # coalesced block fits
+    assert a.reserved == 2 * MiB
+
+
+def test_large_block_not_split_when_the_rest_is_at_most_1mib():
+    a = CachingAllocator()
+    h = a.malloc(19 * MiB)          # 20 MiB segment, 1 MiB left: not split
+    assert a.allocated == 20 * MiB
+    a.free(h)
+    a.malloc(5 * MiB)               # best fit reuses the cached 20 MiB block, split
+    assert a.allocated == 5 * MiB and a.reserved == 20 * MiB
+    a.malloc(12 * MiB)              # the 15 MiB remainder is the best fit
+    assert a.reserved == 20 * MiB
+    a.empty_cache()
+    assert a.reserved == 20 * MiB   # the segment is in use
+
+
+# ---------------------------------------------------------------- liveness
+def _chain(n_elems=MiB // 4):
+    b = GraphBuilder()
+    x = b.input("x", (n_elems,))
+    b.op("a", "pointwise", [x])
+    b.op("r", "pointwise", ["a"])
+    b.op("m", "pointwise", ["r"])
+    b.output("m")
+    return b.build()
+
+
+def test_eager_chain_holds_two_tensors_at_a_time_and_the_output():
+    m = simulate_memory(lower(_chain(), "eager"))
+    assert m.peak_bytes == 2 * MiB                 # producer's input + its output
+    assert m.timeline == (MiB, 2 * MiB, 2 * MiB)
+    assert m.output_bytes == MiB and m.inputs_bytes == MiB and m.weights_bytes == 0
+
+
+def test_fused_chain_allocates_only_its_output():
+    m = simulate_memory(lower(_chain(), "compiled"))
+    assert m.peak_bytes == MiB and m.timeline == (MiB,)
+
+
+def test_views_share_storage_and_inplace_ops_allocate_nothing():
+    b = GraphBuilder()
+    x = b.input("x", (MiB // 4,))
+    b.op("a", "pointwise", [x])
+    b.op("v", "view", ["a"])
+    b.op("relu_", "pointwise", ["v"], op="aten.relu_.default")
+    b.op("s", "reduction", ["relu_"], shape=(1,))
+    b.output("s")
+    g = b.build()
+    assert storage_roots(g)["relu_"] == "a" and storage_roots(g)["v"] == "a"
+    m = simulate_memory(lower(g, "eager"))
+    assert m.timeline == (MiB, MiB, MiB + 512)     # relu_ writes a's storage; sum is 4 B -> 512
+
+
+def test_inductor_writes_in_place_into_a_dying_input_buffer():
+    b = GraphBuilder()
+    x = b.input("x", (MiB // 4,))
+    b.op("mm", "matmul", [x])            # extern kernel: its output is a buffer
+    b.op("relu", "pointwise", ["mm"])
+    b.output("relu")
+    g = b.build()
+    m = simulate_memory(lower(g, "compiled"))
+    assert m.peak_bytes == MiB            # relu reuses mm's buffer
+    assert simulate_memory(lower(g, "eager")).peak_bytes == 2 * MiB
+
+
+# ---------------------------------------------------------------- properties
+@st.composite
+def dags(draw):
+    n = draw(st.integers(2, 9))
+    b = GraphBuilder()
+    b.input("x", (draw(st.integers(1, 64)) * 1024,))
+    names = ["x"]
+    for i in range(n):
+        k = draw(st.integers(1, min(2, len(names))))
+        ins = draw(st.lists(st.sampled_from(names), min_size=k, max_size=k, unique=True))
+        names.append(b.op(f"n{i}", "pointwise", ins))
+    outs = draw(st.lists(st.sampled_from(names[1:]), min_size=1, max_size=3, unique=True))
+    b.output(*outs)
+    cuts = draw(st.lists(st.booleans(), min_size=n - 1, max_size=n - 1))
+    return b.build(), cuts
+
+
+def _live_sets(m, n_kernels):
+    return [{r for r, s in m.storages.items() if s.first <= i <= s.last} for i in range(n_kernels)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags())
+def test_peak_between_largest_kernel_live_set_and_all_allocations(case):
+    g, _ = case
+    m = simulate_memory(lower(g, "eager"))
+    sizes = {r: s.size for r, s in m.storages.items()}
+    # every kernel's output and its non-input operands coexist while it runs
+    biggest = max(sum(sizes.get(r, 0) for r in {n, *g.node(n)["reads"]}) for n in g.compute_nodes)
+    assert biggest <= m.live_bytes <= sum(sizes.values())
+    assert m.live_bytes <= m.peak_bytes <= m.peak_reserved_bytes
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags())
+def test_partition_live_set_is_within_the_unfused_live_sets_it_spans(case):
+    """The exact relation. Fusing drops every tensor that lives inside one group and
+    allocates a group's outputs when the group starts (earlier than its last member would)
+    and frees its inputs when it ends (later): so a partition can need MORE memory than
+    the unfused run. What holds for groups contiguous in eager order: what a fused kernel
+    holds is a subset of the union of what the unfused run holds over the kernels it
+    replaces, and every storage it allocates the unfused run allocates too."""
+    g, cuts = case
+    nodes = g.compute_nodes
+    groups, cur = [], [nodes[0]]
+    for n, cut in zip(nodes[1:], cuts):
+        if cut:
+            groups.append(cur)
+            cur = []
+        cur.append(n)
+    groups.append(cur)
+    u = simulate_memory(lower(g, "eager"))
+    try:
+        p = simulate_memory(lower(g, "eager", partition=groups))
+    except FusionError:
+        assume(False)
+    live_u, live_p = _live_sets(u, len(nodes)), _live_sets(p, len(groups))
+    start = 0
+    for gi, grp in enumerate(groups):
+        span = set().union(*live_u[start:start + len(grp)])
+        assert live_p[gi] <= span
+        start += len(grp)
+    assert set(p.storages) <= set(u.storages)
+    assert p.live_bytes <= max(sum(u.storages[r].size for r in set().union(
+        *live_u[s:s + len(grp)])) for s, grp in _starts(groups))
+
+
+def _starts(groups):
+    s = 0
+    for grp in groups:
+        yield s, grp
+        s += len(grp)
+
+
+def test_fusion_can_raise_the_peak():
+    """Horizontal fusion of two siblings that each die into a small reduction: eager
+    holds one big tensor at a time, the fused kernel writes both at once."""
+    b = GraphBuilder()
+    x = b.input("x", (MiB,))
+    b.op("a", "pointwise", [x])
+    b.op("s", "reduction", ["a"], shape=(1,))
+    b.op("c", "pointwise", [x])
+    b.op("t", "reduction", ["c"], shape=(1,))
+    b.output("s", "t")
+    g = b.build()
+    u = simulate_memory(lower(g, "eager")).peak_bytes
+    f = simulate_memory(lower(g, "eager", partition=[["a", "c"], ["s"], ["t"]])).peak_bytes
+    assert u == 4 * MiB + 2 * 512 and f == 8 * MiB + 512 > u
+
+
+# ---------------------------------------------------------------- product and CLI
+def test_prediction_reports_memory():
+    import gpusim
+    p = gpusim.predict(_chain(), gpu="h100")
+    assert p.peak_memory_bytes == 2 * MiB and len(p.memory_timeline) == len(p.kernels)
+    assert p.fits and p.to_dict()["memory"]["peak_bytes"] == 2 * MiB
+
+
+def test_predict_says_does_not_fit_in_one_line(capsys):
+    rc = main(["predict", "llama7b", "--size", "seq=100000000", "--size", "n_layers=1"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = [ln for ln in out.splitlines() if "does not fit" in ln]
+    assert len(lines) == 1 and "H100" in lines[0] and "GiB" in lines[0]
+    assert "device time" not in out        # no time for a run that cannot happen
+
+
+def test_predict_prints_peak_memory(capsys):
+    assert main(["predict", "gelu_tanh"]) == 0
+    out = capsys.readouterr().out
+    assert "peak memory" in out and "fits on" in out
+
+
+def test_search_memory_limit(capsys):
+    assert main(["search", "gelu_tanh", "--memory-limit", "80GiB"]) == 0
+    assert "peak memory" in capsys.readouterr().out
+    assert main(["search", "gelu_tanh", "--memory-limit", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no partition tried fits" in err
+    assert main(["search", "gelu_tanh", "--memory-limit", "lots"]) == 2
+    assert "not a number of bytes" in capsys.readouterr().err
+
+
+def test_search_api_memory_limit_picks_a_fitting_partition():
+    import gpusim
+    r = gpusim.search(_chain(MiB), gpu="h100", algo="greedy")
+    need = r.fused.memory.total_bytes
+    r2 = gpusim.search(_chain(MiB), gpu="h100", algo="greedy", memory_limit=need)
+    assert r2.fused.memory.total_bytes <= need
+
+
+# ---------------------------------------------------------------- recorded zoo memory
+def test_zoo_memory_not_worse_than_thresholds():
+    from gpusim.validation.zoo_accuracy import memory_report, zoo_available
+    if not zoo_available():
+        pytest.skip("zoo extra not installed")
+    with open(os.path.join(ROOT, "validation", "zoo_memory_thresholds.json")) as f:
+        limits = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+    rep = memory_report(os.path.join(ROOT, "validation", "results"), sorted(limits))
+    worse = []
+    for gpu, runs in limits.items():
+        for run, cats in runs.items():
+            for cat, stats in cats.items():
+                got = rep[gpu]["summary"][run]["all"][cat]
+                for stat, lim in stats.items():
+                    if got[stat] > lim + 1e-9:
+                        worse.append(f"{gpu}/{run} {cat} {stat} {got[stat]:.2f}% > {lim}%")
+    assert not worse, "zoo memory accuracy regressed: " + "; ".join(worse)
