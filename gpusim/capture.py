@@ -113,8 +113,28 @@ def _quiet_fake_tensor_logger():
     return lambda: log.setLevel(level)
 
 
-def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
-    """Trace to an FX GraphModule of aten ops (pre-dispatch). Returns (gm, flat_inputs, names)."""
+class Compiling:
+    """Context for tracing what ``torch.compile`` would trace: ``torch.compiler.is_compiling()``
+    answers True, so library code takes its compile-time branch (Hugging Face then builds
+    its attention masks as tensors instead of checking ``mask.all()`` on the host, and
+    passes them to attention)."""
+
+    def __enter__(self):
+        import torch.compiler as tc
+        self._saved = tc.is_compiling
+        tc.is_compiling = lambda: True
+        return self
+
+    def __exit__(self, *exc):
+        import torch.compiler as tc
+        tc.is_compiling = self._saved
+        return False
+
+
+def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool = False):
+    """Trace to an FX GraphModule of aten ops (pre-dispatch). Returns (gm, flat_inputs, names).
+    ``compiling``: trace the code path ``torch.compile`` takes (:class:`Compiling`)."""
+    import contextlib
     from torch.fx.experimental.proxy_tensor import make_fx
 
     if not isinstance(args, (tuple, list)):
@@ -136,7 +156,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake"):
         hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
         quiet = _quiet_fake_tensor_logger()
         try:
-            with torch.no_grad(), reads:
+            with torch.no_grad(), reads, (Compiling() if compiling else contextlib.nullcontext()):
                 gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
                              _allow_non_fake_inputs=True)(*full_args)
             break
@@ -271,13 +291,15 @@ def _explain_trace_failure(e: Exception) -> str:
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
 
 
-def capture(fn_or_module, args=(), name: str | None = None) -> OpGraph:
+def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False) -> OpGraph:
     """Trace ``fn_or_module(*args)`` on fake tensors into an :class:`OpGraph`.
 
     Parameters
     ----------
     fn_or_module : callable or torch.nn.Module
     args : tuple of example inputs (real, ``meta`` or fake tensors; Python scalars allowed)
+    compiling : trace the code path the model takes under ``torch.compile`` (library
+        code that asks ``torch.compiler.is_compiling()`` answers differently)
 
     Raises
     ------
@@ -289,13 +311,13 @@ def capture(fn_or_module, args=(), name: str | None = None) -> OpGraph:
     >>> [g.node(n)["op"] for n in g.compute_nodes]
     ['aten.add.Tensor', 'aten.relu.default']
     """
-    return capture_full(fn_or_module, args, name).graph
+    return capture_full(fn_or_module, args, name, compiling=compiling).graph
 
 
 def capture_full(fn_or_module, args=(), name: str | None = None,
-                 tracing_mode: str = "fake") -> Captured:
+                 tracing_mode: str = "fake", compiling: bool = False) -> Captured:
     t0 = time.perf_counter()
-    gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode)
+    gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
     try:
         graph = fx_to_opgraph(gm, label, pnames)
@@ -305,6 +327,7 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
         raise CaptureError(_explain_trace_failure(e)) from None
     graph.meta["module_calls"] = gm.meta.get("module_calls", 0)
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
+    graph.meta["compiling"] = compiling
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
 
 
@@ -390,6 +413,12 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                 not ctx.arg(2, "train", False) and tensor_nodes:
             alias_of = tensor_nodes[0]      # eval-mode dropout returns its input
         alloc = pname in _ALLOCATIONS
+        if est["kind"] == "view" and alias_of is None and tensor_nodes and not alloc \
+                and _attention_heads_swap(g, tensor_nodes[0].name):
+            # fused attention kernels (flash, memory-efficient, cuDNN) write their output
+            # as [batch, seq, heads, dim]: the usual transpose(1, 2).contiguous()/reshape
+            # after them is already contiguous (profiles: no copy kernel after attention)
+            alias_of = tensor_nodes[0]
         if est["kind"] == "view" and alias_of is None and tensor_nodes and not alloc:
             # a "view" op that had to materialise (reshape of a strided tensor,
             # .contiguous() of a transpose, .to() a new dtype): a paid copy
@@ -513,6 +542,16 @@ def _sdpa_facts(ctx) -> dict:
             "q_len": int(q.shape[-2]), "kv_len": int(k.shape[-2]),
             "heads": int(q.shape[-3]) if len(q.shape) >= 3 else 1,
             "kv_heads": int(k.shape[-3]) if len(k.shape) >= 3 else 1, "dtype": q.dtype}
+
+
+def _attention_heads_swap(g, name: str) -> bool:
+    """Whether node ``name`` is a transpose of an attention output's heads and sequence
+    dims (a view of [B, H, S, D] as [B, S, H, D])."""
+    a = g.nodes.get(name)
+    if a is None or a["kind"] != "view" or ops.packet_name(a["op"]) not in ("transpose", "permute"):
+        return False
+    base = g.nodes.get(a["base"])
+    return base is not None and base["kind"] == "attention"
 
 
 def _plain(t, out) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from .graph import GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph
+from .graph import GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, numel
 from .ops import is_eval_batch_norm, packet_name
 
 
@@ -234,6 +234,16 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         fixed_us=spec.kernel_fixed_us, us=us, bound=bound, unit=unit)
 
 
+def attention_flops(a: dict) -> float:
+    """FLOPs of the two products over the full score matrix (cuDNN's causal kernel takes
+    as long as the full one in the sweeps), from the node's SDPA facts."""
+    s = a.get("sdpa") or {}
+    if not s:
+        return float(a["flops"])
+    b = numel(a["shape"][:-2]) if a.get("shape") else 1
+    return 2.0 * b * s["q_len"] * s["kv_len"] * (s["head_dim"] + s["head_dim_v"])
+
+
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:
     """Predict one lowered kernel (:class:`gpusim.lower.Kernel`): PyTorch's and the
     libraries' own kernels (``impl`` ``aten``/``library``) reach the measured ATen
@@ -276,6 +286,11 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
                         (spec.gemm_eager_min_us if half else None) or floor, variant=v)
     elif v == "attention_fp32":
         comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
+    elif v in ("attention", "attention_mask"):
+        eff = spec.attention_mask_efficiency if v == "attention_mask" else spec.attention_efficiency
+        if eff:
+            comp = attention_flops(a) / (spec.peak_flops("fp16_tc") * eff) * 1e6
+            floor = spec.attention_min_us or floor
     return _retimed(est, spec, mem, comp, floor, variant=v)
 
 

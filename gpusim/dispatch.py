@@ -124,10 +124,22 @@ def gemm_variant(graph: OpGraph, n: str) -> str:
     return "align2" if nn % 2 == 0 and kk % 2 == 0 else "align1"
 
 
+def attention_variant(graph: OpGraph, n: str) -> str:
+    """The attention kernel class: fp32 runs the memory-efficient CUTLASS kernel; 16-bit
+    runs cuDNN's fused attention (Hopper), slower with an additive mask (a bool mask is
+    turned into one) than without or causal (sweeps: 37 vs 21 us at 8x12x512x64)."""
+    a = graph.g.nodes[n]
+    if a["dtype"] == "float32":
+        return "attention_fp32"
+    if a["dtype"] not in HALF_DTYPES:
+        return ""
+    return "attention_mask" if (a.get("sdpa") or {}).get("mask") else "attention"
+
+
 def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     a = graph.g.nodes[n]
     info = a.get("sdpa") or {}
-    variant = "attention_fp32" if a["dtype"] == "float32" else ""
+    variant = attention_variant(graph, n)
     ks = []
     if info.get("mask") and info.get("mask_dtype") == "bool":
         shape = info.get("mask_shape") or ()
@@ -221,6 +233,8 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
       FLOPs over the fp32 CUDA-core peak;
     * ``matmul_align1_efficiency``: misaligned 16-bit GEMMs over the tensor-core peak;
     * ``attention_fp32_efficiency``: fp32 attention FLOPs over the fp32 CUDA-core peak;
+    * ``attention_efficiency`` / ``attention_mask_efficiency`` / ``attention_min_us``:
+      16-bit attention (cuDNN) without and with an additive mask, and its floor;
     * ``conv_efficiency_scale``, ``conv_min_us``, ``conv_stem_us``, ``conv_stem_tflops``:
       the convolution classes (:func:`_fit_conv`).
     """
@@ -282,6 +296,17 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
             flops = 4 * p["B"] * p["H"] * p["S"] ** 2 * p["D"]
             at.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp32"))
     out["attention_fp32_efficiency"] = _median(at)
+    # 16-bit attention (cuDNN): FLOPs over the tensor-core peak, without and with an
+    # additive mask; and its floor (the smallest problems)
+    for name, masks in (("attention_efficiency", ("none", "causal")),
+                        ("attention_mask_efficiency", ("float", "float_pad"))):
+        eff = [4 * p["B"] * p["H"] * p["S"] ** 2 * p["D"] / (p["kernel_sum_us"] * 1e-6)
+               / spec.peak_flops("fp16_tc") for p in sw.get("sdpa", [])
+               if p["dtype"] in HALF_DTYPES and p["mask"] in masks and p["S"] >= 256]
+        out[name] = _median(eff)
+    small = [p["kernel_sum_us"] for p in sw.get("sdpa", [])
+             if p["dtype"] in HALF_DTYPES and p["mask"] == "none" and p["B"] * p["H"] * p["S"] <= 2048]
+    out["attention_min_us"] = min(small) if small else None
     out.update(_fit_conv(sw.get("conv2d", []), spec))
     return {k: round(v, 4) for k, v in out.items() if v is not None and math.isfinite(v)}
 

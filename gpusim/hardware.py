@@ -40,7 +40,8 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "depthwise_aten_efficiency", "matmul_align1_efficiency",
                   "attention_fp32_efficiency", "bn_eval_efficiency_16bit",
                   "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops",
-                  "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency")
+                  "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
+                  "attention_efficiency", "attention_mask_efficiency", "attention_min_us")
 OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
                  "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
                  "cudagraph_tree_input_us")
@@ -120,6 +121,10 @@ class GPUSpec:
     matmul_align2_efficiency: float = 0.2315      # 16-bit GEMM with even but unaligned N/K
     gemm_eager_min_us: float | None = 4.544      # floor of eager cuBLAS GEMMs
     gemm_mem_efficiency: float = 0.5008            # skinny eager GEMMs: weight stream, of bandwidth
+    # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
+    attention_efficiency: float | None = None
+    attention_mask_efficiency: float | None = None
+    attention_min_us: float | None = None
 
     @property
     def bandwidth(self) -> float:

@@ -8,12 +8,11 @@ Modes (the runtime that issues the kernels):
 
 ``eager``      PyTorch's own dispatch, op by op: one ATen or library kernel per compute op
                (cuBLAS/cuDNN/attention for GEMM-like ops).
-``compiled``   ``torch.compile`` in its default mode: Inductor fuses pointwise and
-               reduction ops (here: the bytes-greedy partition over legal groups, the
-               heuristic its scheduler follows) and calls GEMMs, convolutions and
-               attention as extern library kernels — it fuses no epilogue into cuBLAS or
-               cuDNN and does not concatenate sibling matmuls (that takes
-               ``max_autotune`` templates).
+``compiled``   ``torch.compile`` in its default mode: Inductor's inlining, realisation and
+               fusion rules (:mod:`gpusim.inductor`) give its Triton kernels; GEMMs,
+               convolutions and attention stay extern library kernels — it fuses no
+               epilogue into cuBLAS or cuDNN and does not concatenate sibling matmuls
+               (that takes ``max_autotune`` templates).
 ``cudagraph``  the compiled kernels replayed as one CUDA graph
                (``torch.compile(mode="reduce-overhead")``).
 
@@ -29,10 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cost import group_io
-from .dispatch import conv_info, eager_kernels
+from .dispatch import attention_variant, conv_info, eager_kernels
 from .graph import GEMM_KINDS, LIBRARY_KINDS, OpGraph, kernel_order
+from .inductor import conv_has_bias, inductor_groups, pad_mm_operands
 from .legality import check_partition
-from .partition import Partition, greedy
+from .partition import Partition
 from .simulate import check_mode
 
 @dataclass(frozen=True)
@@ -87,14 +87,19 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         layout_opt = inductor_layout_opt(graph, group)
     out = []
     for n in gemms:
-        # Only fp32 attention keeps its eager kernel class. Inductor pads misaligned GEMMs
+        # Attention keeps its eager kernel class (the same library kernels run). Inductor pads misaligned GEMMs
         # (no align1 kernel), its mm calls stream skinny weights faster than eager's linear
         # (llama7b-small records: 2.8 vs 2.2 TB/s) and its channels-last convs beat the
         # eager conv class (conv_bn_relu records): the plain calibrated model prices them
         a = graph.g.nodes[n]
-        variant = "attention_fp32" if a["kind"] == "attention" and a["dtype"] == "float32" else ""
+        variant = attention_variant(graph, n) if a["kind"] == "attention" else ""
         out += (inductor_layout_copies(graph, n) if layout_opt else []) + [
-            Kernel((n,), "library", variant=variant)]
+            Kernel((n,), "generated", role="aux", bytes=b) for b in pad_mm_operands(graph, n, spec)]
+        out.append(Kernel((n,), "library", variant=variant))
+        if conv_has_bias(graph, n) and not any(
+                graph.g.nodes[s]["kind"] not in GEMM_KINDS for s in graph.dataflow.successors(n)):
+            # the bias Inductor peels off cuDNN, with no Triton kernel to add it
+            out.append(Kernel((n,), "generated", role="aux", bytes=3.0 * a["bytes_written"]))
     if rest:
         out.append(Kernel(tuple(rest), "generated"))
     return out
@@ -148,12 +153,6 @@ def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
         out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["x_bytes"]))
     out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["w_bytes"]))
     return out
-
-
-def inductor_groups(graph: OpGraph) -> list[list[str]]:
-    """The groups Inductor's scheduler fuses: merge the legal pair of groups that saves
-    the most bytes first, until none saves any."""
-    return [list(g) for g in greedy(graph, objective="bytes").groups]
 
 
 def lower(graph: OpGraph, mode: str = "eager", partition=None,

@@ -1,6 +1,6 @@
 """Partitions: every compute node of an OpGraph in exactly one group (kernel), and the
-greedy merge that builds them (used by the search, and by the compiled lowering as
-Inductor's bytes-first fusion heuristic). Scoring lives in :mod:`gpusim.scoring`.
+greedy merge that builds them (used by the search; the compiled lowering has its own
+rules in :mod:`gpusim.inductor`). Scoring lives in :mod:`gpusim.scoring`.
 """
 
 from __future__ import annotations

@@ -52,16 +52,23 @@ def load_zoo_records(results_dir: str, gpu: str) -> list[dict]:
 
 
 @functools.lru_cache(maxsize=256)
-def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool):
+def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False):
     from .. import zoo            # optional extra
     fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
                          channels_last=channels_last, **dict(sizes))
-    return capture(fn, args, name=model)
+    return capture(fn, args, name=model, compiling=compiling)
 
 
 def record_graph(rec: dict):
+    """The record's model captured on meta tensors, along the code path its run took
+    (``torch.compile``'s for compiled and CUDA-graph runs)."""
     return _graph(rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
-                  bool(rec.get("channels_last")))
+                  bool(rec.get("channels_last")), rec["run"] != "eager")
+
+
+def run_mode(rec: dict) -> str:
+    """The gpusim mode of a record's run."""
+    return {"eager": "eager", "compiled": "compiled", "cudagraph": "cudagraph"}[rec["run"]]
 
 
 def ape(pred: float, meas: float) -> float:
@@ -73,7 +80,7 @@ def case_rows(records: list[dict], spec) -> list[dict]:
     rows = []
     for r in records:
         g = record_graph(r)
-        p = predict(g, gpu=spec, mode="eager" if r["run"] == "eager" else "compiled")
+        p = predict(g, gpu=spec, mode=run_mode(r))
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "dtype": r["dtype"], "size": r["size"],
                      "pred_us": p.device_us, "meas_us": r["kernel_sum_us"],
@@ -150,7 +157,7 @@ def memory_summary(rows: list[dict]) -> dict:
     errors. Reserved counts only calls that reserved new memory (a zero measurement has
     no percentage)."""
     out = {}
-    for run in ("eager", "compiled"):
+    for run in ("eager", "compiled", "cudagraph"):
         rr = [r for r in rows if r["run"] == run]
         if not rr:
             continue
@@ -193,7 +200,7 @@ def memory_markdown(rep: dict) -> str:
 
 def _by_family(rows: list[dict]) -> dict:
     res = {}
-    for run in ("eager", "compiled"):
+    for run in ("eager", "compiled", "cudagraph"):
         rr = [r for r in rows if r["run"] == run]
         if not rr:
             continue
@@ -216,7 +223,7 @@ def zoo_markdown(rep: dict) -> str:
         for label, byrun in e.items():
             if not isinstance(byrun, dict) or label in ("rows", "memory"):
                 continue
-            for run in ("eager", "compiled"):
+            for run in ("eager", "compiled", "cudagraph"):
                 for fam, s in (byrun.get(run) or {}).items():
                     n = (s["device"] or {}).get("n", 0)
                     lines.append(f"| {gpu} | {label} | {run} | {fam} | {n} | {cell(s['device'])} | "

@@ -1,0 +1,260 @@
+"""Inductor: which kernels ``torch.compile`` (default mode, inference) generates for a graph.
+
+The rules, read from ``torch/_inductor`` (``lowering.py``, ``ir.py``, ``scheduler.py``,
+``choices.py``, ``kernel/mm.py``, ``kernel/conv.py``, ``fx_passes/pad_mm.py``; PyTorch
+2.5-2.11) and checked against the profiler's kernel lists of the compiled zoo records:
+
+1. **Extern calls.** Matmuls, convolutions and attention run as library kernels (cuBLAS,
+   cuDNN, the SDPA backends), one launch each: default mode has no Triton GEMM template
+   and fuses nothing into a library call. Ops without a lowering fall back to ATen.
+2. **Inline or store.** A pointwise op is an expression, inlined into every consumer
+   (recomputed, not stored) unless it is *realised*: a graph output; read by an extern
+   call or a pooling window; read by several consumers while its expression loads more
+   than ``REALIZE_READS`` buffers; or loading more than ``REALIZE_ACC_READS``.
+   Reductions (norms, softmax, sums, global pooling) are always stored; one over fewer
+   than ``UNROLL_REDUCTION`` elements is unrolled into pointwise code.
+3. **Fusion.** Stored nodes that share a buffer fuse, most bytes shared first: vertically
+   (the consumer reads the producer) or horizontally (both read one buffer, at most
+   ``MAX_DISTANCE`` scheduler nodes apart). Pointwise with pointwise of equal size;
+   pointwise with a reduction over its whole input (prologue, or a full-size epilogue) or
+   over its output (epilogue); reduction with reduction of the same shape. At most
+   ``MAX_FUSION_SIZE`` ops a kernel, and never a cycle.
+4. **Around library calls.** A convolution's bias is peeled off cuDNN and added by its
+   consumer's kernel (a kernel of its own when no Triton kernel reads the conv); a
+   compute-bound GEMM whose dimensions break alignment is padded (``pad_mm``: one copy
+   kernel per padded operand, every call, since weights are not frozen); convolutions run
+   channels-last when the layout optimisation says so (:mod:`gpusim.lower`).
+5. **Host reads** (``.item()``, ``if mask.all():``) are not in a compiled graph: library
+   code takes its ``torch.compiler.is_compiling()`` path (capture with ``compiling=True``).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import networkx as nx
+
+from .graph import GEMM_KINDS, HALF_DTYPES, OpGraph, numel
+from .legality import domain, fusion_class
+from .ops import packet_name
+
+REALIZE_READS = 4          # config.realize_reads_threshold
+REALIZE_ACC_READS = 8      # config.realize_acc_reads_threshold
+UNROLL_REDUCTION = 8       # config.unroll_reductions_threshold
+MAX_FUSION_SIZE = 64       # config.max_fusion_size
+MAX_DISTANCE = 64          # scheduler: horizontal fusion of "long distant" nodes refused
+#: pooling with a window: a pointwise kernel over the window that needs a stored input
+WINDOW_POOLS = frozenset({"max_pool2d", "max_pool2d_with_indices", "avg_pool2d",
+                          "max_pool1d", "avg_pool1d", "max_pool3d", "avg_pool3d"})
+
+
+def _out_numel(graph: OpGraph, n: str) -> int:
+    s = graph.g.nodes[n]["shape"]
+    return numel(s[0]) if s and isinstance(s[0], tuple) else numel(s or ())
+
+
+def node_class(graph: OpGraph, n: str) -> str:
+    """``extern``, ``reduction``, ``pointwise`` or ``free`` (no code: a host read)."""
+    a = graph.g.nodes[n]
+    if a.get("sync"):
+        return "free"
+    if a["kind"] in GEMM_KINDS:
+        return "extern"
+    cls = fusion_class(graph, n)
+    if cls == "opaque":
+        return "extern"                    # no lowering: ATen fallback kernel
+    if cls == "reduction":
+        rnumel = domain(graph, n) // max(1, _out_numel(graph, n))
+        return "reduction" if rnumel >= UNROLL_REDUCTION else "pointwise"
+    return "pointwise"
+
+
+def _signature(graph: OpGraph, n: str, cls: str) -> tuple[int, int]:
+    """(numel, rnumel) of a stored node's loop."""
+    out = _out_numel(graph, n)
+    if cls == "reduction":
+        return out, max(1, domain(graph, n) // max(1, out))
+    return out, 1
+
+
+def _compatible(a: tuple, b: tuple) -> bool:
+    """Inductor's SIMD backend gate on two loop signatures (numel, rnumel)."""
+    (na, ra), (nb, rb) = a, b
+    if ra == 1 and rb == 1:
+        return na == nb
+    if ra > 1 and rb > 1:
+        return a == b
+    (pw, red) = (a, b) if ra == 1 else (b, a)
+    return pw[0] in (red[0] * red[1], red[0])
+
+
+def stored_nodes(graph: OpGraph, cls: dict) -> set:
+    """The pointwise and reduction nodes Inductor realises into buffers (rule 2)."""
+    df = graph.dataflow
+    loads: dict = {}          # node -> buffers its inlined expression loads
+    stored: set = set()
+    for n in graph.compute_nodes:
+        c = cls[n]
+        if c in ("free", "extern"):
+            continue
+        rd: set = set()
+        for p in graph.g.nodes[n]["reads"]:
+            if cls.get(p) == "pointwise" and p not in stored:
+                rd |= loads.get(p, set())
+            else:
+                rd.add(p)
+        loads[n] = rd
+        if c == "reduction":
+            stored.add(n)
+            continue
+        users = [s for s in df.successors(n) if cls.get(s) not in (None, "free")]
+        if (graph.g.nodes[n]["is_output"]
+                or any(cls[s] == "extern" or packet_name(graph.g.nodes[s]["op"]) in WINDOW_POOLS
+                       for s in users)
+                or (len(users) > 1 and len(rd) > REALIZE_READS)
+                or len(rd) > REALIZE_ACC_READS):
+            stored.add(n)
+    return stored
+
+
+def inductor_groups(graph: OpGraph) -> list[list[str]]:
+    """The compute nodes of each kernel Inductor generates, and each extern call as a
+    group of one, in the order they run. Inlined nodes belong to the first kernel that
+    reads them; host reads belong to none."""
+    cls = {n: node_class(graph, n) for n in graph.compute_nodes}
+    stored = stored_nodes(graph, cls)
+    owner: dict = {}
+    groups: dict[int, list] = {}
+    sig: dict[int, tuple] = {}
+    for n in graph.compute_nodes:                  # topological
+        if cls[n] == "extern":
+            owner[n] = len(groups)
+            groups[owner[n]] = [n]
+            continue
+        if n not in stored:
+            continue
+        gid = len(groups)
+        members, stack = [n], [n]
+        owner[n] = gid
+        while stack:                               # inlined producers of this kernel
+            for p in graph.g.nodes[stack.pop()]["reads"]:
+                if cls.get(p) == "pointwise" and p not in stored and p not in owner:
+                    owner[p] = gid
+                    members.append(p)
+                    stack.append(p)
+        groups[gid] = members
+        sig[gid] = _signature(graph, n, cls[n])
+    _fuse(graph, groups, sig, owner, cls)
+    pos = graph.position
+    out = [sorted(g, key=pos.__getitem__) for g in groups.values()]
+    return sorted(out, key=lambda g: pos[g[-1]])
+
+
+def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
+    """Rule 3, in place: merge Triton groups that share buffers, most bytes first."""
+    q = nx.DiGraph()
+    q.add_nodes_from(groups)
+    for n, g in owner.items():
+        for p in graph.g.nodes[n]["reads"]:
+            if p in owner and owner[p] != g:
+                q.add_edge(owner[p], g)
+    rank = {g: i for i, g in enumerate(nx.topological_sort(q))}
+
+    def candidates(g):
+        """(shared bytes, other group) for every group sharing a buffer with g."""
+        out: dict = {}
+        mine = set(groups[g])
+        reads: dict = {}
+        for n in groups[g]:
+            for p, b in graph.g.nodes[n]["reads"].items():
+                if p not in mine:
+                    reads[p] = max(reads.get(p, 0), b)
+        for p, b in reads.items():
+            if p in owner and owner[p] in sig and owner[p] != g:        # vertical
+                out[owner[p]] = out.get(owner[p], 0) + b
+            for s in graph.dataflow.successors(p):                       # horizontal
+                h = owner.get(s)
+                if h is not None and h != g and h in sig and abs(rank[h] - rank[g]) <= MAX_DISTANCE:
+                    out[h] = out.get(h, 0) + b
+        for n in groups[g]:                                              # consumers
+            for s in graph.dataflow.successors(n):
+                h = owner.get(s)
+                if h is not None and h != g and h in sig:
+                    out[h] = out.get(h, 0) + graph.g.nodes[n]["bytes_written"]
+        return out
+
+    def legal(a, b):
+        if not _compatible(sig[a], sig[b]) or len(groups[a]) + len(groups[b]) > MAX_FUSION_SIZE:
+            return False
+        lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
+        # a path lo -> x -> hi through a third group would make the fusion a cycle
+        stack = [s for s in q.successors(lo) if s != hi and rank[s] < rank[hi]]
+        seen = set(stack)
+        while stack:
+            x = stack.pop()
+            for s in q.successors(x):
+                if s == hi:
+                    return False
+                if s not in seen and rank[s] < rank[hi]:
+                    seen.add(s)
+                    stack.append(s)
+        return True
+
+    heap: list = []
+    version = {g: 0 for g in groups}
+
+    def push(g):
+        for h, b in candidates(g).items():
+            a, c = min(g, h), max(g, h)
+            heapq.heappush(heap, (-b, abs(rank[a] - rank[c]), a, c, version[a], version[c]))
+    for g in list(sig):
+        push(g)
+    while heap:
+        _, _, a, b, va, vb = heapq.heappop(heap)
+        if a not in groups or b not in groups or version[a] != va or version[b] != vb:
+            continue
+        if not legal(a, b):
+            continue
+        red = [s for s in (sig[a], sig[b]) if s[1] > 1]
+        sig[a] = red[0] if red else sig[a]
+        groups[a] = groups[a] + groups.pop(b)
+        del sig[b]
+        for n in groups[a]:
+            owner[n] = a
+        q = nx.contracted_nodes(q, a, b, self_loops=False)
+        rank[a] = min(rank[a], rank.pop(b))
+        version[a] += 1
+        push(a)
+
+
+def conv_has_bias(graph: OpGraph, n: str) -> bool:
+    a = graph.g.nodes[n]
+    return a["kind"] == "conv" and len(a["reads"]) >= 3
+
+
+def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
+    """Bytes of each operand ``pad_mm`` pads for matmul ``n``: a dimension not a multiple
+    of 8 (16-bit) or 4 (fp32) elements, on a GEMM compute-bound on ``spec`` (arithmetic
+    intensity above half the machine balance). Inductor then benchmarks padded against
+    unpadded and keeps the faster; the records show padding wins on misaligned N and K
+    (the unpadded kernel is cuBLAS's align1 class)."""
+    a = graph.g.nodes[n]
+    gm = a.get("gemm")
+    if a["kind"] != "matmul" or not gm or spec is None:
+        return []
+    align = 8 if a["dtype"] in HALF_DTYPES else 4 if a["dtype"] == "float32" else 0
+    m, k, nn, b = gm["m"], gm["k"], gm["n"], gm.get("b", 1)
+    bad = [d for d in (m, k, nn) if align and d % align and d != 1]
+    if not bad:
+        return []
+    unit = "bf16_tc" if a["dtype"] == "bfloat16" else "fp16_tc" if a["dtype"] == "float16" else "fp32"
+    balance = spec.peak_flops(unit) / (spec.bandwidth_gbs * 1e9)
+    if m * nn * k / (m * k + nn * k + m * nn) <= 0.5 * balance:
+        return []
+    size = 2 if a["dtype"] in HALF_DTYPES else 4
+    out = []
+    if m % align or k % align:
+        out.append(2.0 * b * m * k * size)           # read and write the activation
+    if k % align or nn % align:
+        out.append(2.0 * b * k * nn * size)          # the weight, every call
+    return out
