@@ -79,6 +79,21 @@ def has_tf32(spec) -> bool:
     return "tf32_tc" in spec.peak_tflops
 
 
+def nhwc_conv_kernels(c: dict, n: str, Kernel) -> list:
+    """cuDNN on a channels-last convolution: no layout transform; a large-filter stem conv
+    (fewer than 8 input channels, 7x7 and up) first pads its input to 8 channels and its
+    weight (``nhwcAddPaddingKernel``: the sweeps' channels-last 7x7 and 16x16 stems)."""
+    depthwise = c["groups"] > 1 and c["groups"] == c["Cin"]
+    if depthwise:
+        return [Kernel((n,), "library")]
+    if c["Cin"] < 8 and c["kh"] >= 7:
+        pad = c["x_bytes"] * (1 + 8 / c["Cin"])
+        return [Kernel((n,), "library", role="aux", bytes=pad),
+                Kernel((n,), "library", role="aux", bytes=c["w_bytes"] * (1 + 8 / c["Cin"])),
+                Kernel((n,), "library", variant="conv_stem")]
+    return [Kernel((n,), "library", variant="conv")]
+
+
 def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     c = conv_info(graph, n)
     if c is None:
@@ -90,7 +105,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     stem = c["Cin"] < 8
     main = Kernel((n,), "library", variant="conv_stem" if stem else "conv")
     if c["layout"] != "nchw":
-        return [main]
+        return nhwc_conv_kernels(c, n, Kernel)
     tensor_core = c["dtype"] in HALF_DTYPES or (c["dtype"] == "float32" and has_tf32(spec))
     if not tensor_core:
         return [main]

@@ -43,6 +43,8 @@ REALIZE_ACC_READS = 8      # config.realize_acc_reads_threshold
 UNROLL_REDUCTION = 8       # config.unroll_reductions_threshold
 MAX_FUSION_SIZE = 64       # config.max_fusion_size
 MAX_DISTANCE = 64          # scheduler: horizontal fusion of "long distant" nodes refused
+SPLIT_INNER = 8192         # ir.Reduction.num_splits: no split under this many (sm < 100)
+SPLIT_OUTER = 1024         # an outer reduction (over a strided axis) splits from here
 #: pooling with a window: a pointwise kernel over the window that needs a stored input
 WINDOW_POOLS = frozenset({"max_pool2d", "max_pool2d_with_indices", "avg_pool2d",
                           "max_pool1d", "avg_pool1d", "max_pool3d", "avg_pool3d"})
@@ -75,6 +77,24 @@ def _signature(graph: OpGraph, n: str, cls: str) -> tuple[int, int]:
     if cls == "reduction":
         return out, max(1, domain(graph, n) // max(1, out))
     return out, 1
+
+
+def split_reduction(graph: OpGraph, n: str, spec) -> bool:
+    """Whether Inductor splits reduction ``n`` into two kernels (partials, then their
+    reduction): few outputs (fewer than 2 x 32 x SMs) over a long reduction, past 8192
+    elements for a reduction over the innermost axis or 1024 over a strided one (a
+    spatial mean of channels-last activations: RegNet's squeeze-excite records)."""
+    if spec is None:
+        return False
+    out = _out_numel(graph, n)
+    r = domain(graph, n) // max(1, out)
+    if out >= 2 * 32 * spec.sm_count or r < UNROLL_REDUCTION:
+        return False
+    a = graph.g.nodes[n]
+    shape = a["shape"] if a["shape"] and not isinstance(a["shape"][0], tuple) else ()
+    inner = not shape or shape[-1] == 1 or len(shape) < 2 or packet_name(a["op"]) not in (
+        "mean", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "sum")
+    return r > (SPLIT_INNER if inner else SPLIT_OUTER)
 
 
 def _compatible(a: tuple, b: tuple) -> bool:
@@ -117,7 +137,7 @@ def stored_nodes(graph: OpGraph, cls: dict) -> set:
     return stored
 
 
-def inductor_groups(graph: OpGraph) -> list[list[str]]:
+def inductor_groups(graph: OpGraph, spec=None) -> list[list[str]]:
     """The compute nodes of each kernel Inductor generates, and each extern call as a
     group of one, in the order they run. Inlined nodes belong to the first kernel that
     reads them; host reads belong to none."""
@@ -144,6 +164,8 @@ def inductor_groups(graph: OpGraph) -> list[list[str]]:
                     stack.append(p)
         groups[gid] = members
         sig[gid] = _signature(graph, n, cls[n])
+        if cls[n] == "reduction" and split_reduction(graph, n, spec):
+            sig[gid] = sig[gid] + ("split",)       # fuses with nothing
     _fuse(graph, groups, sig, owner, cls)
     pos = graph.position
     out = [sorted(g, key=pos.__getitem__) for g in groups.values()]
@@ -184,6 +206,8 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
         return out
 
     def legal(a, b):
+        if len(sig[a]) > 2 or len(sig[b]) > 2:
+            return False
         if not _compatible(sig[a], sig[b]) or len(groups[a]) + len(groups[b]) > MAX_FUSION_SIZE:
             return False
         lo, hi = (a, b) if rank[a] < rank[b] else (b, a)

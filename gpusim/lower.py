@@ -28,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cost import group_io
-from .dispatch import attention_variant, conv_info, eager_kernels
-from .graph import GEMM_KINDS, LIBRARY_KINDS, OpGraph, kernel_order
-from .inductor import conv_has_bias, inductor_groups, pad_mm_operands
+from .dispatch import attention_variant, conv_info, eager_kernels, nhwc_conv_kernels
+from .graph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, kernel_order
+from .inductor import conv_has_bias, inductor_groups, pad_mm_operands, split_reduction
 from .legality import check_partition
 from .partition import Partition
 from .simulate import check_mode
@@ -87,21 +87,30 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         layout_opt = inductor_layout_opt(graph, group)
     out = []
     for n in gemms:
-        # Attention keeps its eager kernel class (the same library kernels run). Inductor pads misaligned GEMMs
-        # (no align1 kernel), its mm calls stream skinny weights faster than eager's linear
-        # (llama7b-small records: 2.8 vs 2.2 TB/s) and its channels-last convs beat the
-        # eager conv class (conv_bn_relu records): the plain calibrated model prices them
+        # Convolutions and attention keep their eager kernel classes (the same cuDNN
+        # kernels run; compiled ResNet records). Inductor pads misaligned GEMMs (no align1
+        # kernel) and its mm calls stream skinny weights faster than eager's linear
+        # (llama7b-small records: 2.8 vs 2.2 TB/s): the plain calibrated model prices them
         a = graph.g.nodes[n]
-        variant = attention_variant(graph, n) if a["kind"] == "attention" else ""
         out += (inductor_layout_copies(graph, n) if layout_opt else []) + [
             Kernel((n,), "generated", role="aux", bytes=b) for b in pad_mm_operands(graph, n, spec)]
-        out.append(Kernel((n,), "library", variant=variant))
+        if a["kind"] == "conv" and spec is not None:
+            # cuDNN runs the conv as eager would on the layout Inductor chose
+            c = conv_info(graph, n)
+            out += (eager_kernels(graph, n, spec, Kernel) if c is None or not layout_opt
+                    else nhwc_conv_kernels(c, n, Kernel))
+        else:
+            variant = attention_variant(graph, n) if a["kind"] == "attention" else ""
+            out.append(Kernel((n,), "library", variant=variant))
         if conv_has_bias(graph, n) and not any(
                 graph.g.nodes[s]["kind"] not in GEMM_KINDS for s in graph.dataflow.successors(n)):
             # the bias Inductor peels off cuDNN, with no Triton kernel to add it
             out.append(Kernel((n,), "generated", role="aux", bytes=3.0 * a["bytes_written"]))
     if rest:
         out.append(Kernel(tuple(rest), "generated"))
+        red = [n for n in rest if graph.g.nodes[n]["kind"] in REDUCING_KINDS and split_reduction(graph, n, spec)]
+        if red:      # the split reduction's second kernel: reduce the partials
+            out.append(Kernel((red[0],), "generated", role="aux", bytes=2.0 * graph.g.nodes[red[0]]["bytes_written"]))
     return out
 
 
@@ -150,8 +159,14 @@ def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
     x = next(iter(graph.g.nodes[n]["reads"]))
     out = []
     if graph.g.nodes[x]["kind"] == "input":
-        out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["x_bytes"]))
-    out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["w_bytes"]))
+        # a transpose into fewer than 16 bytes of channels: each write uses a fraction of
+        # its 32-byte sector (ResNet's 3-channel image: 35 us for 19 MB on the H100)
+        size = c["x_bytes"] / max(1, c["N"] * c["Cin"] * c["H"] * c["W"])
+        sector = min(1.0, c["Cin"] * size / 32.0)
+        out.append(Kernel((n,), "generated", role="aux", bytes=c["x_bytes"] * (1 + 1 / sector)))
+    if c["kh"] * c["kw"] > 1 and c["Cin"] // c["groups"] > 1:
+        # a 1x1 or depthwise weight is already channels-last contiguous: no copy
+        out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["w_bytes"]))
     return out
 
 
@@ -185,7 +200,7 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
     elif mode == "eager":
         part, groups = None, [[n] for n in graph.compute_nodes]
     else:
-        part, groups = None, inductor_groups(graph)
+        part, groups = None, inductor_groups(graph, spec)
     kernels: list[Kernel] = []
     # one compiled graph decides its layout once; separately compiled regions each decide
     whole = None if (regions or mode == "eager") else inductor_layout_opt(graph)
