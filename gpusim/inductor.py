@@ -166,20 +166,50 @@ def inductor_groups(graph: OpGraph, spec=None) -> list[list[str]]:
         sig[gid] = _signature(graph, n, cls[n])
         if cls[n] == "reduction" and split_reduction(graph, n, spec):
             sig[gid] = sig[gid] + ("split",)       # fuses with nothing
+    _break_cycles(graph, groups, sig, owner)
     _fuse(graph, groups, sig, owner, cls)
     pos = graph.position
     out = [sorted(g, key=pos.__getitem__) for g in groups.values()]
     return sorted(out, key=lambda g: pos[g[-1]])
 
 
-def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
-    """Rule 3, in place: merge Triton groups that share buffers, most bytes first."""
+def _group_graph(graph, groups: dict, owner: dict) -> nx.DiGraph:
     q = nx.DiGraph()
     q.add_nodes_from(groups)
     for n, g in owner.items():
         for p in graph.g.nodes[n]["reads"]:
             if p in owner and owner[p] != g:
                 q.add_edge(owner[p], g)
+    return q
+
+
+def _break_cycles(graph, groups: dict, sig: dict, owner: dict) -> None:
+    """An inlined node read by several kernels is recomputed by each; gpusim keeps it in
+    the first kernel that reads it. Where that makes two kernels wait for each other,
+    the shared node is given a kernel of its own (rare: a cheap value shared across
+    kernels that also exchange stored buffers)."""
+    while not nx.is_directed_acyclic_graph(q := _group_graph(graph, groups, owner)):
+        cyc = {g for e in nx.find_cycle(q) for g in e[:2]}
+        moved = False
+        for g in sorted(cyc):
+            if g not in sig:
+                continue
+            anchor = max(groups[g], key=graph.position.__getitem__)
+            for n in list(groups[g]):
+                if n != anchor and any(owner.get(c) not in (None, g) for c in graph.dataflow.successors(n)):
+                    groups[g].remove(n)
+                    gid = max(groups) + 1
+                    groups[gid] = [n]
+                    owner[n] = gid
+                    sig[gid] = (_out_numel(graph, n), 1)
+                    moved = True
+        if not moved:
+            raise RuntimeError("inductor grouping: a cycle with no shared inlined node")
+
+
+def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
+    """Rule 3, in place: merge Triton groups that share buffers, most bytes first."""
+    q = _group_graph(graph, groups, owner)
     rank = {g: i for i, g in enumerate(nx.topological_sort(q))}
 
     def candidates(g):
@@ -210,18 +240,18 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
             return False
         if not _compatible(sig[a], sig[b]) or len(groups[a]) + len(groups[b]) > MAX_FUSION_SIZE:
             return False
-        lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
-        # a path lo -> x -> hi through a third group would make the fusion a cycle
-        stack = [s for s in q.successors(lo) if s != hi and rank[s] < rank[hi]]
-        seen = set(stack)
-        while stack:
-            x = stack.pop()
-            for s in q.successors(x):
-                if s == hi:
-                    return False
-                if s not in seen and rank[s] < rank[hi]:
-                    seen.add(s)
-                    stack.append(s)
+        # a path a -> x -> b (or b -> x -> a) through a third group would make a cycle
+        for lo, hi in ((a, b), (b, a)):
+            stack = [s for s in q.successors(lo) if s != hi]
+            seen = set(stack)
+            while stack:
+                x = stack.pop()
+                for s in q.successors(x):
+                    if s == hi:
+                        return False
+                    if s not in seen:
+                        seen.add(s)
+                        stack.append(s)
         return True
 
     heap: list = []
@@ -260,8 +290,8 @@ def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
     """Bytes of each operand ``pad_mm`` pads for matmul ``n``: a dimension not a multiple
     of 8 (16-bit) or 4 (fp32) elements, on a GEMM compute-bound on ``spec`` (arithmetic
     intensity above half the machine balance). Inductor then benchmarks padded against
-    unpadded and keeps the faster; the records show padding wins on misaligned N and K
-    (the unpadded kernel is cuBLAS's align1 class)."""
+    unpadded and keeps the padding only if it is 1.1x faster (:func:`gpusim.lower.realize`
+    asks the cost model the same question)."""
     a = graph.g.nodes[n]
     gm = a.get("gemm")
     if a["kind"] != "matmul" or not gm or spec is None:

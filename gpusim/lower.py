@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cost import group_io
-from .dispatch import attention_variant, conv_info, eager_kernels, nhwc_conv_kernels
+from .cost import estimate_kernel, group_io
+from .dispatch import attention_variant, conv_info, eager_kernels, gemm_variant, nhwc_conv_kernels
 from .graph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, kernel_order
 from .inductor import conv_has_bias, inductor_groups, pad_mm_operands, split_reduction
 from .legality import check_partition
@@ -92,8 +92,7 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         # kernel) and its mm calls stream skinny weights faster than eager's linear
         # (llama7b-small records: 2.8 vs 2.2 TB/s): the plain calibrated model prices them
         a = graph.g.nodes[n]
-        out += (inductor_layout_copies(graph, n) if layout_opt else []) + [
-            Kernel((n,), "generated", role="aux", bytes=b) for b in pad_mm_operands(graph, n, spec)]
+        out += (inductor_layout_copies(graph, n) if layout_opt else []) + padding(graph, n, spec)
         if a["kind"] == "conv" and spec is not None:
             # cuDNN runs the conv as eager would on the layout Inductor chose
             c = conv_info(graph, n)
@@ -112,6 +111,18 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         if red:      # the split reduction's second kernel: reduce the partials
             out.append(Kernel((red[0],), "generated", role="aux", bytes=2.0 * graph.g.nodes[red[0]]["bytes_written"]))
     return out
+
+
+def padding(graph: OpGraph, n: str, spec) -> list[Kernel]:
+    """``pad_mm``'s copy kernels for matmul ``n``, when padding pays: Inductor keeps the
+    padded GEMM only if it runs 1.1x faster than the unpadded one, copies included."""
+    pads = [Kernel((n,), "generated", role="aux", bytes=b) for b in pad_mm_operands(graph, n, spec)]
+    if not pads:
+        return []
+    unpadded = estimate_kernel(graph, Kernel((n,), "library", variant=gemm_variant(graph, n)), spec).us
+    padded = estimate_kernel(graph, Kernel((n,), "library"), spec).us + sum(
+        estimate_kernel(graph, k, spec).us for k in pads)
+    return pads if unpadded > 1.1 * padded else []
 
 
 # Inductor's measured channels-last speed-up per conv class (inference), from its

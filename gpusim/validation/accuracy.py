@@ -40,7 +40,7 @@ from ..errors import UserError
 from ..graph import OpGraph
 from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
 from ..predict import predict
-from .zoo_accuracy import ape, zoo_available, zoo_markdown, zoo_report
+from .zoo_accuracy import ape, speedup_markdown, zoo_available, zoo_markdown, zoo_report
 
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "validation", "results")
 
@@ -303,7 +303,9 @@ def full_markdown(rep: dict, zoo: dict | None) -> str:
     if zoo:
         parts += ["**Real models** (torchvision, timm, Hugging Face; whole-model device time = "
                   "kernel sum, and kernel count; no zoo record is used for fitting):", "",
-                  zoo_markdown(zoo), ""]
+                  zoo_markdown(zoo), "",
+                  "**torch.compile's speed-up over eager** (eager measured on the same lease; "
+                  "verdict = whether compile helps or hurts):", "", speedup_markdown(zoo), ""]
     parts += ["**Classic fusion cases and small models** (eager, torch.compile, executed "
               "partitions):", "", markdown(rep)]
     return "\n".join(parts)

@@ -89,6 +89,43 @@ def case_rows(records: list[dict], spec) -> list[dict]:
     return rows
 
 
+def speedup_rows(records: list[dict], spec) -> list[dict]:
+    """torch.compile's speed-up over eager, predicted and measured, for every compiled
+    record that also measured eager on its lease (``eager_same_lease``): device time
+    (kernel sums) and end to end (wall per call), each with its verdict (helps or
+    hurts) and, when compile is predicted to hurt, the compiled kernels most slower
+    than eager's."""
+    rows = []
+    for r in records:
+        es = r.get("eager_same_lease")
+        if r["run"] != "compiled" or not es or not es.get("kernel_sum_us"):
+            continue
+        pc = predict(record_graph(r), gpu=spec, mode="compiled")
+        pe = predict(record_graph(dict(r, run="eager")), gpu=spec, mode="eager")
+        row = {"case": r["case_id"], "model": r["model"], "family": r["family"]}
+        for key, pred, meas in (("device", pe.device_us / pc.device_us,
+                                 es["kernel_sum_us"] / r["kernel_sum_us"]),
+                                ("e2e", pe.end_to_end_us / pc.end_to_end_us,
+                                 es["wall_us"] / r["wall_us"])):
+            row[key] = {"pred": pred, "meas": meas, "error": ape(pred, meas),
+                        "verdict_right": (pred > 1) == (meas > 1)}
+        if row["device"]["pred"] < 1:
+            slow = sorted(pc.kernels, key=lambda k: -k.us)[:3]
+            row["hurts_because"] = [k.name for k in slow]
+        rows.append(row)
+    return rows
+
+
+def speedup_summary(rows: list[dict]) -> dict:
+    out = {}
+    for key in ("device", "e2e"):
+        e = [r[key]["error"] for r in rows]
+        if e:
+            out[key] = {"n": len(e), "median": float(np.median(e)), "p90": float(np.percentile(e, 90)),
+                        "verdict_right": sum(r[key]["verdict_right"] for r in rows)}
+    return out
+
+
 def summarise(rows: list[dict], key: str = "device") -> dict | None:
     if not rows:
         return None
@@ -111,6 +148,10 @@ def zoo_report(results_dir: str, gpus) -> dict:
         for label, name in specs.items():
             if name:
                 entry[label] = _by_family(case_rows(recs, load_spec(name)))
+        if specs["calibrated"]:
+            sp = speedup_rows(recs, load_spec(specs["calibrated"]))
+            if sp:
+                entry["speedup"] = {"rows": sp, "summary": speedup_summary(sp)}
         for other in ("h100", "h200"):
             if other != gpu and calibrated_name(other):
                 entry[f"unseen (calibrated on {other})"] = _by_family(
@@ -221,7 +262,7 @@ def zoo_markdown(rep: dict) -> str:
         return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
     for gpu, e in rep.items():
         for label, byrun in e.items():
-            if not isinstance(byrun, dict) or label in ("rows", "memory"):
+            if not isinstance(byrun, dict) or label in ("rows", "memory", "speedup"):
                 continue
             for run in ("eager", "compiled", "cudagraph"):
                 for fam, s in (byrun.get(run) or {}).items():
@@ -233,6 +274,19 @@ def zoo_markdown(rep: dict) -> str:
         lines += ["", "Memory: activation peak above weights and inputs, predicted vs "
                   "`torch.cuda.max_memory_allocated()` / `max_memory_reserved()` of the measured "
                   "call (gpusim.memory; absolute error):", "", memory_markdown(mem)]
+    return "\n".join(lines)
+
+
+def speedup_markdown(rep: dict) -> str:
+    """torch.compile's predicted and measured speed-up per GPU (calibrated spec)."""
+    lines = ["| GPU | speed-up | cases | error med / p90 | helps-or-hurts right |",
+             "|---|---|---|---|---|"]
+    for gpu, e in rep.items():
+        for key, label in (("device", "device (kernel sums)"), ("e2e", "end to end (wall)")):
+            s = ((e.get("speedup") or {}).get("summary") or {}).get(key)
+            if s:
+                lines.append(f"| {gpu} | {label} | {s['n']} | {s['median']:.1f}% / {s['p90']:.1f}% | "
+                             f"{s['verdict_right']}/{s['n']} |")
     return "\n".join(lines)
 
 
