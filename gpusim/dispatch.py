@@ -47,13 +47,12 @@ import torch.nn.functional as F
 
 from .capture import capture
 from .cost import CostOptions, estimate_group
-from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, numel
+from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from .ops import is_eval_batch_norm
 
 
 def _shape(graph: OpGraph, name: str):
-    s = graph.g.nodes[name].get("shape") or ()
-    return s[0] if s and isinstance(s[0], tuple) else s
+    return main_shape(graph.g.nodes[name].get("shape"))
 
 
 def conv_info(graph: OpGraph, n: str) -> dict | None:
@@ -75,6 +74,11 @@ def conv_info(graph: OpGraph, n: str) -> dict | None:
             "out_bytes": a["bytes_written"]}
 
 
+def is_depthwise(c: dict) -> bool:
+    """A depthwise conv (one input channel per group), from conv_info or a sweep point."""
+    return c["groups"] > 1 and c["groups"] == c["Cin"]
+
+
 def has_tf32(spec) -> bool:
     return "tf32_tc" in spec.peak_tflops
 
@@ -83,8 +87,7 @@ def nhwc_conv_kernels(c: dict, n: str, Kernel) -> list:
     """cuDNN on a channels-last convolution: no layout transform; a large-filter stem conv
     (fewer than 8 input channels, 7x7 and up) first pads its input to 8 channels and its
     weight (``nhwcAddPaddingKernel``: the sweeps' channels-last 7x7 and 16x16 stems)."""
-    depthwise = c["groups"] > 1 and c["groups"] == c["Cin"]
-    if depthwise:
+    if is_depthwise(c):
         return [Kernel((n,), "library")]
     if c["Cin"] < 8 and c["kh"] >= 7:
         pad = c["x_bytes"] * (1 + 8 / c["Cin"])
@@ -98,8 +101,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     c = conv_info(graph, n)
     if c is None:
         return [Kernel((n,), "library")]
-    depthwise = c["groups"] > 1 and c["groups"] == c["Cin"]
-    if depthwise:
+    if is_depthwise(c):
         aten = c["layout"] == "nchw" and c["dtype"] != "float16"
         return [Kernel((n,), "library", variant="depthwise_aten" if aten else "")]
     stem = c["Cin"] < 8
@@ -211,7 +213,7 @@ def _fit_conv(points, spec) -> dict:
     implicit-GEMM kernels, and the stem class's fixed time and rate (least squares)."""
     scale, floor, stem = [], [], []
     for p in points:
-        if p["groups"] == p["Cin"] and p["groups"] > 1:
+        if is_depthwise(p):
             continue                                  # depthwise: its own class
         meas = _main_us(p)
         if p["Cin"] < 8:

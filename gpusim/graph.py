@@ -209,6 +209,12 @@ def _as_shape(s):
     return tuple(s)
 
 
+def main_shape(shape) -> tuple:
+    """The shape of a node's (first) output: nodes with several outputs store a tuple of
+    shapes."""
+    return tuple(shape[0]) if shape and isinstance(shape[0], tuple) else tuple(shape or ())
+
+
 def numel(shape: Iterable[int]) -> int:
     n = 1
     for s in shape:

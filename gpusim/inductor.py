@@ -34,7 +34,7 @@ import heapq
 
 import networkx as nx
 
-from .graph import GEMM_KINDS, HALF_DTYPES, OpGraph, numel
+from .graph import GEMM_KINDS, HALF_DTYPES, OpGraph, main_shape, numel
 from .legality import domain, fusion_class
 from .ops import packet_name
 
@@ -51,8 +51,12 @@ WINDOW_POOLS = frozenset({"max_pool2d", "max_pool2d_with_indices", "avg_pool2d",
 
 
 def _out_numel(graph: OpGraph, n: str) -> int:
-    s = graph.g.nodes[n]["shape"]
-    return numel(s[0]) if s and isinstance(s[0], tuple) else numel(s or ())
+    return numel(main_shape(graph.g.nodes[n]["shape"]))
+
+
+def _rnumel(graph: OpGraph, n: str) -> int:
+    """Elements a reduction reduces per output (1 for anything else)."""
+    return max(1, domain(graph, n) // max(1, _out_numel(graph, n)))
 
 
 def node_class(graph: OpGraph, n: str) -> str:
@@ -66,17 +70,13 @@ def node_class(graph: OpGraph, n: str) -> str:
     if cls == "opaque":
         return "extern"                    # no lowering: ATen fallback kernel
     if cls == "reduction":
-        rnumel = domain(graph, n) // max(1, _out_numel(graph, n))
-        return "reduction" if rnumel >= UNROLL_REDUCTION else "pointwise"
+        return "reduction" if _rnumel(graph, n) >= UNROLL_REDUCTION else "pointwise"
     return "pointwise"
 
 
 def _signature(graph: OpGraph, n: str, cls: str) -> tuple[int, int]:
     """(numel, rnumel) of a stored node's loop."""
-    out = _out_numel(graph, n)
-    if cls == "reduction":
-        return out, max(1, domain(graph, n) // max(1, out))
-    return out, 1
+    return _out_numel(graph, n), (_rnumel(graph, n) if cls == "reduction" else 1)
 
 
 def split_reduction(graph: OpGraph, n: str, spec) -> bool:
@@ -86,12 +86,11 @@ def split_reduction(graph: OpGraph, n: str, spec) -> bool:
     spatial mean of channels-last activations: RegNet's squeeze-excite records)."""
     if spec is None:
         return False
-    out = _out_numel(graph, n)
-    r = domain(graph, n) // max(1, out)
-    if out >= 2 * 32 * spec.sm_count or r < UNROLL_REDUCTION:
+    r = _rnumel(graph, n)
+    if _out_numel(graph, n) >= 2 * 32 * spec.sm_count or r < UNROLL_REDUCTION:
         return False
     a = graph.g.nodes[n]
-    shape = a["shape"] if a["shape"] and not isinstance(a["shape"][0], tuple) else ()
+    shape = main_shape(a["shape"])
     inner = not shape or shape[-1] == 1 or len(shape) < 2 or packet_name(a["op"]) not in (
         "mean", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "sum")
     return r > (SPLIT_INNER if inner else SPLIT_OUTER)

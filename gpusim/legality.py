@@ -28,7 +28,7 @@ import networkx as nx
 
 from .cost import group_io
 from .errors import GpusimError
-from .graph import FREE_KINDS, GEMM_KINDS, REDUCING_KINDS, OpGraph, numel, quotient
+from .graph import FREE_KINDS, GEMM_KINDS, REDUCING_KINDS, OpGraph, main_shape, numel, quotient
 from .ops import is_eval_batch_norm, packet_name
 
 MAX_GROUP_OPS = 32
@@ -59,7 +59,7 @@ def domain(graph: OpGraph, n: str) -> int:
     """Elements the node's loop runs over: its input for reductions, else its output."""
     a = graph.g.nodes[n]
     shape = a["shape"]
-    out = numel(shape[0]) if shape and isinstance(shape[0], tuple) else numel(shape or ())
+    out = numel(main_shape(shape))
     if fusion_class(graph, n) == "reduction":
         ins = [graph.g.nodes[p] for p in a["reads"]]
         if ins:

@@ -88,9 +88,9 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
     out = []
     for n in gemms:
         # Convolutions and attention keep their eager kernel classes (the same cuDNN
-        # kernels run; compiled ResNet records). Inductor pads misaligned GEMMs (no align1
-        # kernel) and its mm calls stream skinny weights faster than eager's linear
-        # (llama7b-small records: 2.8 vs 2.2 TB/s): the plain calibrated model prices them
+        # kernels run; compiled ResNet records). Inductor's mm calls stream skinny weights
+        # faster than eager's linear (llama7b-small records: 2.8 vs 2.2 TB/s): the plain
+        # calibrated model prices them, padded or not (see padding())
         a = graph.g.nodes[n]
         out += (inductor_layout_copies(graph, n) if layout_opt else []) + padding(graph, n, spec)
         if a["kind"] == "conv" and spec is not None:

@@ -29,6 +29,8 @@ from ..models import parse_dtype
 from ..predict import predict
 
 FAMILIES = ("cnn", "vit", "encoder", "decoder", "encdec")
+#: a record's ``run`` is the gpusim mode it is predicted in
+RUNS = ("eager", "compiled", "cudagraph")
 
 
 def zoo_available() -> bool:
@@ -66,11 +68,6 @@ def record_graph(rec: dict):
                   bool(rec.get("channels_last")), rec["run"] != "eager")
 
 
-def run_mode(rec: dict) -> str:
-    """The gpusim mode of a record's run."""
-    return {"eager": "eager", "compiled": "compiled", "cudagraph": "cudagraph"}[rec["run"]]
-
-
 def ape(pred: float, meas: float) -> float:
     return abs(pred - meas) / meas * 100.0
 
@@ -80,7 +77,7 @@ def case_rows(records: list[dict], spec) -> list[dict]:
     rows = []
     for r in records:
         g = record_graph(r)
-        p = predict(g, gpu=spec, mode=run_mode(r))
+        p = predict(g, gpu=spec, mode=r["run"])
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "dtype": r["dtype"], "size": r["size"],
                      "pred_us": p.device_us, "meas_us": r["kernel_sum_us"],
@@ -121,19 +118,25 @@ def speedup_summary(rows: list[dict]) -> dict:
     for key in ("device", "e2e"):
         e = [r[key]["error"] for r in rows]
         if e:
-            out[key] = {"n": len(e), "median": float(np.median(e)), "p90": float(np.percentile(e, 90)),
-                        "verdict_right": sum(r[key]["verdict_right"] for r in rows)}
+            out[key] = dict(_stats(e), verdict_right=sum(r[key]["verdict_right"] for r in rows))
     return out
 
 
-def summarise(rows: list[dict], key: str = "device") -> dict | None:
-    if not rows:
+def _stats(errs: list[float]) -> dict | None:
+    """Count, median and p90 of absolute percentage errors (None when there are none)."""
+    if not errs:
         return None
+    return {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
+
+
+def _cell(s: dict | None) -> str:
+    return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
+
+
+def summarise(rows: list[dict], key: str = "device") -> dict | None:
     if key == "device":
-        e = [ape(r["pred_us"], r["meas_us"]) for r in rows]
-    else:
-        e = [ape(r["pred_kernels"], r["meas_kernels"]) for r in rows]
-    return {"n": len(e), "median": float(np.median(e)), "p90": float(np.percentile(e, 90))}
+        return _stats([ape(r["pred_us"], r["meas_us"]) for r in rows])
+    return _stats([ape(r["pred_kernels"], r["meas_kernels"]) for r in rows])
 
 
 def zoo_report(results_dir: str, gpus) -> dict:
@@ -187,27 +190,21 @@ def memory_rows(records: list[dict]) -> list[dict]:
     return rows
 
 
-def _mem_stats(errs: list[float]) -> dict | None:
-    if not errs:
-        return None
-    return {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
-
-
 def memory_summary(rows: list[dict]) -> dict:
     """``{run: {family|"all": {"peak": stats, "reserved": stats}}}``: absolute percentage
     errors. Reserved counts only calls that reserved new memory (a zero measurement has
     no percentage)."""
     out = {}
-    for run in ("eager", "compiled", "cudagraph"):
+    for run in RUNS:
         rr = [r for r in rows if r["run"] == run]
         if not rr:
             continue
         fams = {}
         for fam in [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]:
             sel = [r for r in rr if fam in ("all", r["family"])]
-            fams[fam] = {"peak": _mem_stats([ape(r["pred_peak"], r["meas_peak"]) for r in sel
+            fams[fam] = {"peak": _stats([ape(r["pred_peak"], r["meas_peak"]) for r in sel
                                              if r["meas_peak"] > 0]),
-                         "reserved": _mem_stats([ape(r["pred_reserved"], r["meas_reserved"])
+                         "reserved": _stats([ape(r["pred_reserved"], r["meas_reserved"])
                                                  for r in sel if r["meas_reserved"]])}
         out[run] = fams
     return out
@@ -226,22 +223,19 @@ def memory_report(results_dir: str, gpus) -> dict:
 def memory_markdown(rep: dict) -> str:
     lines = ["| GPU | run | family | cases | peak allocated med / p90 | reserved med / p90 (cases) |",
              "|---|---|---|---|---|---|"]
-
-    def cell(s):
-        return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
     for gpu, e in rep.items():
         for run, fams in e["summary"].items():
             for fam, s in fams.items():
                 n = (s["peak"] or {}).get("n", 0)
                 nr = (s["reserved"] or {}).get("n", 0)
-                lines.append(f"| {gpu} | {run} | {fam} | {n} | {cell(s['peak'])} | "
-                             f"{cell(s['reserved'])} ({nr}) |")
+                lines.append(f"| {gpu} | {run} | {fam} | {n} | {_cell(s['peak'])} | "
+                             f"{_cell(s['reserved'])} ({nr}) |")
     return "\n".join(lines)
 
 
 def _by_family(rows: list[dict]) -> dict:
     res = {}
-    for run in ("eager", "compiled", "cudagraph"):
+    for run in RUNS:
         rr = [r for r in rows if r["run"] == run]
         if not rr:
             continue
@@ -257,18 +251,15 @@ def _by_family(rows: list[dict]) -> dict:
 def zoo_markdown(rep: dict) -> str:
     lines = ["| GPU | spec | run | family | cases | device time med / p90 | kernel count med / p90 |",
              "|---|---|---|---|---|---|---|"]
-
-    def cell(s):
-        return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
     for gpu, e in rep.items():
         for label, byrun in e.items():
             if not isinstance(byrun, dict) or label in ("rows", "memory", "speedup"):
                 continue
-            for run in ("eager", "compiled", "cudagraph"):
+            for run in RUNS:
                 for fam, s in (byrun.get(run) or {}).items():
                     n = (s["device"] or {}).get("n", 0)
-                    lines.append(f"| {gpu} | {label} | {run} | {fam} | {n} | {cell(s['device'])} | "
-                                 f"{cell(s['kernels'])} |")
+                    lines.append(f"| {gpu} | {label} | {run} | {fam} | {n} | {_cell(s['device'])} | "
+                                 f"{_cell(s['kernels'])} |")
     mem = {gpu: e["memory"] for gpu, e in rep.items() if e.get("memory")}
     if mem:
         lines += ["", "Memory: activation peak above weights and inputs, predicted vs "
@@ -285,7 +276,7 @@ def speedup_markdown(rep: dict) -> str:
         for key, label in (("device", "device (kernel sums)"), ("e2e", "end to end (wall)")):
             s = ((e.get("speedup") or {}).get("summary") or {}).get(key)
             if s:
-                lines.append(f"| {gpu} | {label} | {s['n']} | {s['median']:.1f}% / {s['p90']:.1f}% | "
+                lines.append(f"| {gpu} | {label} | {s['n']} | {_cell(s)} | "
                              f"{s['verdict_right']}/{s['n']} |")
     return "\n".join(lines)
 
