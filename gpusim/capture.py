@@ -28,6 +28,7 @@ from .graph import OpGraph
 
 import torch  # noqa: E402  (torch is a hard dependency of capture only)
 from .errors import GpusimError
+from .lifetimes import PythonLifetimes, python_frees
 
 
 class CaptureError(GpusimError):
@@ -156,7 +157,9 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
         hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
         quiet = _quiet_fake_tensor_logger()
         try:
-            with torch.no_grad(), reads, (Compiling() if compiling else contextlib.nullcontext()):
+            lives = PythonLifetimes()       # when Python really drops each tensor
+            with torch.no_grad(), reads, lives, \
+                    (Compiling() if compiling else contextlib.nullcontext()):
                 gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
                              _allow_non_fake_inputs=True)(*full_args)
             break
@@ -174,6 +177,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
         raise CaptureError(_explain_trace_failure(first_error)) from None
     gm.meta["module_calls"] = calls[0]
     gm.meta["host_reads"] = reads.sites
+    gm.meta["py_deaths"] = lives.deaths
     return gm, flat, pnames
 
 
@@ -326,6 +330,7 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
             raise
         raise CaptureError(_explain_trace_failure(e)) from None
     graph.meta["module_calls"] = gm.meta.get("module_calls", 0)
+    graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
     graph.meta["compiling"] = compiling
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)

@@ -144,9 +144,11 @@ class CachingAllocator:
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Memory of one call (bytes). ``peak_bytes`` / ``peak_reserved_bytes``: activation
-    peak above the pre-call baseline, allocated and reserved (a fresh cache, as after
-    ``torch.cuda.empty_cache()``); ``steady_reserved_bytes``: reserved after a second
-    call (the cache kept between calls). ``timeline[i]``: bytes allocated while kernel
+    peak above the pre-call baseline, allocated and reserved (the cache emptied, as after
+    ``torch.cuda.empty_cache()``, but the weights and inputs resident: activations fill
+    the free tails of their segments, ``cached_free_bytes``, before reserving more);
+    ``steady_reserved_bytes``: reserved after a second call (the cache kept between
+    calls). ``timeline[i]``: bytes allocated while kernel
     ``i`` runs; ``peak_kernel``: the first kernel at the peak."""
 
     weights_bytes: int
@@ -160,6 +162,7 @@ class MemoryEstimate:
     timeline: tuple[int, ...]
     reserved_timeline: tuple[int, ...]
     live_bytes: int = 0           # unrounded peak of live tensors (no allocator)
+    cached_free_bytes: int = 0    # free cache before the call (tails of the baseline's segments)
     storages: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -260,19 +263,22 @@ def _buffers(low) -> tuple[dict, list]:
         if k.role == "main":
             for n in k.ops:
                 kid[n] = i
+    # compiled: a value Inductor inlines is recomputed by every kernel that reads it,
+    # never stored; those kernels load what it loads, which lives until the last of them
+    loads = _inlined_loads(graph) if low.mode != "eager" and low.partition is None else {}
     touch: dict[str, list[int]] = {}       # storage -> kernels that write or read it
-    writer_kernels: dict[str, set] = {}
     for n, i in kid.items():
         a = g.nodes[n]
         if a.get("sync"):
             continue                        # a host read allocates no device memory
-        r = root[n]
-        touch.setdefault(r, []).append(i)
-        writer_kernels.setdefault(r, set()).add(i)
-        for p in a["reads"]:
+        if n not in loads:
+            touch.setdefault(root[n], []).append(i)
+        for p in _reads(a, loads):
             touch.setdefault(root.get(p, p), []).append(i)
     outputs = {root.get(n, n) for n in g.nodes if g.nodes[n].get("is_output")}
     end = len(kernels)
+    if low.mode == "eager" and low.partition is None:
+        _python_holds(graph, kid, root, touch, end)
     bufs: dict[str, _Buf] = {}
     for r, ks in touch.items():
         a = g.nodes[r]
@@ -296,11 +302,87 @@ def _buffers(low) -> tuple[dict, list]:
                          and kernels[j].ops == k.ops), i)
             temps.append((i, int(k.bytes // 2), main))
     if low.mode != "eager":
-        _inductor_inplace(low, bufs, root, kid)
+        _inductor_inplace(low, bufs, root, loads)
+        _inductor_reuse(low, bufs)
     return bufs, temps
 
 
-def _inductor_inplace(low, bufs: dict, root: dict, kid: dict) -> None:
+def _inductor_reuse(low, bufs: dict) -> None:
+    """Inductor's wrapper memory planning (``AllocateLine`` / ``FreeIfNotReusedLine`` /
+    ``ReuseLine`` of ``codegen/wrapper.py``): a buffer freed after its last use goes to a
+    pool keyed by dtype and exact size; a later buffer the wrapper allocates itself (a
+    generated kernel's, or a GEMM's ``out=``) takes the most recently freed one of its key
+    instead of a new allocation. A freed buffer is deleted only if nothing reuses it, so a
+    reused one stays allocated from its last use until its new owner dies. Outputs of
+    library calls that allocate for themselves (convolutions, attention) never reuse."""
+    g = low.graph.g
+    owners = {r: b for r, b in bufs.items() if b.alias_of is None}
+    pool: dict[tuple, list[str]] = {}
+    freeing: dict[int, list[str]] = {}
+    for r in sorted(owners, key=lambda r: owners[r].first):
+        b = owners[r]
+        # buffers freed after kernels before this one are in the pool
+        for i in sorted(k for k in freeing if k < b.first):
+            for d in freeing.pop(i):
+                pool.setdefault((g.nodes[d].get("dtype"), bufs[d].size), []).append(d)
+        k = low.kernels[b.first]
+        wrapper_alloc = k.impl == "generated" or g.nodes[r]["kind"] == "matmul"
+        cands = pool.get((g.nodes[r].get("dtype"), b.size)) if wrapper_alloc else None
+        if cands:
+            old = cands.pop()
+            b.alias_of = old
+            bufs[old].last, bufs[old].keep = b.last, b.keep
+            r = old
+        if not bufs[r].keep:
+            freeing.setdefault(bufs[r].last, []).append(r)
+
+
+def _inlined_loads(graph: OpGraph) -> dict[str, set]:
+    """Pointwise values Inductor inlines (not stored: :func:`gpusim.inductor.stored_nodes`)
+    -> the nodes whose storages their expression loads."""
+    from .inductor import node_class, stored_nodes
+    cls = {n: node_class(graph, n) for n in graph.compute_nodes}
+    stored = stored_nodes(graph, cls)
+    g = graph.g
+    loads: dict[str, set] = {}
+    for n in graph.compute_nodes:
+        a = g.nodes[n]
+        if cls[n] != "pointwise" or n in stored or a["is_output"] or is_inplace(a):
+            continue
+        loads[n] = set(_reads(a, loads))
+    return loads
+
+
+def _reads(attrs: dict, loads: dict) -> list[str]:
+    """The nodes whose storages a node reads, inlined values replaced by their loads."""
+    out = []
+    for p in attrs["reads"]:
+        out += loads[p] if p in loads else [p]
+    return out
+
+
+def _python_holds(graph: OpGraph, kid: dict, root: dict, touch: dict, end: int) -> None:
+    """Eager frees a storage when Python drops its last tensor on it, which can be well
+    after its last use (``graph.meta["py_free"]``, :mod:`gpusim.lifetimes`): extend each
+    storage's span to the kernel after which its last tensor object died."""
+    frees = graph.meta.get("py_free")
+    if not frees:
+        return
+    reached: dict[str, int] = {}       # node -> last kernel issued at or before it
+    k = -1
+    for n in graph.g.nodes:            # capture order: eager issues kernels in it
+        k = max(k, kid.get(n, -1))
+        reached[n] = k
+    for n, after in frees.items():
+        r = root.get(n, n)
+        if r not in touch:
+            continue
+        last = end - 1 if after is None else reached.get(after, -1)
+        if last > max(touch[r]):
+            touch[r].append(last)
+
+
+def _inductor_inplace(low, bufs: dict, root: dict, loads: dict) -> None:
     """Inductor writes a generated kernel's output into an input buffer that dies in that
     kernel, when size and dtype match: the output then owns that buffer."""
     g = low.graph.g
@@ -310,7 +392,7 @@ def _inductor_inplace(low, bufs: dict, root: dict, kid: dict) -> None:
     for i, k in enumerate(low.kernels):
         if k.impl != "generated" or k.role != "main" or i not in by_first:
             continue
-        dying = [root.get(p, p) for n in k.ops for p in g.nodes[n]["reads"]]
+        dying = [root.get(p, p) for n in k.ops for p in _reads(g.nodes[n], loads)]
         dying = [r for r in dict.fromkeys(dying) if r in bufs and bufs[r].last == i
                  and not bufs[r].keep and bufs[r].first < i and bufs[r].alias_of is None]
         for out in by_first[i]:
@@ -359,6 +441,12 @@ def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
         frees[last].append(("t", j))
     live_raw = peak_raw = 0
     alloc = CachingAllocator()
+    # the weights and inputs are resident first, allocated in capture order: activations
+    # then also fill the free tails of their segments (what the measured reserved sees)
+    for v in g.nodes:
+        if g.nodes[v]["kind"] == "input" and input_role(g.nodes[v]) != "alloc":
+            alloc.malloc(node_bytes(g.nodes[v]))
+    base, base_res = alloc.allocated, alloc.reserved
     timeline: list[int] = []
     reserved: list[int] = []
     first_peak = first_reserved = 0
@@ -371,9 +459,9 @@ def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
                 handles[(kind, key)] = alloc.malloc(size)
                 live_raw += size if call == 0 else 0
             if call == 0:
-                timeline.append(alloc.allocated)
-                reserved.append(alloc.reserved)
-                if alloc.allocated > timeline[peak_kernel]:
+                timeline.append(alloc.allocated - base)
+                reserved.append(alloc.reserved - base_res)
+                if timeline[-1] > timeline[peak_kernel]:
                     peak_kernel = i
                 peak_raw = max(peak_raw, live_raw)
             for kind, key in frees[i]:
@@ -381,7 +469,7 @@ def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
                 if call == 0:
                     live_raw -= bufs[key].size if kind == "b" else temps[key][1]
         if call == 0:
-            first_peak, first_reserved = alloc.peak_allocated, alloc.peak_reserved
+            first_peak, first_reserved = alloc.peak_allocated - base, alloc.peak_reserved - base_res
         for h in handles.values():         # the caller drops the outputs
             alloc.free(h)
     kept = [r for r, b in bufs.items() if b.keep and b.alias_of is None]
@@ -396,10 +484,11 @@ def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
                 inputs += node_bytes(a)
     return MemoryEstimate(
         weights_bytes=weights, inputs_bytes=inputs, peak_bytes=first_peak,
-        peak_reserved_bytes=first_reserved, steady_reserved_bytes=alloc.peak_reserved,
+        peak_reserved_bytes=first_reserved, steady_reserved_bytes=alloc.peak_reserved - base_res,
         peak_kernel=peak_kernel, peak_ops=tuple(low.kernels[peak_kernel].ops) if n else (),
         output_bytes=sum(bufs[r].size for r in kept), timeline=tuple(timeline),
-        reserved_timeline=tuple(reserved), live_bytes=peak_raw, storages=bufs)
+        reserved_timeline=tuple(reserved), live_bytes=peak_raw,
+        cached_free_bytes=base_res - base, storages=bufs)
 
 
 def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:
