@@ -297,14 +297,29 @@ def _buffers(low) -> tuple[dict, list]:
             if t:
                 temps.append((i, t, i))
         elif k.role == "aux" and low.mode != "eager" and k.bytes:
-            # Inductor's NHWC copy of a conv input/weight: held until the conv ends
+            # Inductor's copy of a GEMM operand (pad_mm) or of a conv input/weight to
+            # NHWC: a buffer held until that GEMM or conv ends
             main = next((j for j in range(i + 1, end) if kernels[j].role == "main"
-                         and kernels[j].ops == k.ops), i)
-            temps.append((i, int(k.bytes // 2), main))
+                         and kernels[j].ops == k.ops), None)
+            if main is not None:
+                temps.append((i, _copy_bytes(graph, k), main))
     if low.mode != "eager":
         _inductor_inplace(low, bufs, root, loads)
         _inductor_reuse(low, bufs)
     return bufs, temps
+
+
+def _copy_bytes(graph: OpGraph, k) -> int:
+    """Size of the buffer an aux copy kernel before a GEMM or conv writes: a conv's
+    weight or input (:func:`gpusim.lower.inductor_layout_copies` prices the input's
+    transpose above its size), else half the bytes the copy moves."""
+    n = k.ops[0]
+    if graph.g.nodes[n]["kind"] == "conv":
+        from .dispatch import conv_info
+        c = conv_info(graph, n)
+        if c is not None:
+            return int(c["w_bytes"] if k.bytes == 2.0 * c["w_bytes"] else c["x_bytes"])
+    return int(k.bytes // 2)
 
 
 def _inductor_reuse(low, bufs: dict) -> None:

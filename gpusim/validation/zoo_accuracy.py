@@ -166,10 +166,10 @@ def zoo_report(results_dir: str, gpus) -> dict:
     return out
 
 
-def memory_rows(records: list[dict]) -> list[dict]:
+def memory_rows(records: list[dict], spec=None) -> list[dict]:
     """One row per record with measured memory: predicted and measured activation peak
-    (allocated, reserved) and the baseline. The memory model does not depend on the GPU
-    spec (which kernels run in eager mode changes no allocation)."""
+    (allocated, reserved) and the baseline. The GPU ``spec`` matters to compiled runs
+    only (Inductor's ``pad_mm`` copies and channels-last copies are buffers too)."""
     from ..lower import lower
     from ..memory import simulate_memory
     rows = []
@@ -178,7 +178,8 @@ def memory_rows(records: list[dict]) -> list[dict]:
         if m.get("peak_allocated_above_pre_call") is None:
             continue
         g = record_graph(r)
-        est = simulate_memory(lower(g, "eager" if r["run"] == "eager" else "compiled"))
+        est = simulate_memory(lower(g, "eager" if r["run"] == "eager" else "compiled",
+                                    spec=spec))
         base = r.get("memory_baseline") or {}
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "pred_peak": est.peak_bytes,
@@ -214,7 +215,8 @@ def memory_report(results_dir: str, gpus) -> dict:
     """``{gpu: {"summary": memory_summary, "rows": memory_rows}}``."""
     out = {}
     for gpu in gpus:
-        rows = memory_rows(load_zoo_records(results_dir, gpu))
+        name = calibrated_name(gpu)
+        rows = memory_rows(load_zoo_records(results_dir, gpu), load_spec(name) if name else None)
         if rows:
             out[gpu] = {"summary": memory_summary(rows), "rows": rows}
     return out
