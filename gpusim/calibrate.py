@@ -144,6 +144,9 @@ def host_microbenchmarks() -> dict:
         per_in[k] = {"wall_us": measure.time_wall(cf, tuple(ins))["median_us"],
                      "kernels": len(measure.profile_kernels(cf, tuple(ins), flush=False, reps=2)["kernels"])}
     h["compiled_inputs"] = per_in
+    # one launch runtime call: what a library op pays per helper kernel it launches inside
+    # its own dispatch (cuDNN's layout transforms, a GEMM's bias or split-K reduction)
+    h["launch_api_us"] = measure.launch_api_us(eager_ops(50))
     h["eager_100_ops_us"] = measure.time_wall(eager_ops(100))["median_us"]
     h["eager_1_op_us"] = measure.time_wall(eager_ops(1))["median_us"]
     h["views_100_us"] = measure.time_wall(views(100))["median_us"]
@@ -343,6 +346,8 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
         out["sync_us"] = float(max(0.5, sy["item_us"] - sy["no_item_us"]))
     if h.get("op_kinds"):
         diag["op_kinds_us"] = h["op_kinds"]
+    if h.get("launch_api_us") and h["launch_api_us"] == h["launch_api_us"]:
+        out["kernel_launch_us"] = float(max(0.5, h["launch_api_us"]))
     ro = h.get("reduce_overhead")
     if ro:
         # wall = call + kernels x gap (tiny kernels) + inputs x copy; from 1x1, 8x1, 1x16
@@ -447,6 +452,7 @@ COMMENTS = {
     "sync_us": "tiny kernel + .item() minus the same without .item(): one host<->device sync",
     "cudagraph_tree_call_us": "torch.compile(mode='reduce-overhead') of one matmul+relu: replay wall less inputs",
     "cudagraph_tree_input_us": "same with 16 vs 1 tensor inputs: wall per extra input",
+    "kernel_launch_us": "median CPU time of one cudaLaunchKernel call (profiler) in a loop of eager adds",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",
     "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",

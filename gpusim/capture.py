@@ -29,6 +29,7 @@ from .graph import OpGraph
 import torch  # noqa: E402  (torch is a hard dependency of capture only)
 from .errors import GpusimError
 from .lifetimes import PythonLifetimes, python_frees
+from .ops import SYNC_OPS   # host reads: capture records them as sync nodes
 
 
 class CaptureError(GpusimError):
@@ -184,10 +185,6 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
 #: Ops that allocate an uninitialised buffer: no kernel, no bytes, and not a view of
 #: their tensor argument (which gives only dtype and device).
 _ALLOCATIONS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
-
-#: aten ops that copy a device value to the host and wait for it (``.item()``,
-#: ``bool(tensor)``): a sync point of the host and the GPU stream.
-SYNC_OPS = ("_local_scalar_dense", "item", "is_nonzero")
 
 #: Reductions whose typical answer, read on the host, is False (``if x.isnan().any():``);
 #: every other host-read boolean is assumed True (``if mask.all():``, padding absent).

@@ -19,8 +19,8 @@ from .examples import EXAMPLES
 from .fmt import fmt_num, table
 from .hardware import list_specs, load_spec, specs_table
 from .models import model_graph, parse_dtype, parse_sizes
-from .predict import predict
-from .report import dumps, prediction_text, search_text
+from .predict import modes_by_speed, predict
+from .report import dumps, modes_line, prediction_text, search_text
 from .search import ALGOS, search, whatif
 from .simulate import check_mode
 from .validation import accuracy, runner
@@ -104,8 +104,14 @@ def _mode_arg(p, default):
 
 
 def cmd_predict(a) -> int:
-    p = predict(_graph(a), gpu=a.gpu, mode=a.mode)
-    print(dumps(p.to_dict()) if a.json else prediction_text(p, None if a.all else 25))
+    g = _graph(a)
+    p = predict(g, gpu=a.gpu, mode=a.mode)
+    if a.json:
+        print(dumps(p.to_dict()))
+    else:
+        print(prediction_text(p, None if a.all else 25))
+        if p.fits:
+            print(modes_line(modes_by_speed(g, a.gpu)))
     _extras(a, pred=p)
     return 0
 

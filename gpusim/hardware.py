@@ -44,7 +44,7 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "attention_efficiency", "attention_mask_efficiency", "attention_min_us")
 OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
                  "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
-                 "cudagraph_tree_input_us")
+                 "cudagraph_tree_input_us", "kernel_launch_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -104,6 +104,7 @@ class GPUSpec:
     sync_us: float | None = None               # host wait + copy of one host<->device sync
     cudagraph_tree_call_us: float | None = None   # reduce-overhead replay: host cost per call
     cudagraph_tree_input_us: float | None = None  # reduce-overhead: per tensor input (copy in)
+    kernel_launch_us: float | None = None      # one launch call: a library op's helper kernel
     host_measured_on: str | None = None        # the machine the [host] figures came from
     # Eager kernel classes (gpusim.dispatch), as fractions of the datasheet peaks so that
     # they transfer across GPUs. Defaults: fitted by dispatch.fit_dispatch on the H100

@@ -20,6 +20,10 @@ from typing import Callable
 
 from .graph import numel
 
+#: aten ops that copy a device value to the host and wait for it (``.item()``,
+#: ``bool(tensor)``): a sync point of the host and the GPU stream.
+SYNC_OPS = ("_local_scalar_dense", "item", "is_nonzero")
+
 
 @dataclass(frozen=True)
 class TensorMeta:

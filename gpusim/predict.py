@@ -11,7 +11,7 @@ from .graph import OpGraph
 from .hardware import GPUSpec, load_spec
 from .lower import Lowering, lower
 from .memory import MemoryEstimate, capacity_bytes, simulate_memory
-from .simulate import Timeline, check_mode, region_entry_us, simulate
+from .simulate import MODES, Timeline, check_mode, region_entry_us, simulate
 
 
 @dataclass
@@ -135,6 +135,19 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
                   module_calls=graph.meta.get("module_calls", 0),
                   inputs=0 if regions else graph.meta.get("inputs", 0))
     return Prediction(spec.name, mode, graph, kernels, tl, spec, low)
+
+
+#: How users run each mode.
+MODE_LABELS = {"eager": "eager", "compiled": "torch.compile",
+               "cudagraph": "torch.compile(mode=\"reduce-overhead\")"}
+
+
+def modes_by_speed(graph: OpGraph, gpu="h100") -> list[tuple[str, "Prediction"]]:
+    """Eager, torch.compile and torch.compile with CUDA graphs on ``graph``, fastest end
+    to end first."""
+    spec = as_spec(gpu)
+    preds = [(m, predict_lowering(lower(graph, m, spec=spec), spec)) for m in MODES]
+    return sorted(preds, key=lambda mp: mp[1].end_to_end_us)
 
 
 def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,

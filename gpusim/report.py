@@ -11,6 +11,7 @@ import math
 
 from .fmt import fmt_num, fmt_shape, table  # noqa: F401  (table: re-exported for callers)
 from .memory import fit_line, fmt_bytes
+from .predict import MODE_LABELS
 
 
 def _ops_label(k, width: int = 40) -> str:
@@ -46,6 +47,27 @@ def memory_lines(pred) -> list[str]:
             f"memory           {fit_line(m, pred.spec)}"]
 
 
+def sync_lines(pred) -> list[str]:
+    """Host syncs per call and what they cost: the host's wait for the stream to drain."""
+    sy = pred.timeline.syncs
+    if not sy:
+        return []
+    reads = pred.graph.meta.get("syncs") or []
+    what = ", ".join(sorted(set(reads))) if reads else ", ".join(k for k, _ in sy)
+    wait = sum(w for _, w in sy)
+    each = f", plus {pred.spec.sync_us:.1f} us per read" if pred.spec.sync_us else ""
+    return [f"host syncs       {len(sy)} per call (host reads of {what}): the host waits "
+            f"{wait:.1f} us for the GPU to drain{each}"]
+
+
+def modes_line(ranked) -> str:
+    """``[(mode, Prediction)]`` fastest first -> one line naming the fastest mode."""
+    (m0, p0), slowest = ranked[0], ranked[-1][1]
+    parts = " < ".join(f"{MODE_LABELS[m]} {p.end_to_end_us:.1f} us" for m, p in ranked)
+    return (f"fastest          {MODE_LABELS[m0]}, {slowest.end_to_end_us / p0.end_to_end_us:.2f}x "
+            f"over the slowest ({parts}, end to end per call)")
+
+
 def prediction_text(pred, top: int | None = None) -> str:
     if not pred.fits:       # a time for a run that cannot happen would mislead
         return "\n".join([f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), "
@@ -66,9 +88,11 @@ def prediction_text(pred, top: int | None = None) -> str:
     out.append(f"device time      {pred.device_us:.1f} us  (" + ", ".join(
         f"{b} {v / pred.device_us * 100:.0f}%" for b, v in sorted(bounds.items(), key=lambda x: -x[1])
     ) + ")" if pred.device_us else "device time      0 us")
-    out.append(f"host time        {pred.timeline.host_us:.1f} us per call")
+    out.append(f"host time        {pred.timeline.host_us:.1f} us per call (host figures: "
+               f"{pred.spec.host_measured_on or 'datasheet estimates'})")
     out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
                f"{pred.idle_us:.1f} us of the first call)")
+    out += sync_lines(pred)
     if pred.unmodelled_ops:
         out.append(f"unmodelled ops   {len(pred.unmodelled_ops)}: " + ", ".join(pred.unmodelled_ops[:8])
                    + (" ..." if len(pred.unmodelled_ops) > 8 else "")

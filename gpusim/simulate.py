@@ -7,6 +7,10 @@ slower than the GPU, the GPU waits: those idle gaps are why fusion can lose at s
 sizes (a compiled call's wrapper costs more than the bytes it saves) and win big at
 large ones.
 
+A host read of a device value (``.item()``, ``if mask.all():``; capture records them)
+is a sync: the host issues the copy, then waits until the GPU has run everything queued
+before it (a "sync wait" event); the GPU then idles until the host issues more.
+
 Modes
     ``eager``     every non-view aten op is a kernel; ``eager_op_us`` of host time each,
                   plus ``eager_view_us`` for each view op dispatched on the way.
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from .cost import KernelEstimate
 from .errors import GpusimError
 from .graph import LIBRARY_KINDS
+from .ops import SYNC_OPS
 
 MODES = ("eager", "compiled", "cudagraph")
 
@@ -60,6 +65,7 @@ class Timeline:
     span_us: float                  # one call, first kernel start to last kernel end
     host_us: float                  # host time per call
     gaps: list[tuple[float, float]] = field(default_factory=list)  # GPU idle in call 1
+    syncs: list[tuple[str, float]] = field(default_factory=list)   # (kernel, host wait) in call 1
 
     @property
     def idle_us(self) -> float:
@@ -70,6 +76,12 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ModeError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     return mode
+
+
+def is_sync(kernel: KernelEstimate) -> bool:
+    """A copy of a device value to the host that the host waits for (``.item()``,
+    ``if mask.all():``): the stream drains before the host goes on."""
+    return any(t in SYNC_OPS for t in kernel.op_types)
 
 
 def eager_dispatch_us(kernel: KernelEstimate, spec) -> float:
@@ -85,9 +97,11 @@ def kernel_overhead_us(kernel: KernelEstimate, spec, mode: str) -> float:
     """The one per-kernel overhead table: host time to issue a kernel (eager, compiled)
     or, inside a CUDA graph, the GPU's gap between consecutive kernels. The simulation
     and the partition scorer both read it."""
+    if mode != "cudagraph" and is_sync(kernel) and spec.sync_us:
+        return spec.sync_us
     if mode == "eager":
         if kernel.role == "aux":        # launched inside the op's dispatch: a launch only
-            return spec.compiled_kernel_us
+            return spec.kernel_launch_us or spec.compiled_kernel_us
         return eager_dispatch_us(kernel, spec)
     if mode == "compiled":
         return spec.compiled_kernel_us
@@ -140,6 +154,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     ends = []
     events: list[Event] = []
     gaps: list[tuple[float, float]] = []
+    syncs: list[tuple[str, float]] = []
     first_start = None
     end0 = 0.0
     for c in range(calls):
@@ -166,6 +181,14 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
                 events.append(Event(k.name, "gpu", start, k.us, c, i))
             gpu_free = start + k.us
             prev_end = gpu_free
+            if mode != "cudagraph" and is_sync(k) and gpu_free > host:
+                # the host reads the value: it waits until the stream has drained
+                if c == 0:
+                    events.append(Event(f"sync wait ({k.name})", "host", host, gpu_free - host, c, i))
+                    syncs.append((k.name, gpu_free - host))
+                host = gpu_free
+            elif c == 0 and mode != "cudagraph" and is_sync(k):
+                syncs.append((k.name, 0.0))
         host += tail
         if c == 0:
             end0 = gpu_free
@@ -177,4 +200,4 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     return Timeline(mode=mode, kernels=list(kernels), events=events, device_us=device,
                     end_to_end_us=e2e, latency_us=ends[0],
                     span_us=(end0 - first_start) if first_start is not None else 0.0,
-                    host_us=host_per_call, gaps=gaps)
+                    host_us=host_per_call, gaps=gaps, syncs=syncs)

@@ -203,6 +203,19 @@ def is_launch(name: str) -> bool:
     return name.startswith(("cudaLaunch", "cuLaunch")) and "Host" not in name
 
 
+def launch_api_us(fn, reps: int = 3) -> float:
+    """Median host time of one kernel-launch runtime call (``cudaLaunchKernel``,
+    ``cuLaunchKernelEx``) while ``fn`` runs, from the profiler's CPU events."""
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    d = [e.time_range.elapsed_us() for e in prof.events() if is_launch(e.name)]
+    return float(statistics.median(d)) if d else float("nan")
+
+
 def top_level_aten(cpu_events) -> list:
     """Names of the aten ops that no other aten op encloses (what the Python code
     dispatched), in start order. ``cpu_events``: (name, thread, start, end) tuples."""
