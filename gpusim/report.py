@@ -47,6 +47,16 @@ def memory_lines(pred) -> list[str]:
             f"memory           {fit_line(m, pred.spec)}"]
 
 
+def host_source(spec) -> str:
+    """Which machine the spec's host figures were measured on (host speed belongs to the
+    machine, not the GPU)."""
+    if spec.host_measured_on:
+        return f"measured on {spec.host_measured_on}"
+    if spec.source == "measured":
+        return f"measured on the host of the {spec.measured_on} that calibrated this spec"
+    return "datasheet estimates"
+
+
 def sync_lines(pred) -> list[str]:
     """Host syncs per call and what they cost: the host's wait for the stream to drain."""
     sy = pred.timeline.syncs
@@ -89,7 +99,7 @@ def prediction_text(pred, top: int | None = None) -> str:
         f"{b} {v / pred.device_us * 100:.0f}%" for b, v in sorted(bounds.items(), key=lambda x: -x[1])
     ) + ")" if pred.device_us else "device time      0 us")
     out.append(f"host time        {pred.timeline.host_us:.1f} us per call (host figures: "
-               f"{pred.spec.host_measured_on or 'datasheet estimates'})")
+               f"{host_source(pred.spec)})")
     out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
                f"{pred.idle_us:.1f} us of the first call)")
     out += sync_lines(pred)
