@@ -139,6 +139,8 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     import contextlib
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    from .sdpa import MathAttention
+
     if not isinstance(args, (tuple, list)):
         args = (args,)
     fn, full_args, pnames = _wrap(fn_or_module, args)
@@ -159,7 +161,8 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
         quiet = _quiet_fake_tensor_logger()
         try:
             lives = PythonLifetimes()       # when Python really drops each tensor
-            with torch.no_grad(), reads, lives, \
+            # MathAttention: attention no fused CUDA kernel takes is traced as its math ops
+            with torch.no_grad(), reads, lives, MathAttention(), \
                     (Compiling() if compiling else contextlib.nullcontext()):
                 gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
                              _allow_non_fake_inputs=True)(*full_args)

@@ -206,8 +206,30 @@ def _break_cycles(graph, groups: dict, sig: dict, owner: dict) -> None:
             raise RuntimeError("inductor grouping: a cycle with no shared inlined node")
 
 
+#: views that pick a part of their tensor (reading one leaves the rest unread)
+REGION_VIEWS = frozenset({"select", "slice", "narrow", "split", "split_with_sizes", "unbind",
+                          "chunk", "getitem", "unsafe_split", "as_strided", "diagonal"})
+
+
+def read_region(graph: OpGraph, n: str, p: str) -> tuple:
+    """Which part of ``p``'s tensor compute node ``n`` reads: the part-picking views
+    (``qkv[0]``, ``x.split(...)[1]``) between them, empty for the whole tensor."""
+    nodes = graph.g.nodes
+    src = next((i for i in nodes[n]["inputs"] if i in nodes and nodes[i]["base"] == p), p)
+    out = []
+    while src != p and nodes[src]["kind"] == "view" and nodes[src]["inputs"]:
+        if packet_name(nodes[src]["op"]) in REGION_VIEWS:
+            out.append(src)
+        src = nodes[src]["inputs"][0]
+    return tuple(out)
+
+
 def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
-    """Rule 3, in place: merge Triton groups that share buffers, most bytes first."""
+    """Rule 3, in place: merge Triton groups that share buffers, most bytes first.
+    Horizontal partners share bytes only where they read the same elements: Inductor's
+    ``score_fusion_memory`` matches memory dependencies by buffer *and index*, and
+    refuses a fusion that shares none (``score_fusion_memory_threshold``), so the q, k
+    and v copies of one qkv projection stay three kernels (torchvision Swin records)."""
     q = _group_graph(graph, groups, owner)
     rank = {g: i for i, g in enumerate(nx.topological_sort(q))}
 
@@ -216,16 +238,19 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
         out: dict = {}
         mine = set(groups[g])
         reads: dict = {}
+        regions: dict = {}
         for n in groups[g]:
             for p, b in graph.g.nodes[n]["reads"].items():
                 if p not in mine:
                     reads[p] = max(reads.get(p, 0), b)
+                    regions.setdefault(p, set()).add(read_region(graph, n, p))
         for p, b in reads.items():
             if p in owner and owner[p] in sig and owner[p] != g:        # vertical
                 out[owner[p]] = out.get(owner[p], 0) + b
             for s in graph.dataflow.successors(p):                       # horizontal
                 h = owner.get(s)
-                if h is not None and h != g and h in sig and abs(rank[h] - rank[g]) <= MAX_DISTANCE:
+                if (h is not None and h != g and h in sig and abs(rank[h] - rank[g]) <= MAX_DISTANCE
+                        and read_region(graph, s, p) in regions[p]):
                     out[h] = out.get(h, 0) + b
         for n in groups[g]:                                              # consumers
             for s in graph.dataflow.successors(n):

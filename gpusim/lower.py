@@ -92,7 +92,8 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         # faster than eager's linear (llama7b-small records: 2.8 vs 2.2 TB/s): the plain
         # calibrated model prices them, padded or not (see padding())
         a = graph.g.nodes[n]
-        out += (inductor_layout_copies(graph, n) if layout_opt else []) + padding(graph, n, spec)
+        pads = padding(graph, n, spec)
+        out += (inductor_layout_copies(graph, n) if layout_opt else []) + pads
         if a["kind"] == "conv" and spec is not None:
             # cuDNN runs the conv as eager would on the layout Inductor chose
             c = conv_info(graph, n)
@@ -100,6 +101,11 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
                     else nhwc_conv_kernels(c, n, Kernel))
         else:
             variant = attention_variant(graph, n) if a["kind"] == "attention" else ""
+            if a["kind"] == "matmul" and not pads:
+                # an unpadded misaligned 16-bit GEMM is the same cuBLAS align1/align2
+                # kernel eager runs (Swin's 49-token window bmm: 46 us in both records)
+                v = gemm_variant(graph, n)
+                variant = v if v in ("align1", "align2") else variant
             out.append(Kernel((n,), "library", variant=variant))
         if conv_has_bias(graph, n) and not any(
                 graph.g.nodes[s]["kind"] not in GEMM_KINDS for s in graph.dataflow.successors(n)):

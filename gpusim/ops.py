@@ -174,7 +174,7 @@ POINTWISE = {
     "sin": 4, "cos": 4, "tanh": 4, "sigmoid": 4, "erf": 4, "pow": 4, "softplus": 6,
     # composites: silu = x*sigmoid(x); gelu(erf) = x/2*(1+erf(x/sqrt2)); mish
     "silu": 5, "gelu": 8, "mish": 10, "elu": 5, "selu": 6, "logit": 5,
-    "nan_to_num": 1, "isnan": 1, "isinf": 1, "clone_pw": 0,
+    "nan_to_num": 1, "isnan": 1, "isinf": 1, "isneginf": 1, "isposinf": 1, "clone_pw": 0,
 }
 
 
@@ -245,7 +245,8 @@ def host_read_flops(ctx: OpCtx) -> float:
 
 
 @register("_to_copy", "copy", "clone", "_copy", "contiguous_copy", "expand_copy",
-          "repeat", "constant_pad_nd", "pad", "flip", "roll", "index_copy", kind="copy")
+          "repeat", "repeat_interleave", "constant_pad_nd", "pad", "flip", "roll", "index_copy",
+          kind="copy")
 def copy_flops(ctx: OpCtx) -> float:
     """Copies and casts move bytes, compute nothing: 0 FLOPs."""
     return 0.0

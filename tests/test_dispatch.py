@@ -86,3 +86,34 @@ def test_fit_reproduces_the_calibrated_spec(sweep):
     fitted = fit_dispatch(sweep, H100)      # as calibrate does: on the fitted spec
     for k, v in fitted.items():
         assert getattr(H100, k) == pytest.approx(v, rel=1e-3), k
+
+
+def test_attention_falls_back_to_math_when_no_fused_kernel_takes_it():
+    """PyTorch's fused SDPA kernels need the mask's last dim at stride 1
+    (sdp_utils ``check_last_dim_stride_equals_1_dense``); a permuted position bias (T5)
+    runs the math fallback: 16-bit inputs upcast to fp32, scaled, two fp32 batched GEMMs,
+    the mask added, a safe softmax (5 kernels), the unused weights and the output cast
+    back. A contiguous bias keeps one fused kernel."""
+    q = torch.empty(8, 8, 512, 64, device="meta", dtype=torch.bfloat16)
+    bias = torch.empty(512, 512, 8, device="meta", dtype=torch.bfloat16)
+
+    def attn(q, bias, contiguous):
+        b = bias.permute(2, 0, 1).unsqueeze(0)
+        b = b.contiguous() if contiguous else b
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=b, scale=1.0)
+    fused = capture(lambda q, b: attn(q, b, True), (q, bias))
+    assert [fused.g.nodes[n]["kind"] for n in fused.compute_nodes] == ["copy", "attention"]
+    g = capture(lambda q, b: attn(q, b, False), (q, bias))
+    ops = [g.g.nodes[n]["op"].split(".")[1] for n in g.compute_nodes]
+    assert "scaled_dot_product_attention" not in ops
+    assert ops.count("bmm") == 2 and ops.count("softmax") == 1 and "isneginf" in ops
+    bmm = [n for n in g.compute_nodes if g.g.nodes[n]["op"] == "aten.bmm.default"]
+    assert all(g.g.nodes[n]["dtype"] == "float32" for n in bmm)    # fp32 SIMT GEMMs
+    eager = lower(g, "eager", spec=H100).kernels
+    # the H100 T5 record: 18 kernels per self-attention (3 casts, 2 scales, 2 reshape
+    # copies, GEMM, mask add, 5 safe-softmax kernels, weights cast, value copy, GEMM,
+    # output cast); here q, k, v are contiguous [B, H, S, D], so the reshapes are views
+    assert len(eager) == 15
+    # torch.compile decomposes it the same way: the GEMMs stay extern, the rest fuses
+    comp = lower(g, "compiled", spec=H100).kernels
+    assert sum(k.impl == "library" for k in comp) == 2 and len(comp) < len(eager)

@@ -95,3 +95,43 @@ def test_every_compute_node_runs_in_exactly_one_kernel(name, mode):
     low = lower(g, mode)
     ops = [n for k in low.kernels for n in k.ops]
     assert sorted(ops) == sorted(g.compute_nodes)
+
+
+def _window_attention(x, w):
+    """torchvision Swin's window attention core: q, k, v are strided views of one qkv
+    projection; 49 tokens a window (a misaligned GEMM dimension)."""
+    b, n, c = x.shape
+    qkv = torch.nn.functional.linear(x, w).reshape(b, n, 3, 3, c // 3).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    attn = (q * 0.1).matmul(k.transpose(-2, -1)).softmax(-1)
+    return attn.matmul(v)
+
+
+def test_batched_matmul_copies_operands_it_cannot_fold():
+    """at::matmul folds batch dims by reshape: a strided q, k or v is copied first (the
+    Swin eager record: three direct_copy kernels around the two window GEMMs)."""
+    x = torch.empty(2048, 49, 96, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(288, 96, device="meta", dtype=torch.bfloat16)
+    g = capture(_window_attention, (x, w))
+    ops = [g.g.nodes[n]["op"] for n in g.compute_nodes]
+    assert ops.count("aten.bmm.default") == 2 and "aten.matmul.default" not in ops
+    assert sum(g.g.nodes[n]["kind"] == "copy" for n in g.compute_nodes) == 3   # q, k, v
+    # a contiguous batched product needs no copy
+    a = torch.empty(8, 12, 128, 64, device="meta", dtype=torch.bfloat16)
+    g2 = capture(lambda a: a.matmul(a.transpose(-2, -1)), (a,))
+    assert [g2.g.nodes[n]["kind"] for n in g2.compute_nodes] == ["matmul"]
+
+
+def test_inductor_fuses_no_siblings_that_read_different_parts_of_a_buffer():
+    """Inductor scores a fusion by memory dependencies that match in buffer and index:
+    the q, k, v copies read three different slices of the qkv output and stay three
+    kernels (Swin compiled record: triton_poi ..._5, _6, _7); the misaligned window GEMMs
+    that pad_mm leaves unpadded keep eager's align1 cuBLAS class."""
+    x = torch.empty(2048, 49, 96, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(288, 96, device="meta", dtype=torch.bfloat16)
+    g = capture(_window_attention, (x, w))
+    ks = lower(g, "compiled", spec=SPEC).kernels
+    copies = [k for k in ks if any(g.g.nodes[n]["kind"] == "copy" for n in k.ops)]
+    assert len(copies) == 3 and all(len({g.g.nodes[n]["kind"] for n in k.ops} & {"copy"}) == 1
+                                    for k in copies)
+    assert [k.variant for k in ks if k.impl == "library"] == ["", "align1", "align1"]
