@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from .capture import capture
 from .cost import CostOptions, estimate_group
 from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
-from .ops import is_eval_batch_norm
+from .ops import is_eval_batch_norm, packet_name
 
 
 def _shape(graph: OpGraph, name: str):
@@ -181,8 +181,22 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         prep = [Kernel((n,), "aten", role="aux", bytes=0.0) for _ in range(2)] \
             if a["dtype"] in HALF_DTYPES else []
         return prep + [Kernel((n,), "library", variant="bn_eval")]
+    name = packet_name(a["op"])
+    if name in SCALAR_CONSTANTS and not a.get("shape") and all(
+            packet_name(graph.g.nodes[s]["op"]) == "copy_" for s in graph.dataflow.successors(n)):
+        # ``x[idx] = 3.0``: traced as a 0-dim constant copied into the slice; eager runs
+        # one fill_ kernel on the slice (the copy_) and no kernel for the host scalar
+        return []
+    if name == "masked_fill":
+        # the out-of-place masked_fill clones, then fills in place (TensorAdvancedIndexing
+        # .cpp: ``result = self.clone(); result.masked_fill_(...)``): a device copy first
+        return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
     return [Kernel((n,), impl)]
+
+
+#: 0-dim constants a traced ``t[idx] = value`` materialises (eager keeps them on the host)
+SCALAR_CONSTANTS = ("scalar_tensor", "lift_fresh", "lift_fresh_copy")
 
 
 # ----------------------------------------------------------------------- fitting

@@ -117,3 +117,22 @@ def test_attention_falls_back_to_math_when_no_fused_kernel_takes_it():
     # torch.compile decomposes it the same way: the GEMMs stay extern, the rest fuses
     comp = lower(g, "compiled", spec=H100).kernels
     assert sum(k.impl == "library" for k in comp) == 2 and len(comp) < len(eager)
+
+
+def test_slice_fill_and_out_of_place_masked_fill():
+    """``m[a:b] = 2.0`` is one fill_ kernel in eager (the traced 0-dim constant is a host
+    scalar, no kernel); an out-of-place masked_fill clones then fills in place (ATen's
+    TensorAdvancedIndexing.cpp): two kernels. Swin's shifted-window mask shows both (nine
+    FillFunctor kernels; Memcpy DtoD before each masked_fill_kernel)."""
+    x = torch.empty(64, 64, device="meta")
+
+    def f(x):
+        m = x.new_zeros(64, 64)
+        m[:32] = 1.0
+        m[32:] = 2.0
+        return m.masked_fill(m != 0, -100.0)
+    g = capture(f, (x,))
+    ks = lower(g, "eager", spec=H100).kernels
+    ops = [g.g.nodes[k.ops[0]]["op"].split(".")[1] for k in ks]
+    assert ops == ["new_zeros", "copy_", "copy_", "ne", "masked_fill", "masked_fill"]
+    assert [k.role for k in ks][-2:] == ["aux", "main"]
