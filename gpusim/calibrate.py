@@ -98,12 +98,7 @@ def host_microbenchmarks() -> dict:
     tiny = torch.randn(1, device=dev)
 
     def eager_ops(k):
-        def f():
-            y = tiny
-            for _ in range(k):
-                y = torch.add(y, 1.0)
-            return y
-        return f
+        return add_chain(tiny, k)
 
     def views(k):
         def f():
@@ -130,10 +125,7 @@ def host_microbenchmarks() -> dict:
     h["library_ops"] = {
         name: (measure.time_wall(loop(f, 50))["median_us"] - measure.time_wall(loop(f, 1))["median_us"]) / 49
         for name, f in lib.items()}
-    # nn.Module.__call__ itself: a chain of identity modules launches no kernel
-    chains = {k: torch.nn.Sequential(*[torch.nn.Identity() for _ in range(k)]) for k in (1, 64)}
-    h["module_calls"] = {k: measure.time_wall(lambda m=m: m(tiny))["median_us"]
-                         for k, m in chains.items()}
+    h["module_calls"] = module_call_walls(tiny)
     # a compiled call's cost per tensor input (guards, input handling): one reduction
     # over k inputs, compiled, for k = 1 and 64
     per_in = {}
@@ -223,6 +215,33 @@ def host_microbenchmarks() -> dict:
     h["reduce_overhead"] = ro
     torch._dynamo.reset()
     return h
+
+
+def add_chain(x, k: int):
+    """``k`` eager adds in a row on ``x``: the host's cost per dispatched op."""
+    def f():
+        y = x
+        for _ in range(k):
+            y = torch.add(y, 1.0)
+        return y
+    return f
+
+
+def module_call_walls(x) -> dict:
+    """Wall per call of a chain of 1 and of 64 identity modules (``nn.Module.__call__``
+    itself: the chain launches no kernel)."""
+    chains = {k: torch.nn.Sequential(*[torch.nn.Identity() for _ in range(k)]) for k in (1, 64)}
+    return {k: measure.time_wall(lambda m=m: m(x))["median_us"] for k, m in chains.items()}
+
+
+def host_probe() -> dict:
+    """A quick look at the host's speed now, measured as ``calibrate --host-only`` measures
+    ``eager_op_us`` and ``eager_module_us`` (the validation harness takes one per case)."""
+    tiny = torch.randn(1, device="cuda")
+    op = (measure.time_wall(add_chain(tiny, 100))["median_us"]
+          - measure.time_wall(add_chain(tiny, 1))["median_us"]) / 99
+    mc = module_call_walls(tiny)
+    return {"eager_op_us": op, "module_us": (mc[64] - mc[1]) / 63}
 
 
 def chain_inputs(k: int, mats):

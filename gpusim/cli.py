@@ -111,7 +111,7 @@ def cmd_predict(a) -> int:
     else:
         print(prediction_text(p, None if a.all else 25))
         if p.fits:
-            print(modes_line(modes_by_speed(g, a.gpu)))
+            print(modes_line(modes_by_speed(g, a.gpu, have=p)))
     _extras(a, pred=p)
     return 0
 

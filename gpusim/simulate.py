@@ -155,6 +155,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     events: list[Event] = []
     gaps: list[tuple[float, float]] = []
     syncs: list[tuple[str, float]] = []
+    reads = [mode != "cudagraph" and is_sync(k) for k in kernels]   # host reads: syncs
     first_start = None
     end0 = 0.0
     for c in range(calls):
@@ -181,14 +182,14 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
                 events.append(Event(k.name, "gpu", start, k.us, c, i))
             gpu_free = start + k.us
             prev_end = gpu_free
-            if mode != "cudagraph" and is_sync(k) and gpu_free > host:
+            if reads[i]:
                 # the host reads the value: it waits until the stream has drained
+                wait = max(0.0, gpu_free - host)
                 if c == 0:
-                    events.append(Event(f"sync wait ({k.name})", "host", host, gpu_free - host, c, i))
-                    syncs.append((k.name, gpu_free - host))
-                host = gpu_free
-            elif c == 0 and mode != "cudagraph" and is_sync(k):
-                syncs.append((k.name, 0.0))
+                    syncs.append((k.name, wait))
+                    if wait:
+                        events.append(Event(f"sync wait ({k.name})", "host", host, wait, c, i))
+                host += wait
         host += tail
         if c == 0:
             end0 = gpu_free

@@ -76,6 +76,10 @@ def test_modes_ranked_fastest_first():
     assert sorted(m for m, _ in ranked) == sorted(MODE_LABELS)
     e2e = [p.end_to_end_us for _, p in ranked]
     assert e2e == sorted(e2e)
+    eager = predict(g, gpu=SPEC, mode="eager")
+    again = dict(modes_by_speed(g, SPEC, have=eager))
+    assert again["eager"] is eager
+    assert [p.end_to_end_us for _, p in modes_by_speed(g, SPEC, have=eager)] == e2e
 
 
 def test_predict_prints_syncs_and_the_fastest_mode(capsys):

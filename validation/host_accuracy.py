@@ -19,11 +19,11 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 
 from gpusim import capture, predict, zoo
 from gpusim.hardware import HOST, OPTIONAL_HOST, calibrated_name, load_spec
+from gpusim.validation.zoo_accuracy import _cell, _stats, ape
 
 #: host figures that scale with the host's speed (per-op dispatch, views, launches, modules)
 SCALED = ("eager_op_us", "eager_library_op_us", "eager_view_us", "kernel_launch_us",
@@ -62,19 +62,13 @@ def rows(tag: str) -> list[dict]:
     return out
 
 
-def ape(a, b):
-    return abs(a - b) / b * 100
-
-
 def summary(rs: list[dict]) -> list[str]:
     lines = ["| family | cases | gpusim eager e2e | with the measured Python | host figures scaled "
              "by the case's probe | both |", "|---|---|---|---|---|---|"]
     for fam in sorted({r["family"] for r in rs}) + ["all"]:
         sel = [r for r in rs if fam in ("all", r["family"])]
-        cells = []
-        for key in ("pred", "pred_with_python", "pred_probe", "pred_probe_python"):
-            e = [ape(r[key], r["wall"]) for r in sel]
-            cells.append(f"{np.median(e):.1f}% / {np.percentile(e, 90):.1f}%")
+        cells = [_cell(_stats([ape(r[key], r["wall"]) for r in sel]))
+                 for key in ("pred", "pred_with_python", "pred_probe", "pred_probe_python")]
         lines.append(f"| {fam} | {len(sel)} | " + " | ".join(cells) + " |")
     return lines
 

@@ -6,8 +6,9 @@ For each zoo model (bf16, default and large sizes), on CUDA: steady-state wall p
 (GC on, as users run, and GC off), the profiler's top-level aten ops and their summed
 CPU time in one call, the model's own Python outside torch calls (a clock around every
 top-level torch call; the forward's wall time minus the clocked time, minus the clock's
-own cost per call), and host probes taken right before the case (an
-eager add, one nn.Module call) so each case carries the host speed it ran at.
+own cost per call), and host probes taken right before and after the case
+(``gpusim.calibrate.host_probe``: an eager add and one nn.Module call, measured as
+calibrate measures them) so each case carries the host speed it ran at.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.overrides import TorchFunctionMode
 
 from gpusim import zoo
+from gpusim.calibrate import host_probe
 from gpusim.validation import measure
 
 
@@ -62,19 +64,6 @@ def clock_overhead_us() -> float:
     return max(min(once() for _ in range(7)), 0.0)
 
 
-def module_call_us() -> float:
-    """One nn.Module call now: 64 chained identity modules against 1."""
-    x = torch.ones(4, device="cuda")
-    ch = {k: torch.nn.Sequential(*[torch.nn.Identity() for _ in range(k)]) for k in (1, 64)}
-
-    def wall(m):
-        t = time.perf_counter()
-        for _ in range(20):
-            m(x)
-        return (time.perf_counter() - t) / 20 * 1e6
-    return (min(wall(ch[64]) for _ in range(7)) - min(wall(ch[1]) for _ in range(7))) / 63
-
-
 def python_us(m, args, repeats=3) -> float:
     """Python of ``m``'s forward outside torch calls: best of the timed repeats."""
     over, best = clock_overhead_us(), None
@@ -86,19 +75,6 @@ def python_us(m, args, repeats=3) -> float:
         us = (time.perf_counter() - t - clock.inside_s) * 1e6 - clock.calls * over
         best = us if best is None else min(best, us)
     return best
-
-
-def probes() -> dict:
-    tiny = torch.randn(1, device="cuda")
-
-    def adds(k):
-        def f():
-            y = tiny
-            for _ in range(k):
-                y = torch.add(y, 1.0)
-        return f
-    op = (measure.time_wall(adds(100))["median_us"] - measure.time_wall(adds(1))["median_us"]) / 99
-    return {"eager_op_us": op, "module_us": module_call_us()}
 
 
 def top_level_time(m, args) -> dict:
@@ -127,7 +103,7 @@ def case(name: str, sizes: dict) -> dict:
         for _ in range(3):
             m(*args)
         torch.cuda.synchronize()
-        rec = {"model": name, "sizes": sizes, "probe_before": probes()}
+        rec = {"model": name, "sizes": sizes, "probe_before": host_probe()}
         rec["wall_us"] = measure.time_wall(m, args)["median_us"]
         gc.disable()
         try:
@@ -139,7 +115,7 @@ def case(name: str, sizes: dict) -> dict:
         rec["kernel_count"] = len(prof.get("kernels") or [])
         rec.update(top_level_time(m, args))
     rec["python_us"] = python_us(m, args)
-    rec["probe_after"] = probes()
+    rec["probe_after"] = host_probe()
     del m, args
     gc.collect()
     torch.cuda.empty_cache()
