@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from .graph import GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, numel
+from .graph import DTYPE_BYTES, GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, main_shape, numel
 from .ops import is_eval_batch_norm, packet_name
 
 
@@ -130,7 +130,7 @@ def tile_candidates(spec) -> list[tuple[int, int]]:
             (max(tm // 2, 16), max(tn // 4, 16)), (max(tm // 4, 16), max(tn // 4, 16))]
 
 
-def quantisation_efficiency(gemm: dict, spec) -> float:
+def quantisation_efficiency(gemm: dict, spec, split_k: bool = True) -> float:
     """Fraction of the GPU's GEMM rate a product reaches from its shape: the best over the
     candidate tiles (:func:`tile_candidates`) of tile reuse x wave fill.
 
@@ -138,17 +138,18 @@ def quantisation_efficiency(gemm: dict, spec) -> float:
     tiles are partly padding. Smaller tiles fill more SMs but reuse each loaded operand
     less: a ``tm x tn`` tile does ``tm*tn`` multiply-adds per ``tm+tn`` operand elements
     loaded, so its rate relative to the large tile scales with ``tm*tn/(tm+tn)``.
+    ``split_k=False``: a library path that never splits K (cuBLASLt's fp32 bias epilogue).
     """
     tm0, tn0 = spec.matmul_tile_m, spec.matmul_tile_n
     reuse0 = tm0 * tn0 / (tm0 + tn0)
     best = 0.0
     for tm, tn in tile_candidates(spec):
         reuse = min(1.0, (tm * tn / (tm + tn)) / reuse0)
-        best = max(best, reuse * _fill(gemm, spec, tm, tn))
+        best = max(best, reuse * _fill(gemm, spec, tm, tn, split_k))
     return best
 
 
-def _fill(gemm: dict, spec, tm: int, tn: int) -> float:
+def _fill(gemm: dict, spec, tm: int, tn: int, split_k: bool = True) -> float:
     """Wave fill and padding of one tile choice. When there are fewer tiles than SMs,
     libraries split K across blocks: a split of up to ``k / (4 * tile)`` lets a
     skinny-output, long-K product still fill the GPU."""
@@ -157,7 +158,7 @@ def _fill(gemm: dict, spec, tm: int, tn: int) -> float:
     tiles = tiles_m * tiles_n * b
     pad = (m * n) / (tiles_m * tm * tiles_n * tn)
     split = 1
-    if tiles < spec.sm_count:
+    if split_k and tiles < spec.sm_count:
         split = max(1, min(spec.sm_count // tiles, k // (4 * max(tm, tn))))
     work = tiles * split
     waves = math.ceil(work / spec.sm_count)
@@ -266,7 +267,24 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     floor = spec.gemm_min_us if est.kind in GEMM_KINDS and spec.gemm_min_us else spec.kernel_min_us
     if v == "bn_eval":
         eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
-        mem = mem * spec.mem_efficiency / eff
+        mem = mem * spec.mem_efficiency / eff * plane_padding(a)
+    elif v == "depthwise" and spec.depthwise_efficiency:
+        # cuDNN's depthwise kernels: a fixed part growing with the filter taps, and the
+        # multiply-adds at a small fraction of the CUDA-core peak (cnn sweep)
+        half = a["dtype"] in HALF_DTYPES
+        taps = _filter_taps(graph, a)
+        fixed, tap, eff = ((spec.depthwise_us_16bit, spec.depthwise_tap_us_16bit, spec.depthwise_efficiency_16bit)
+                           if half else (spec.depthwise_us, spec.depthwise_tap_us, spec.depthwise_efficiency))
+        comp = fixed + tap * taps + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
+        return _retimed(est, spec, mem, comp - spec.kernel_fixed_us, floor, variant=v)
+    elif v == "layer_norm":
+        # ATen's layer norm runs a block per row: a fixed cost per row on top of the
+        # stream, which dominates narrow rows (Swin's and ConvNeXt's 96-768 channels)
+        row_ns = spec.layer_norm_row_ns_16bit if a["dtype"] in HALF_DTYPES else spec.layer_norm_row_ns
+        shape = main_shape(a.get("shape"))
+        if row_ns and shape:
+            mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * 1e-3
+        floor = spec.reduction_min_us or floor
     elif v == "conv":
         comp = comp * spec.conv_efficiency_scale
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
@@ -275,15 +293,23 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "depthwise_aten":
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
-    elif v in ("gemm", "align1", "align2"):
+    elif v in ("gemm", "align1", "align2", "gemv", "gemm_lt"):
         mem = est.mem_us * spec.mem_efficiency / spec.gemm_mem_efficiency
-        if v != "gemm":
-            unit = unit_for(a["kind"], a["dtype"], spec, opts)
+        unit = unit_for(a["kind"], a["dtype"], spec, opts)
+        if v in ("align1", "align2"):
             eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency
             comp = a["flops"] / (spec.peak_flops(unit) * eff) * 1e6
-        half = a["dtype"] in HALF_DTYPES      # the floor was fitted on 16-bit GEMMs
+        elif v == "gemv" and unit == "fp32":
+            # cuBLAS gemv: streams the weight; no output tiles to quantise
+            mem = est.mem_us * spec.mem_efficiency / (spec.gemv_fp32_efficiency or spec.gemm_mem_efficiency)
+            comp = a["flops"] / (spec.peak_flops(unit) * spec.matmul_efficiency) * 1e6
+        elif v == "gemm_lt" and unit == "fp32":
+            g = a["gemm"]
+            comp = comp * quantisation_efficiency(g, spec) / quantisation_efficiency(g, spec, split_k=False)
+        # the floor was fitted on 16-bit GEMMs; fp32 gemv kernels share it (sweeps: 4-5 us)
+        lib_floor = a["dtype"] in HALF_DTYPES or (v == "gemv" and unit == "fp32")
         return _retimed(est, spec, mem, comp,
-                        (spec.gemm_eager_min_us if half else None) or floor, variant=v)
+                        (spec.gemm_eager_min_us if lib_floor else None) or floor, variant=v)
     elif v == "attention_fp32":
         comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
     elif v in ("attention", "attention_mask"):
@@ -292,6 +318,29 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = attention_flops(a) / (spec.peak_flops("fp16_tc") * eff) * 1e6
             floor = spec.attention_min_us or floor
     return _retimed(est, spec, mem, comp, floor, variant=v)
+
+
+def _filter_taps(graph: OpGraph, a: dict) -> int:
+    """kh x kw of a convolution node's weight (its second input)."""
+    ins = list(a.get("inputs") or a["reads"])
+    w = main_shape(graph.g.nodes[ins[1]].get("shape")) if len(ins) > 1 else ()
+    return int(w[2] * w[3]) if len(w) == 4 else 1
+
+
+#: bytes one warp loads at once (32 lanes x 16-byte vectors)
+WARP_LOAD_BYTES = 512
+
+
+def plane_padding(a: dict) -> float:
+    """Eval batch norm's kernels walk each (n, c) plane in warp-wide vector loads: a
+    plane's bytes round up to whole loads (7x7 planes of fp32 use 196 of 512 bytes). The
+    norms sweep: 7x7 planes at 0.18 (fp32) and 0.09 (16-bit) of bandwidth against 0.67
+    and 0.47 at 112x112."""
+    shape = main_shape(a.get("shape"))
+    if len(shape) != 4 or not a.get("contiguous", True):
+        return 1.0              # channels-last: no planes (the sweep measured NCHW)
+    plane = shape[2] * shape[3] * DTYPE_BYTES.get(a["dtype"], 4)
+    return math.ceil(plane / WARP_LOAD_BYTES) * WARP_LOAD_BYTES / plane if plane else 1.0
 
 
 def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, floor: float,
@@ -309,8 +358,15 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
     transforms, mask conversions) or, with no bytes, a tiny setup kernel at the floor."""
     a = graph.g.nodes[kernel.ops[0]]
     eff = spec.mem_efficiency if kernel.impl == "generated" else spec.layout_transform_efficiency
+    if kernel.variant == "conv_bias":
+        # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
+        # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)
+        eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                                     else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
+    if kernel.variant == "weight_transform" and spec.weight_transform_us:
+        us = max(us, spec.weight_transform_us)
     return KernelEstimate(
         name=f"{kernel.ops[0]}:aux", ops=tuple(kernel.ops), op_types=(packet_name(a["op"]),),
         kind="copy", shape=a.get("shape") or (), flops=0.0, bytes_read=kernel.bytes / 2,

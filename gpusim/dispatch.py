@@ -130,15 +130,46 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
 
 def gemm_variant(graph: OpGraph, n: str) -> str:
     """A 16-bit GEMM whose N or K is not a multiple of 8 elements (16 bytes) runs an
-    ``align2`` kernel when both are even, else ``align1``; others the ``gemm`` class."""
+    ``align2`` kernel when both are even, else ``align1``. An fp32 product of one row runs
+    cuBLAS's ``gemv`` kernels (a weight stream); an fp32 product with a bias (``addmm``:
+    ``F.linear``) goes through cuBLASLt's bias epilogue, whose kernels do not split K
+    (``gemm_lt``: 2-2.6x a plain ``mm`` of the same shape at 16-512 rows in the sweeps).
+    Others the ``gemm`` class. (fp32 here means PyTorch's default: TF32 off for matmuls.)"""
     a = graph.g.nodes[n]
     g = a.get("gemm") or {}
+    if a["dtype"] == "float32" and g:
+        if g.get("b", 1) * g.get("m", 2) == 1:
+            return "gemv"
+        return "gemm_lt" if has_bias(graph, n) else "gemm"
     if a["dtype"] not in HALF_DTYPES or not g:
         return "gemm"
     nn, kk = g.get("n", 8), g.get("k", 8)
     if nn % 8 == 0 and kk % 8 == 0:
         return "gemm"
     return "align2" if nn % 2 == 0 and kk % 2 == 0 else "align1"
+
+
+def has_bias(graph: OpGraph, n: str) -> bool:
+    """Whether a matrix product node adds a bias in the library call (``addmm``,
+    ``baddbmm``, ``addmv``, or ``linear`` with a third input)."""
+    a = graph.g.nodes[n]
+    name = packet_name(a["op"])
+    return name.startswith("add") or (name == "linear" and len(a["reads"]) > 2)
+
+
+def cublaslt_split_k(graph: OpGraph, n: str) -> bool:
+    """Whether cuBLASLt runs an fp32 bias GEMM as split-K with atomics
+    (``sgemm_largek``): a ``scal_kernel`` zeroes the output first and an epilogue kernel
+    adds the bias after. The sweeps (H100 and H200 alike) show it for ``F.linear``
+    (transposed weight) with outputs of 2^16 to 2^17 elements and K >= N (right on 46 of
+    the 48 fp32 linear points with more than one row); ``addmm`` on an untransposed weight (GPT-2's
+    Conv1D) runs single kernels."""
+    a = graph.g.nodes[n]
+    g = a.get("gemm") or {}
+    if packet_name(a["op"]) != "linear" or not g:
+        return False
+    mn = g.get("b", 1) * g["m"] * g["n"]
+    return g["k"] >= g["n"] and 2 ** 16 <= mn <= 2 ** 17
 
 
 def attention_variant(graph: OpGraph, n: str) -> str:
@@ -176,7 +207,13 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     if kind == "attention":
         return sdpa_kernels(graph, n, spec, Kernel)
     if kind == "matmul":
-        return [Kernel((n,), "library", variant=gemm_variant(graph, n))]
+        variant = gemm_variant(graph, n)
+        main = Kernel((n,), "library", variant=variant)
+        if variant == "gemm_lt" and cublaslt_split_k(graph, n):
+            out = a["bytes_written"]
+            return [Kernel((n,), "library", role="aux", bytes=out), main,
+                    Kernel((n,), "library", role="aux", bytes=2.0 * out)]
+        return [main]
     if kind == "norm" and is_eval_batch_norm(a["op"]):
         prep = [Kernel((n,), "aten", role="aux", bytes=0.0) for _ in range(2)] \
             if a["dtype"] in HALF_DTYPES else []
@@ -263,6 +300,8 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
     * ``depthwise_aten_efficiency``: ATen's NCHW depthwise kernel, multiply-adds as
       FLOPs over the fp32 CUDA-core peak;
     * ``matmul_align1_efficiency``: misaligned 16-bit GEMMs over the tensor-core peak;
+    * ``gemv_fp32_efficiency``: fp32 one-row products (cuBLAS gemv), weight bytes over
+      time, of DRAM bandwidth;
     * ``attention_fp32_efficiency``: fp32 attention FLOPs over the fp32 CUDA-core peak;
     * ``attention_efficiency`` / ``attention_mask_efficiency`` / ``attention_min_us``:
       16-bit attention (cuDNN) without and with an additive mask, and its floor;
@@ -321,6 +360,10 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
             skinny.append(wbytes / (p["kernel_sum_us"] * 1e-6) / bw)
     out["gemm_eager_min_us"] = _median(tiny)
     out["gemm_mem_efficiency"] = _median(skinny)
+    # fp32 one-row products run cuBLAS gemv kernels: their weight-stream bandwidth
+    gemv = [p["N"] * p["K"] * 4 / (p["kernel_sum_us"] * 1e-6) / bw for p in sw.get("gemm", [])
+            if p["dtype"] == "float32" and p["M"] == 1 and p["N"] * p["K"] * 4 >= 8e6]
+    out["gemv_fp32_efficiency"] = _median(gemv)
     at = []
     for p in sw.get("sdpa", []):
         if p["dtype"] == "float32" and p["mask"] == "none" and p["S"] >= 256:
