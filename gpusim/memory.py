@@ -5,7 +5,9 @@ re-derives nothing about kernels. The model, per call:
 
 * **Storages.** Every compute node's output is a storage, except an in-place op's
   (``relu_``, ``add_``, ``copy_``): that writes its first argument's storage. A view
-  shares its base's storage. Graph inputs split into weights (parameters, buffers,
+  shares its base's storage. Eager ATen reuses a storage of its own in one place: the
+  ``where`` that ends ``_safe_softmax`` (math attention) writes into the softmax output.
+  Graph inputs split into weights (parameters, buffers,
   constants) and inputs; both are the pre-call baseline, never allocated by the call.
   ``torch.empty``-style nodes are fresh storages the call allocates.
 * **Liveness.** A storage is allocated when the first kernel that writes it starts and freed
@@ -23,8 +25,11 @@ re-derives nothing about kernels. The model, per call:
 * **Temporaries.** ``max_pool2d`` on CUDA runs ``max_pool2d_with_indices`` and drops the
   int64 indices after the kernel (ATen ``Pooling.cpp``); Inductor's NHWC copies of a
   convolution's input and weight (aux kernels of :mod:`gpusim.lower`) live until that
-  convolution ends. cuBLAS/cuDNN workspaces are allocated once at warm-up and held: not
-  part of a call's peak.
+  convolution ends. An eager cuDNN convolution with layout kernels (16-bit and TF32 NCHW
+  convs: ``nchwToNhwc`` of input and weight, ``nhwcToNchw`` of the output) allocates its
+  execution plan's workspace, which holds those transformed tensors, for the call
+  (:func:`_library_workspaces`). cuBLAS workspaces are allocated once at warm-up and
+  held: not part of a call's peak.
 
 The allocator (:class:`CachingAllocator`) follows ``c10/cuda/CUDACachingAllocator.cpp``:
 sizes round up to 512 B; requests up to 1 MiB come from 2 MiB small-pool segments, larger
@@ -206,22 +211,48 @@ def node_bytes(attrs: dict) -> int:
     return numel(shape or ()) * DTYPE_BYTES.get(attrs.get("dtype"), 4)
 
 
-def storage_roots(graph: OpGraph) -> dict[str, str]:
+def storage_roots(graph: OpGraph, eager: bool = False) -> dict[str, str]:
     """Each node -> the node whose storage holds its tensor (views and in-place ops
-    resolve to the storage they alias)."""
+    resolve to the storage they alias; with ``eager``, also ATen's own out= reuse:
+    :func:`safe_softmax_out`)."""
     g = graph.g
     root: dict[str, str] = {}
     for n in graph.order:
         a = g.nodes[n]
+        src = safe_softmax_out(graph, n) if eager else None
         if a["kind"] == "view":
             b = a.get("base", n)
             root[n] = root.get(b, b) if b != n else n
         elif is_inplace(a) and a["inputs"]:
             src = a["inputs"][0]
             root[n] = root.get(src, src)
+        elif src is not None:
+            root[n] = root.get(src, src)
         else:
             root[n] = n
     return root
+
+
+def safe_softmax_out(graph: OpGraph, n: str) -> str | None:
+    """The softmax node whose storage node ``n`` writes, when ``n`` is the ``where`` that
+    ends ATen's ``_safe_softmax`` (the math attention path: ``out = softmax(x)``, rows of
+    ``x`` that are all ``-inf`` zeroed by ``where(all(isneginf(x)), 0, out)``): ATen
+    writes it into ``out`` (``at::where_out(out, masked_rows, zero, out)``, "reuse storage
+    for out", SDPA's ``attention.cpp``), so it allocates nothing. None otherwise."""
+    g = graph.g
+    a = g.nodes[n]
+    if packet_name(a["op"]) != "where" or len(a.get("inputs") or ()) != 3:
+        return None
+    cond, _, out = a["inputs"]
+    if packet_name(g.nodes[out]["op"]) not in ("softmax", "_softmax", "_safe_softmax"):
+        return None
+    c = g.nodes[cond]
+    if packet_name(c["op"]) != "all" or not c.get("inputs"):
+        return None
+    neg = g.nodes[c["inputs"][0]]
+    if packet_name(neg["op"]) != "isneginf" or neg.get("inputs") != g.nodes[out].get("inputs"):
+        return None
+    return out
 
 
 def input_role(attrs: dict) -> str:
@@ -256,7 +287,7 @@ def _buffers(low) -> tuple[dict, list]:
     """Storages the call allocates: name -> _Buf (kernel span), and per-kernel
     temporaries ``[(kernel index, bytes, last kernel)]``."""
     graph, g = low.graph, low.graph.g
-    root = storage_roots(graph)
+    root = storage_roots(graph, eager=low.mode == "eager" and low.partition is None)
     kernels = low.kernels
     kid: dict[str, int] = {}
     for i, k in enumerate(kernels):
@@ -291,6 +322,8 @@ def _buffers(low) -> tuple[dict, list]:
             last = end
         bufs[r] = _Buf(node_bytes(a), first, last, r in outputs)
     temps = []
+    if low.mode == "eager" and low.partition is None:
+        temps += _library_workspaces(graph, kernels)
     for i, k in enumerate(kernels):
         if k.role == "main" and len(k.ops) == 1:
             t = _temp_bytes(graph, k.ops[0], low.mode)
@@ -307,6 +340,40 @@ def _buffers(low) -> tuple[dict, list]:
         _inductor_inplace(low, bufs, root, loads)
         _inductor_reuse(low, bufs)
     return bufs, temps
+
+
+def _library_workspaces(graph: OpGraph, kernels) -> list[tuple]:
+    """Eager cuDNN convolutions whose lowering has layout kernels around the conv
+    (``nchwToNhwc`` of the input and weight, ``nhwcToNchw`` of the output, or the
+    channels-last stem's ``nhwcAddPadding``): cuDNN runs them inside one execution plan
+    whose workspace holds every transformed tensor, and PyTorch allocates that workspace
+    through the caching allocator for the call (``Conv_v8.cpp``: ``run_conv_plan``) and
+    frees it when the conv returns. One temporary ``(first kernel, bytes, last kernel)``
+    per such conv, sized by the tensors its layout kernels write
+    (:func:`_aux_written`)."""
+    from .dispatch import conv_info
+    spans: dict[str, list] = {}            # conv node -> [first, last, bytes]
+    for i, k in enumerate(kernels):
+        n = k.ops[0] if len(k.ops) == 1 else None
+        if n is None or k.impl != "library" or graph.g.nodes[n]["kind"] != "conv":
+            continue
+        s = spans.setdefault(n, [i, i, 0])
+        s[1] = i
+        if k.role == "aux":
+            c = conv_info(graph, n)
+            s[2] += _aux_written(c, k.bytes) if c else int(k.bytes // 2)
+    return [(first, size, last) for first, last, size in spans.values() if size]
+
+
+def _aux_written(c: dict, moved: float) -> int:
+    """Bytes a conv's layout kernel writes: it reads one of the conv's tensors (input,
+    weight, output: the one it moves nearest twice over, at least twice) and writes the
+    rest of what it moves (a transpose: the same size; a channel pad: more)."""
+    sizes = [t for t in (c["x_bytes"], c["w_bytes"], c["out_bytes"]) if t and moved >= 1.98 * t]
+    if not sizes:
+        return int(moved // 2)
+    read = min(sizes, key=lambda t: moved / t)
+    return int(moved - read)
 
 
 def _copy_bytes(graph: OpGraph, k) -> int:

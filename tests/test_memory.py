@@ -349,3 +349,31 @@ def test_module_arguments_live_until_the_module_returns():
     m = simulate_memory(lower(g, "eager"))
     # at gelu: norm's output (256 KiB) + fc1's and gelu's (1 MiB each)
     assert m.peak_bytes == 2 * MiB + MiB // 4
+
+
+# ---------------------------------------------------------------- library workspaces (eager)
+def test_cudnn_layout_transforms_are_one_workspace_held_while_the_conv_runs():
+    """A 16-bit NCHW convolution runs cuDNN's nchwToNhwc on its input and weight and
+    nhwcToNchw on its output inside one execution plan: the plan's workspace (allocated
+    through the caching allocator for the call) holds the three transformed tensors,
+    next to the conv's input and its NCHW output."""
+    torch = pytest.importorskip("torch")
+    from gpusim.capture import capture
+    from gpusim.hardware import load_spec
+
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).to("meta", torch.float16)
+    x = torch.empty(32, 64, 56, 56, device="meta", dtype=torch.float16)
+    g = capture(conv, (x,))
+    low = lower(g, "eager", spec=load_spec("h100-sxm-calibrated"))
+    aux = [k for k in low.kernels if k.role == "aux"]
+    if len(aux) != 3:
+        pytest.skip("the conv lowering has no layout transforms here")
+    xb, wb = 32 * 64 * 56 * 56 * 2, 64 * 64 * 9 * 2
+    m = simulate_memory(low)
+    # the output (xb bytes) plus the workspace: transformed input, weight and output
+    assert m.live_bytes == xb + (xb + wb + xb)
+    # channels-last: no transform, no workspace
+    gl = capture(conv.to(memory_format=torch.channels_last),
+                 (x.contiguous(memory_format=torch.channels_last),))
+    ml = simulate_memory(lower(gl, "eager", spec=load_spec("h100-sxm-calibrated")))
+    assert ml.live_bytes == xb

@@ -212,14 +212,84 @@ def memory_summary(rows: list[dict]) -> dict:
 
 
 def memory_report(results_dir: str, gpus) -> dict:
-    """``{gpu: {"summary": memory_summary, "rows": memory_rows}}``."""
+    """``{gpu: {"summary": memory_summary, "rows": memory_rows, "memtracker":
+    memtracker_summary}}`` (the last where ``<gpu>/memtracker.json`` exists)."""
     out = {}
     for gpu in gpus:
         name = calibrated_name(gpu)
         rows = memory_rows(load_zoo_records(results_dir, gpu), load_spec(name) if name else None)
         if rows:
             out[gpu] = {"summary": memory_summary(rows), "rows": rows}
+            mt = load_memtracker(results_dir, gpu)
+            if mt:
+                out[gpu]["memtracker"] = memtracker_summary(mt["cases"], rows)
     return out
+
+
+#: MemTracker's two figures (gpusim.validation.memtracker_run): as it runs on a CPU-only
+#: host (attention takes ATen's math fallback), and with attention on a fused kernel's
+#: meta function, as on a GPU (equal to the first for models without attention)
+MEMTRACKER_VARIANTS = {"cpu_host": "memtracker", "fused_sdpa": "memtracker_fused_sdpa"}
+
+
+def load_memtracker(results_dir: str, gpu: str) -> dict | None:
+    """``<results_dir>/<gpu>/memtracker.json`` (``{"env", "cases"}``), or None."""
+    p = os.path.join(results_dir, gpu, "memtracker.json")
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def memtracker_figure(row: dict, variant: str) -> int | None:
+    """MemTracker's peak of one case in ``variant`` (None where it failed)."""
+    key = MEMTRACKER_VARIANTS[variant]
+    if variant == "fused_sdpa" and key not in row and key + "_error" not in row:
+        key = "memtracker"              # no attention: the plain run is the figure
+    return row.get(key)
+
+
+def memtracker_summary(mt_cases: list[dict], rows: list[dict]) -> dict:
+    """Per MemTracker variant: cases, failures, and on the cases it ran MemTracker's and
+    gpusim's absolute % error of the eager peak against the measured one, and their
+    agreement (gpusim against MemTracker). ``rows``: :func:`memory_rows` (eager)."""
+    ours = {r["case"]: r for r in rows if r["run"] == "eager"}
+    out = {}
+    for variant in MEMTRACKER_VARIANTS:
+        ran, failed, errors = [], 0, {}
+        for c in mt_cases:
+            if c["case"] not in ours:
+                continue
+            v = memtracker_figure(c, variant)
+            if v is None:
+                failed += 1
+                err = c.get(MEMTRACKER_VARIANTS[variant] + "_error") or c.get("memtracker_error", "")
+                errors[err.split(":")[0]] = errors.get(err.split(":")[0], 0) + 1
+                continue
+            r = ours[c["case"]]
+            if r["meas_peak"] > 0:
+                ran.append((c["case"], v, r))
+        out[variant] = {
+            "cases": len(ran) + failed, "failed": failed, "failures": errors,
+            "memtracker": _stats([ape(v, r["meas_peak"]) for _, v, r in ran]),
+            "gpusim": _stats([ape(r["pred_peak"], r["meas_peak"]) for _, v, r in ran]),
+            "agreement": _stats([ape(r["pred_peak"], v) for _, v, r in ran if v > 0]),
+            "rows": [{"case": c, "memtracker": v, "gpusim": r["pred_peak"],
+                      "measured": r["meas_peak"]} for c, v, r in ran]}
+    return out
+
+
+def memtracker_markdown(rep: dict) -> str:
+    """gpusim's eager peak and PyTorch's MemTracker on the same cases, per GPU."""
+    lines = ["| GPU | MemTracker run | cases | MemTracker fails | MemTracker err med / p90 | "
+             "gpusim err med / p90 (same cases) | gpusim vs MemTracker med / p90 |",
+             "|---|---|---|---|---|---|---|"]
+    label = {"cpu_host": "as on a CPU-only host", "fused_sdpa": "fused attention, as on a GPU"}
+    for gpu, e in rep.items():
+        for variant, s in (e.get("memtracker") or {}).items():
+            lines.append(f"| {gpu} | {label[variant]} | {s['cases']} | {s['failed']} | "
+                         f"{_cell(s['memtracker'])} | {_cell(s['gpusim'])} | {_cell(s['agreement'])} |")
+    return "\n".join(lines)
 
 
 def memory_markdown(rep: dict) -> str:
@@ -267,6 +337,10 @@ def zoo_markdown(rep: dict) -> str:
         lines += ["", "Memory: activation peak above weights and inputs, predicted vs "
                   "`torch.cuda.max_memory_allocated()` / `max_memory_reserved()` of the measured "
                   "call (gpusim.memory; absolute error):", "", memory_markdown(mem)]
+        if any(e.get("memtracker") for e in mem.values()):
+            lines += ["", "PyTorch's MemTracker (FakeTensorMode) on the same eager cases "
+                      "(gpusim.validation.memtracker_run; absolute error of the peak):", "",
+                      memtracker_markdown(mem)]
     return "\n".join(lines)
 
 
