@@ -295,7 +295,8 @@ def _explain_trace_failure(e: Exception) -> str:
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
 
 
-def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False) -> OpGraph:
+def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False,
+            python: bool = False) -> OpGraph:
     """Trace ``fn_or_module(*args)`` on fake tensors into an :class:`OpGraph`.
 
     Parameters
@@ -304,6 +305,11 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     args : tuple of example inputs (real, ``meta`` or fake tensors; Python scalars allowed)
     compiling : trace the code path the model takes under ``torch.compile`` (library
         code that asks ``torch.compiler.is_compiling()`` answers differently)
+    python : also clock the model's own Python outside torch calls
+        (:func:`gpusim.pytime.measure`, recorded as ``graph.meta["python_calls"]``;
+        eager predictions then price it instead of a flat cost per module call). It
+        runs the forward once more and replays it: ~0.3-2 s for a zoo model, and the
+        figure is a timing, so it varies by ~10% between captures.
 
     Raises
     ------
@@ -315,11 +321,12 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     >>> [g.node(n)["op"] for n in g.compute_nodes]
     ['aten.add.Tensor', 'aten.relu.default']
     """
-    return capture_full(fn_or_module, args, name, compiling=compiling).graph
+    return capture_full(fn_or_module, args, name, compiling=compiling, python=python).graph
 
 
 def capture_full(fn_or_module, args=(), name: str | None = None,
-                 tracing_mode: str = "fake", compiling: bool = False) -> Captured:
+                 tracing_mode: str = "fake", compiling: bool = False,
+                 python: bool = False) -> Captured:
     t0 = time.perf_counter()
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
@@ -333,6 +340,9 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
     graph.meta["compiling"] = compiling
+    if python:
+        from .pytime import measure
+        graph.meta.update(measure(fn_or_module, args if isinstance(args, (tuple, list)) else (args,)))
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
 
 

@@ -30,9 +30,10 @@ DEFAULT_MODEL = "transformer_block"
 OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and search
 
 
-def _graph(args):
-    """The OpGraph a model-taking command works on (name, dtype and sizes from args)."""
-    return model_graph(args.model, args.dtype, parse_sizes(args.size))
+def _graph(args, python: bool = False):
+    """The OpGraph a model-taking command works on (name, dtype and sizes from args;
+    ``python``: clock the model's own Python too)."""
+    return model_graph(args.model, args.dtype, parse_sizes(args.size), python=python)
 
 
 def _check_args(a) -> None:
@@ -104,7 +105,7 @@ def _mode_arg(p, default):
 
 
 def cmd_predict(a) -> int:
-    g = _graph(a)
+    g = _graph(a, python=a.mode == "eager" and not a.no_python)
     p = predict(g, gpu=a.gpu, mode=a.mode)
     if a.json:
         print(dumps(p.to_dict()))
@@ -223,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="per-kernel time of a model on a GPU")
     _add_model_args(p)
     _mode_arg(p, "eager")
+    p.add_argument("--no-python", action="store_true",
+                   help="eager: price the model's own Python as a flat cost per nn.Module call "
+                        "instead of clocking it on this machine (faster, repeatable)")
     _picture_args(p)
     p.set_defaults(fn=cmd_predict)
     s = sub.add_parser("search", help="find the best fusion partition")

@@ -119,6 +119,17 @@ def views_per_kernel(graph: OpGraph, kernels) -> tuple[list[int], int]:
     return counts, pending
 
 
+def python_us(graph: OpGraph, spec: GPUSpec) -> float | None:
+    """The model's own Python per eager forward on ``spec``'s host: the module-call
+    equivalents capture clocked (``capture(..., python=True)``, :mod:`gpusim.pytime`)
+    times the host's ``eager_module_us``; None when either is missing (the simulation
+    then prices ``eager_module_us`` per nn.Module call)."""
+    calls = graph.meta.get("python_calls")
+    if calls is None or not spec.eager_module_us:
+        return None
+    return calls * spec.eager_module_us
+
+
 def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptions()) -> Prediction:
     """Cost and simulate the kernels of a lowering on ``spec``."""
     graph, mode = low.graph, low.mode
@@ -133,7 +144,8 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     run_spec = spec.replace(compiled_call_us=0.0) if regions else spec
     tl = simulate(kernels, run_spec, mode, vb, trailing, host_before=hb,
                   module_calls=graph.meta.get("module_calls", 0),
-                  inputs=0 if regions else graph.meta.get("inputs", 0))
+                  inputs=0 if regions else graph.meta.get("inputs", 0),
+                  python_us=python_us(graph, spec))
     return Prediction(spec.name, mode, graph, kernels, tl, spec, low)
 
 

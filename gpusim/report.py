@@ -57,6 +57,21 @@ def host_source(spec) -> str:
     return "datasheet estimates"
 
 
+def python_lines(pred) -> list[str]:
+    """Eager: the model's own Python per call, and where that figure came from."""
+    if pred.mode != "eager":
+        return []
+    tl, meta, spec = pred.timeline, pred.graph.meta, pred.spec
+    if "python_calls" in meta and spec.eager_module_us:
+        how = (f"clocked at capture: {meta['python_here_us']:.0f} us here, "
+               f"{meta['python_calls']:.0f} module-call equivalents x eager_module_us "
+               f"{spec.eager_module_us:.2f} us")
+    else:
+        how = (f"{meta.get('module_calls', 0)} nn.Module calls x eager_module_us "
+               f"{spec.eager_module_us or 0.0:.2f} us; not clocked")
+    return [f"model's Python   {tl.python_us:.1f} us per call ({how})"]
+
+
 def sync_lines(pred) -> list[str]:
     """Host syncs per call and what they cost: the host's wait for the stream to drain."""
     sy = pred.timeline.syncs
@@ -100,6 +115,7 @@ def prediction_text(pred, top: int | None = None) -> str:
     ) + ")" if pred.device_us else "device time      0 us")
     out.append(f"host time        {pred.timeline.host_us:.1f} us per call (host figures: "
                f"{host_source(pred.spec)})")
+    out += python_lines(pred)
     out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
                f"{pred.idle_us:.1f} us of the first call)")
     out += sync_lines(pred)

@@ -13,9 +13,14 @@ before it (a "sync wait" event); the GPU then idles until the host issues more.
 
 Modes
     ``eager``     every non-view aten op is a kernel; ``eager_op_us`` of host time each,
-                  plus ``eager_view_us`` for each view op dispatched on the way.
+                  plus ``eager_view_us`` for each view op dispatched on the way, plus
+                  the model's own Python between its torch calls (``python_us``: what
+                  capture clocked, :mod:`gpusim.pytime`; else ``eager_module_us`` per
+                  nn.Module call), spread over the kernels.
     ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then
                   ``compiled_kernel_us`` per kernel launch (what torch.compile pays).
+                  The model's Python does not run: Dynamo traced it once, and a call
+                  runs only the guards (``compiled_call_us``, ``compiled_input_us``).
     ``cudagraph`` one replay: ``cudagraph_call_us`` of host time, and the GPU spends
                   ``cudagraph_kernel_us`` between consecutive kernels.
 
@@ -64,6 +69,7 @@ class Timeline:
     latency_us: float               # one call, host start to last kernel end
     span_us: float                  # one call, first kernel start to last kernel end
     host_us: float                  # host time per call
+    python_us: float = 0.0          # of which the model's own Python (eager)
     gaps: list[tuple[float, float]] = field(default_factory=list)  # GPU idle in call 1
     syncs: list[tuple[str, float]] = field(default_factory=list)   # (kernel, host wait) in call 1
 
@@ -116,14 +122,17 @@ def region_entry_us(spec, inputs: int) -> float:
 def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              views_before: list[int] | None = None, trailing_views: int = 0,
              calls: int = 6, host_before: list[float] | None = None,
-             module_calls: int = 0, inputs: int = 0) -> Timeline:
+             module_calls: int = 0, inputs: int = 0,
+             python_us: float | None = None) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
     pays for them. ``host_before[i]``: further host time before launching kernel ``i``
     (entering a separately compiled region, in the validation harness).
     ``module_calls``: nn.Module calls per forward, each costing ``eager_module_us`` in
-    eager mode (spread over the kernels). ``inputs``: tensor inputs of the program, each
+    eager mode (spread over the kernels). ``python_us``: the model's own Python per
+    forward on this host (eager; replaces the per-module-call cost, also spread).
+    ``inputs``: tensor inputs of the program, each
     costing ``compiled_input_us`` per compiled call (Dynamo's guards and input handling).
     Returns the first call's events and the steady-state timing.
     """
@@ -131,10 +140,12 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     n = len(kernels)
     views_before = views_before or [0] * n
     host_before = host_before or [0.0] * n
+    python = 0.0
     if mode == "eager":
         call_us = 0.0
-        modules = module_calls * (spec.eager_module_us or 0.0) / max(n, 1)
-        per_k = [kernel_overhead_us(k, spec, mode) + v * spec.eager_view_us + modules
+        python = python_us if python_us is not None else module_calls * (spec.eager_module_us or 0.0)
+        spread = python / max(n, 1)
+        per_k = [kernel_overhead_us(k, spec, mode) + v * spec.eager_view_us + spread
                  for k, v in zip(kernels, views_before)]
         tail = trailing_views * spec.eager_view_us
         gpu_gap = 0.0
@@ -201,4 +212,4 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     return Timeline(mode=mode, kernels=list(kernels), events=events, device_us=device,
                     end_to_end_us=e2e, latency_us=ends[0],
                     span_us=(end0 - first_start) if first_start is not None else 0.0,
-                    host_us=host_per_call, gaps=gaps, syncs=syncs)
+                    host_us=host_per_call, python_us=python, gaps=gaps, syncs=syncs)

@@ -1,7 +1,11 @@
 """The host side of the simulation: host reads drain the stream, a library op's helper
-kernels cost a launch, and `predict` names the fastest of eager / torch.compile / CUDA
-graphs."""
+kernels cost a launch, `predict` names the fastest of eager / torch.compile / CUDA
+graphs, and the model's own Python is clocked at capture (gpusim.pytime) and priced in
+eager only."""
 
+import importlib
+
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +16,7 @@ from gpusim.hardware import load_spec
 from gpusim.predict import MODE_LABELS, modes_by_speed
 from gpusim.simulate import is_sync, kernel_overhead_us
 
+pytime = importlib.import_module("gpusim.pytime")
 SPEC = load_spec("h100-sxm-calibrated")
 
 
@@ -86,3 +91,94 @@ def test_predict_prints_syncs_and_the_fastest_mode(capsys):
     assert main(["predict", "gelu_tanh", "--gpu", "h100-sxm-calibrated"]) == 0
     out = capsys.readouterr().out
     assert "fastest " in out and "host figures" in out
+
+
+# --- the model's own Python (gpusim.pytime) -------------------------------------------
+
+class _Busy(torch.nn.Module):
+    """``work`` iterations of pure Python between two torch calls, and a host read."""
+
+    def __init__(self, work: int):
+        super().__init__()
+        self.work = work
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        s = 0
+        for i in range(self.work):
+            s += i % 7
+        y = self.lin(x)
+        if (y > 0).all():       # on meta: answered True, as eager typically takes it
+            y = y + 1
+        return y.relu()
+
+
+def _meta_busy(work):
+    return _Busy(work).to("meta"), (torch.empty(4, 16, device="meta"),)
+
+
+def test_replay_returns_the_recorded_results_without_running_them():
+    m, args = _meta_busy(10)
+    rec = pytime._record(lambda: m(*args))
+    names = [getattr(f, "__name__", str(f)) for f, _ in rec]
+    assert "linear" in names and "__bool__" in names
+    replay = pytime.Replay(rec)
+    with replay:
+        out = m(*args)
+    assert not replay.diverged and replay.i == len(rec)
+    assert out is rec[-1][1]        # the last call's recorded result, not a new tensor
+
+
+def test_clocked_python_grows_with_the_models_python():
+    light = pytime.python_us(*_meta_busy(0), rounds=5)
+    heavy = pytime.python_us(*_meta_busy(20000), rounds=5)
+    assert light["calls"] == heavy["calls"] >= 5
+    assert heavy["python_us"] > light["python_us"] + 200     # 20k loop turns: ~1 ms
+    assert heavy["host_speed_us"] > 0
+
+
+def test_capture_records_python_and_eager_prices_it():
+    m, args = _meta_busy(20000)
+    g = capture(m, args, python=True)
+    assert g.meta["python_calls"] > 0 and g.meta["python_here_us"] > 0
+    p = predict(g, gpu=SPEC, mode="eager")
+    assert p.timeline.python_us == pytest.approx(g.meta["python_calls"] * SPEC.eager_module_us)
+    flat = capture(m, args)
+    assert "python_calls" not in flat.meta
+    q = predict(flat, gpu=SPEC, mode="eager")
+    assert q.timeline.python_us == pytest.approx(flat.meta["module_calls"] * SPEC.eager_module_us)
+    # torch.compile runs guards, not the model's Python
+    assert predict(g, gpu=SPEC, mode="compiled").timeline.python_us == 0.0
+    assert predict(g, gpu=SPEC, mode="compiled").end_to_end_us == pytest.approx(
+        predict(flat, gpu=SPEC, mode="compiled").end_to_end_us)
+    # a spec without a host Python speed keeps the flat pricing (none: free)
+    bare = load_spec("h100-sxm")
+    assert predict(g, gpu=bare, mode="eager").timeline.python_us == pytest.approx(
+        flat.meta["module_calls"] * (bare.eager_module_us or 0.0))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.0, 5e4), st.floats(0.0, 5e4), st.sampled_from([64, 2048]))
+def test_more_python_never_makes_eager_faster(a, b, n):
+    g = _graph(_unchecked, n)
+    lo, hi = sorted((a, b))
+    base = predict(g, gpu=SPEC, mode="eager")
+    kernels = base.kernels
+    from gpusim.simulate import simulate
+    t_lo = simulate(kernels, SPEC, "eager", python_us=lo)
+    t_hi = simulate(kernels, SPEC, "eager", python_us=hi)
+    assert t_hi.end_to_end_us >= t_lo.end_to_end_us - 1e-6
+    assert t_hi.host_us - t_lo.host_us == pytest.approx(hi - lo, abs=1e-6)
+    assert t_hi.end_to_end_us >= t_hi.python_us - 1e-6
+    # compiled and CUDA graph replays ignore it
+    for mode in ("compiled", "cudagraph"):
+        assert simulate(kernels, SPEC, mode, python_us=hi).end_to_end_us == pytest.approx(
+            simulate(kernels, SPEC, mode).end_to_end_us)
+
+
+def test_predict_prints_the_models_python(capsys):
+    assert main(["predict", "gelu_tanh", "--gpu", "h100-sxm-calibrated"]) == 0
+    out = capsys.readouterr().out
+    assert "model's Python" in out and "clocked at capture" in out
+    assert main(["predict", "gelu_tanh", "--gpu", "h100-sxm-calibrated", "--no-python"]) == 0
+    assert "not clocked" in capsys.readouterr().out
