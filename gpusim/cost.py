@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from .graph import GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, numel
+from .graph import DTYPE_BYTES, GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, main_shape, numel
 from .ops import is_eval_batch_norm, packet_name
 
 
@@ -267,7 +267,24 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     floor = spec.gemm_min_us if est.kind in GEMM_KINDS and spec.gemm_min_us else spec.kernel_min_us
     if v == "bn_eval":
         eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
-        mem = mem * spec.mem_efficiency / eff
+        mem = mem * spec.mem_efficiency / eff * plane_padding(a)
+    elif v == "depthwise" and spec.depthwise_efficiency:
+        # cuDNN's depthwise kernels: a fixed part growing with the filter taps, and the
+        # multiply-adds at a small fraction of the CUDA-core peak (cnn sweep)
+        half = a["dtype"] in HALF_DTYPES
+        taps = _filter_taps(graph, a)
+        fixed, tap, eff = ((spec.depthwise_us_16bit, spec.depthwise_tap_us_16bit, spec.depthwise_efficiency_16bit)
+                           if half else (spec.depthwise_us, spec.depthwise_tap_us, spec.depthwise_efficiency))
+        comp = fixed + tap * taps + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
+        return _retimed(est, spec, mem, comp - spec.kernel_fixed_us, floor, variant=v)
+    elif v == "layer_norm":
+        # ATen's layer norm runs a block per row: a fixed cost per row on top of the
+        # stream, which dominates narrow rows (Swin's and ConvNeXt's 96-768 channels)
+        row_ns = spec.layer_norm_row_ns_16bit if a["dtype"] in HALF_DTYPES else spec.layer_norm_row_ns
+        shape = main_shape(a.get("shape"))
+        if row_ns and shape:
+            mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * 1e-3
+        floor = spec.reduction_min_us or floor
     elif v == "conv":
         comp = comp * spec.conv_efficiency_scale
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
@@ -303,6 +320,29 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     return _retimed(est, spec, mem, comp, floor, variant=v)
 
 
+def _filter_taps(graph: OpGraph, a: dict) -> int:
+    """kh x kw of a convolution node's weight (its second input)."""
+    ins = list(a.get("inputs") or a["reads"])
+    w = main_shape(graph.g.nodes[ins[1]].get("shape")) if len(ins) > 1 else ()
+    return int(w[2] * w[3]) if len(w) == 4 else 1
+
+
+#: bytes one warp loads at once (32 lanes x 16-byte vectors)
+WARP_LOAD_BYTES = 512
+
+
+def plane_padding(a: dict) -> float:
+    """Eval batch norm's kernels walk each (n, c) plane in warp-wide vector loads: a
+    plane's bytes round up to whole loads (7x7 planes of fp32 use 196 of 512 bytes). The
+    norms sweep: 7x7 planes at 0.18 (fp32) and 0.09 (16-bit) of bandwidth against 0.67
+    and 0.47 at 112x112."""
+    shape = main_shape(a.get("shape"))
+    if len(shape) != 4 or not a.get("contiguous", True):
+        return 1.0              # channels-last: no planes (the sweep measured NCHW)
+    plane = shape[2] * shape[3] * DTYPE_BYTES.get(a["dtype"], 4)
+    return math.ceil(plane / WARP_LOAD_BYTES) * WARP_LOAD_BYTES / plane if plane else 1.0
+
+
 def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, floor: float,
              **changes) -> KernelEstimate:
     """``est`` with new memory and compute times: the kernel-time formula of
@@ -318,8 +358,15 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
     transforms, mask conversions) or, with no bytes, a tiny setup kernel at the floor."""
     a = graph.g.nodes[kernel.ops[0]]
     eff = spec.mem_efficiency if kernel.impl == "generated" else spec.layout_transform_efficiency
+    if kernel.variant == "conv_bias":
+        # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
+        # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)
+        eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                                     else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
+    if kernel.variant == "weight_transform" and spec.weight_transform_us:
+        us = max(us, spec.weight_transform_us)
     return KernelEstimate(
         name=f"{kernel.ops[0]}:aux", ops=tuple(kernel.ops), op_types=(packet_name(a["op"]),),
         kind="copy", shape=a.get("shape") or (), flops=0.0, bytes_read=kernel.bytes / 2,

@@ -56,9 +56,12 @@ def _shape(graph: OpGraph, name: str):
 
 
 def conv_info(graph: OpGraph, n: str) -> dict | None:
-    """Input, weight and output shapes, groups and layout of a 2-D convolution node."""
+    """Input, weight and output shapes, groups, bias and layout of a 2-D convolution node.
+
+    Shapes come from the node's direct inputs (a permuted view has the shape the conv
+    sees; the storage it reads may be laid out otherwise: ConvNeXt's LayerNorm2d)."""
     a = graph.g.nodes[n]
-    ins = list(a["reads"])
+    ins = list(a.get("inputs") or a["reads"])
     if len(ins) < 2:
         return None
     x, w = _shape(graph, ins[0]), _shape(graph, ins[1])
@@ -68,15 +71,43 @@ def conv_info(graph: OpGraph, n: str) -> dict | None:
     cin, cin_g = x[1], w[1]
     return {"N": x[0], "Cin": cin, "Cout": w[0], "H": x[2], "W": x[3], "kh": w[2], "kw": w[3],
             "groups": max(1, cin // max(cin_g, 1)), "Ho": out[2], "Wo": out[3],
-            "layout": a.get("layout", "nchw"), "dtype": a["dtype"],
+            "layout": conv_layout(graph, n), "dtype": a["dtype"], "bias": len(ins) > 2,
             "x_bytes": numel(x) * DTYPE_BYTES.get(a["dtype"], 4),
             "w_bytes": numel(w) * DTYPE_BYTES.get(a["dtype"], 4),
             "out_bytes": a["bytes_written"]}
 
 
+def conv_layout(graph: OpGraph, n: str) -> str:
+    """The layout cuDNN runs conv ``n`` in: capture's (the strides of its input and
+    weight), or ``nhwc`` when its input is written by a channels-last convolution: cuDNN
+    writes an NHWC conv's output channels-last, which capture's meta convolutions do not
+    (they return contiguous outputs). ConvNeXt's downsampling conv feeds the next
+    depthwise conv so (records: every one of its depthwise convs runs ``*_nhwc``)."""
+    a = graph.g.nodes[n]
+    if a.get("layout", "nchw") != "nchw":
+        return a["layout"]
+    ins = list(a.get("inputs") or a["reads"])
+    p = graph.g.nodes[ins[0]] if ins and ins[0] in graph.g else None
+    if p is not None and p.get("kind") == "conv" and p is not a:
+        return conv_layout(graph, ins[0])
+    return "nchw"
+
+
 def is_depthwise(c: dict) -> bool:
     """A depthwise conv (one input channel per group), from conv_info or a sweep point."""
     return c["groups"] > 1 and c["groups"] == c["Cin"]
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def aten_depthwise(c: dict) -> bool:
+    """Whether ATen's own NCHW depthwise kernel runs (it takes the bias in): NCHW fp32 and
+    bf16, and NCHW fp16 past 5x5 filters (cnn sweep: fp16 7x7 runs ATen's); cuDNN's
+    depthwise kernels otherwise."""
+    k = c.get("kh", c.get("k", 3))
+    return c["layout"] == "nchw" and (c["dtype"] != "float16" or k > 5)
 
 
 def has_tf32(spec) -> bool:
@@ -98,12 +129,12 @@ def nhwc_conv_kernels(c: dict, n: str, Kernel) -> list:
 
 
 def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
+    """cuDNN's kernels for convolution ``n`` without its bias (:func:`conv_bias_kernels`)."""
     c = conv_info(graph, n)
     if c is None:
         return [Kernel((n,), "library")]
     if is_depthwise(c):
-        aten = c["layout"] == "nchw" and c["dtype"] != "float16"
-        return [Kernel((n,), "library", variant="depthwise_aten" if aten else "")]
+        return [Kernel((n,), "library", variant="depthwise_aten" if aten_depthwise(c) else "depthwise")]
     stem = c["Cin"] < 8
     main = Kernel((n,), "library", variant="conv_stem" if stem else "conv")
     if c["layout"] != "nchw":
@@ -113,19 +144,41 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [main]
     pointwise = c["kh"] == c["kw"] == 1 and c["groups"] == 1
     if pointwise:
-        if c["H"] * c["W"] > 64:
-            return [main]                 # a cuBLAS GEMM over NCHW: no transform
+        # a cuBLAS GEMM over NCHW, no transform: at batch 1 and on 1x1 maps (squeeze-
+        # excite) at any size, and past 8x8 maps at any batch (cnn sweep: 7x7 at batch 1)
+        hw = c["H"] * c["W"]
+        if c["N"] == 1 or hw == 1 or hw > 64:
+            return [main]
         return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
                 Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
     patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
     if c["N"] == 1 and (stem and not patchify or c["groups"] > 1 and c["H"] * c["W"] > 1024):
         return [main]                     # direct kernels: stem conv, grouped at batch 1
+    grouped = c["groups"] > 1
+    # the weight of a grouped conv goes through cuDNN's generic tensorTransform, ~10 us
+    # whatever its size, when its channels per group are not a power of two (cnn sweep:
+    # RegNet's 24 at every shape; 8, 16, 32 and 64 take the plain nchwToNhwc)
+    generic_w = grouped and not is_pow2(c["Cin"] // c["groups"])
     ks = [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]),
-          Kernel((n,), "library", role="aux", bytes=2.0 * c["w_bytes"]), main]
-    fp32_writes_nchw = c["dtype"] == "float32" and (c["N"] == 1 or c["Cin"] < 128)
+          Kernel((n,), "library", role="aux", bytes=2.0 * c["w_bytes"],
+                 variant="weight_transform" if generic_w else ""), main]
+    fp32_writes_nchw = c["dtype"] == "float32" and not grouped and (c["N"] == 1 or c["Cin"] < 128)
     if not fp32_writes_nchw:
         ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"]))
     return ks
+
+
+def conv_bias_kernels(graph: OpGraph, n: str, Kernel) -> list:
+    """ATen adds a convolution's bias after cuDNN in a kernel of its own (``add_`` of the
+    bias broadcast over the output: Convolution.cpp), for every cuDNN and cuBLAS path;
+    only ATen's own NCHW depthwise kernel takes the bias in (cnn sweep: all 264 biased
+    points)."""
+    c = conv_info(graph, n)
+    if c is None or not c["bias"]:
+        return []
+    if is_depthwise(c) and aten_depthwise(c):
+        return []
+    return [Kernel((n,), "aten", role="aux", bytes=2.0 * c["out_bytes"], variant="conv_bias")]
 
 
 def gemm_variant(graph: OpGraph, n: str) -> str:
@@ -203,7 +256,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     a = graph.g.nodes[n]
     kind = a["kind"]
     if kind == "conv":
-        return conv_kernels(graph, n, spec, Kernel)
+        return conv_kernels(graph, n, spec, Kernel) + conv_bias_kernels(graph, n, Kernel)
     if kind == "attention":
         return sdpa_kernels(graph, n, spec, Kernel)
     if kind == "matmul":
@@ -229,7 +282,11 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # .cpp: ``result = self.clone(); result.masked_fill_(...)``): a device copy first
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
-    return [Kernel((n,), impl)]
+    return [Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")]
+
+
+#: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)
+LAYER_NORMS = ("layer_norm", "native_layer_norm")
 
 
 #: 0-dim constants a traced ``t[idx] = value`` materialises (eager keeps them on the host)
@@ -289,6 +346,72 @@ def _fit_conv(points, spec) -> dict:
     return out
 
 
+def _fit_depthwise(points, spec) -> dict:
+    """cuDNN's depthwise kernels (every channels-last point, NCHW fp16 up to 5x5): time =
+    fixed + per filter tap + multiply-adds at a fraction of the fp32 CUDA-core peak,
+    weighted least squares (relative error) per precision, the bias kernel left out."""
+    out = {}
+    for suffix, dts in (("", ("float32",)), ("_16bit", HALF_DTYPES)):
+        rows, ys = [], []
+        for p in points:
+            if not is_depthwise(p) or p["dtype"] not in dts or "failed" in p:
+                continue
+            if aten_depthwise(dict(p, kh=p["k"])):
+                continue
+            ho = (p["HW"] + 2 * p["padding"] - p["k"]) // p["stride"] + 1
+            flops = 2 * p["N"] * p["Cin"] * ho * ho * p["k"] ** 2
+            t = sum(k["us"] for k in p["kernels"] if "elementwise" not in k["name"])
+            rows.append([1.0, p["k"] ** 2, flops / spec.peak_flops("fp32") * 1e6])
+            ys.append(t)
+        if len(rows) < 4:
+            continue
+        a, y = np.array(rows), np.array(ys)
+        c, *_ = np.linalg.lstsq(a / y[:, None], np.ones_like(y), rcond=None)
+        if c[2] > 0:
+            out.update({"depthwise_us" + suffix: float(c[0]), "depthwise_tap_us" + suffix: float(c[1]),
+                        "depthwise_efficiency" + suffix: 1.0 / float(c[2])})
+    return out
+
+
+def _fit_weight_transform(points) -> dict:
+    """cuDNN's generic weight transform of NCHW grouped convs whose channels per group are
+    not a power of two: the median of its ``tensorTransformGeneric`` kernel."""
+    ts = []
+    for p in points:
+        if p.get("layout") != "nchw" or p["groups"] <= 1 or is_depthwise(p) or "failed" in p:
+            continue
+        if is_pow2(p["Cin"] // p["groups"]) or len(p["kernels"]) != 4 + int(bool(p.get("bias"))):
+            continue
+        if "tensorTransformGeneric" in p["kernels"][1]["name"]:
+            ts.append(p["kernels"][1]["us"])
+    return {"weight_transform_us": _median(ts)} if ts else {}
+
+
+def _fit_layer_norm(points, spec) -> dict:
+    """ATen's layer norm: the time a row costs beyond the calibrated stream (the median
+    over the sweeps' layer norms of at least 1,000 rows of (measured - streamed) / rows),
+    per precision."""
+    out = {}
+    for suffix, dts in (("", ("float32",)), ("_16bit", HALF_DTYPES)):
+        per_row = []
+        for p in points:
+            if p.get("op") != "layer_norm" or p["dtype"] not in dts or "failed" in p:
+                continue
+            shape = tuple(p["shape"])
+            rows = numel(shape) // shape[-1]
+            if rows < 1000:
+                continue
+            x = torch.empty(shape, device="meta", dtype=getattr(torch, p["dtype"]))
+            w = torch.empty(shape[-1], device="meta", dtype=x.dtype)
+            g = capture(lambda x, w, b: F.layer_norm(x, (shape[-1],), w, b), (x, w, w))
+            est = estimate_group(g, g.compute_nodes, spec, CostOptions(aten=True))
+            main = max(k["us"] for k in p["kernels"])
+            per_row.append((main - est.us) / rows * 1e3)
+        if per_row:
+            out["layer_norm_row_ns" + suffix] = max(0.0, _median(per_row))
+    return out
+
+
 def fit_dispatch(sweeps: dict, spec) -> dict:
     """Kernel-class efficiencies from a sweep file (``gpusim.validation.sweeps``), as
     fractions of ``spec``'s datasheet peaks, so that they transfer across GPUs:
@@ -306,7 +429,11 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
     * ``attention_efficiency`` / ``attention_mask_efficiency`` / ``attention_min_us``:
       16-bit attention (cuDNN) without and with an additive mask, and its floor;
     * ``conv_efficiency_scale``, ``conv_min_us``, ``conv_stem_us``, ``conv_stem_tflops``:
-      the convolution classes (:func:`_fit_conv`).
+      the convolution classes (:func:`_fit_conv`);
+    * ``depthwise_us``/``_tap_us``/``_efficiency`` (and ``_16bit``): cuDNN's depthwise
+      kernels (:func:`_fit_depthwise`); ``weight_transform_us``: cuDNN's generic weight
+      transform of grouped convs (:func:`_fit_weight_transform`); ``layer_norm_row_ns``
+      (and ``_16bit``): ATen's layer norm per row (:func:`_fit_layer_norm`).
     """
     sw = sweeps["sweeps"]
     bw = spec.bandwidth
@@ -382,6 +509,11 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
              if p["dtype"] in HALF_DTYPES and p["mask"] == "none" and p["B"] * p["H"] * p["S"] <= 2048]
     out["attention_min_us"] = min(small) if small else None
     out.update(_fit_conv(sw.get("conv2d", []), spec))
+    if sw.get("cnn"):           # the CNN/ViT classes need the cnn and norms sweeps
+        out.update(_fit_depthwise(sw.get("conv2d", []) + sw["cnn"], spec))
+        out.update(_fit_weight_transform(sw["cnn"]))
+    if sw.get("norms"):
+        out.update(_fit_layer_norm(sw.get("misc", []) + sw["norms"], spec))
     return {k: round(v, 4) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 

@@ -57,6 +57,12 @@ class SpecError(GpusimError):
     """A spec that cannot be found or is malformed; one line naming file and field."""
 
 
+# CNN/ViT kernel classes (gpusim.dispatch, fitted from the sweeps' cnn and norms points)
+OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
+                   "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",
+                   "weight_transform_us", "layer_norm_row_ns", "layer_norm_row_ns_16bit")
+
+
 @dataclass(frozen=True)
 class GPUSpec:
     name: str
@@ -113,6 +119,18 @@ class GPUSpec:
     layout_transform_efficiency: float = 0.5713  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
     bn_eval_efficiency: float = 0.6924          # eager eval batch norm, of DRAM bandwidth
     depthwise_aten_efficiency: float = 0.0272  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
+    # cuDNN depthwise kernels (channels-last; NCHW fp16 up to 5x5): fixed + per filter tap
+    # + FLOPs over this fraction of the fp32 CUDA-core peak; fp32 and 16-bit apart.
+    # Defaults: fitted on the H100 sweep (validation/sweeps/h100.json, cnn points)
+    depthwise_us: float | None = 1.6415
+    depthwise_tap_us: float | None = 0.0456
+    depthwise_efficiency: float | None = 0.0835
+    depthwise_us_16bit: float | None = 1.9439
+    depthwise_tap_us_16bit: float | None = 0.1279
+    depthwise_efficiency_16bit: float | None = 0.1723
+    weight_transform_us: float | None = 11.68    # cuDNN's generic weight transform (grouped convs)
+    layer_norm_row_ns: float | None = 1.1873      # ATen layer norm: time per row past the stream
+    layer_norm_row_ns_16bit: float | None = 0.9014
     matmul_align1_efficiency: float = 0.111    # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float = 0.4523   # fp32 memory-efficient attention, of fp32 peak
     bn_eval_efficiency_16bit: float = 0.4883       # 16-bit eval batch norm (ATen), of DRAM bandwidth

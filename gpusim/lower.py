@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cost import estimate_kernel, group_io
-from .dispatch import attention_variant, conv_info, eager_kernels, gemm_variant, nhwc_conv_kernels
+from .dispatch import (attention_variant, conv_info, conv_kernels, eager_kernels, gemm_variant,
+                       nhwc_conv_kernels)
 from .graph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, kernel_order
 from .inductor import conv_has_bias, inductor_groups, pad_mm_operands, split_reduction
 from .legality import check_partition
@@ -97,7 +98,7 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         if a["kind"] == "conv" and spec is not None:
             # cuDNN runs the conv as eager would on the layout Inductor chose
             c = conv_info(graph, n)
-            out += (eager_kernels(graph, n, spec, Kernel) if c is None or not layout_opt
+            out += (conv_kernels(graph, n, spec, Kernel) if c is None or not layout_opt
                     else nhwc_conv_kernels(c, n, Kernel))
         else:
             variant = attention_variant(graph, n) if a["kind"] == "attention" else ""
