@@ -28,8 +28,8 @@ quotient, the forward's Python in module-call equivalents, is a property of the 
 prediction multiplies it by the GPU host's ``eager_module_us``.
 
 Measured against the device (H100 host, two leases, 28 zoo models x 2 sizes,
-``validation/host_accuracy.py``): per case, the estimate is within a median 20% (p90
-53%) of lease 5's measured Python and 43% (p90 91%) of lease 4's, with PY_SCALE fitted
+``validation/host_accuracy.py``): per case, the estimate is within a median 18% (p90
+49%) of lease 5's measured Python and 46% (p90 88%) of lease 4's, with PY_SCALE fitted
 on the other model families; the two leases' own measurements of the same cases differ
 by a median 40-46%: the device host's speed drifts within a lease (its eager-add probe
 ranged 9.7-22 us).
@@ -45,7 +45,8 @@ from torch.overrides import TorchFunctionMode
 #: The model's Python between real eager dispatches on the device host, in module-call
 #: equivalents, over the replayed Python here in the same units: the median over the two
 #: H100 host-breakdown leases (validation/results/h100/host/2026-11-23-lease{4,5}-
-#: breakdown.jsonl, 112 cases, each lease's own eager_module_us). Leases alone: 0.56, 0.74.
+#: breakdown.jsonl, 112 cases, each lease's own eager_module_us); fitted on lease 4 alone
+#: 0.61, on lease 5 alone 0.73 (``python validation/host_accuracy.py --loco``).
 PY_SCALE = 0.72
 
 #: host reads of a tensor's value: a meta tensor has none, eager typically takes True
