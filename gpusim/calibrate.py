@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .atomic import atomic_write
 from .capture import capture_full
+from .cost import NORM_CALIBRATION_COLS
 from .dispatch import fit_dispatch
 from .errors import GpusimError
 from .hardware import GPUSpec, calibrated_name, dump_spec, load_spec
@@ -266,7 +267,7 @@ def aten_microbenchmarks() -> dict:
         ks = measure.profile_kernels(lambda: fn(*a), flush=True, reps=5)["kernels"]
         return sum(k["us"] for k in ks)
     out = {}
-    cols = 1024
+    cols = NORM_CALIBRATION_COLS
     for dt in (torch.float32, torch.bfloat16):
         name = str(dt).replace("torch.", "")
         rows = (256 << 20) // (cols * dt.itemsize)          # 256 MiB per operand

@@ -159,7 +159,11 @@ def _fill(gemm: dict, spec, tm: int, tn: int, split_k: bool = True) -> float:
     pad = (m * n) / (tiles_m * tm * tiles_n * tn)
     split = 1
     if split_k and tiles < spec.sm_count:
-        split = max(1, min(spec.sm_count // tiles, k // (4 * max(tm, tn))))
+        # each K slice keeps at least 4 tiles' depth when the tiles fill under a quarter of
+        # the SMs, 8 otherwise (gemm_mid sweep: fp32 1024^3 runs unsplit, 256x1024x1024
+        # and 1024x1024x4096 split)
+        depth = 4 if tiles <= spec.sm_count // 4 else 8
+        split = max(1, min(spec.sm_count // tiles, k // (depth * max(tm, tn))))
     work = tiles * split
     waves = math.ceil(work / spec.sm_count)
     return pad * work / (waves * spec.sm_count)
@@ -283,7 +287,7 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         row_ns = spec.layer_norm_row_ns_16bit if a["dtype"] in HALF_DTYPES else spec.layer_norm_row_ns
         shape = main_shape(a.get("shape"))
         if row_ns and shape:
-            mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * 1e-3
+            mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
     elif v == "conv":
         comp = comp * spec.conv_efficiency_scale
@@ -341,6 +345,18 @@ def plane_padding(a: dict) -> float:
         return 1.0              # channels-last: no planes (the sweep measured NCHW)
     plane = shape[2] * shape[3] * DTYPE_BYTES.get(a["dtype"], 4)
     return math.ceil(plane / WARP_LOAD_BYTES) * WARP_LOAD_BYTES / plane if plane else 1.0
+
+
+#: the row width calibrate times ATen's layer norm at: the per-row cost of rows this wide
+#: is inside ``aten_norm_efficiency`` already
+NORM_CALIBRATION_COLS = 1024
+
+
+def narrow_row_fraction(width: int) -> float:
+    """How much of ATen layer norm's per-row cost (``layer_norm_row_ns``) a row of
+    ``width`` elements pays beyond the calibrated stream: all of it for very narrow rows,
+    none at the calibration width (:data:`NORM_CALIBRATION_COLS`) and past it."""
+    return max(0.0, 1.0 - width / NORM_CALIBRATION_COLS)
 
 
 def _retimed(est: KernelEstimate, spec, mem_us: float, comp_us: float, floor: float,

@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from .capture import capture
-from .cost import CostOptions, estimate_group
+from .cost import NORM_CALIBRATION_COLS, CostOptions, estimate_group, narrow_row_fraction
 from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from .ops import is_eval_batch_norm, packet_name
 
@@ -388,9 +388,12 @@ def _fit_weight_transform(points) -> dict:
 
 
 def _fit_layer_norm(points, spec) -> dict:
-    """ATen's layer norm: the time a row costs beyond the calibrated stream (the median
-    over the sweeps' layer norms of at least 1,000 rows of (measured - streamed) / rows),
-    per precision."""
+    """ATen's layer norm: the time a row costs beyond the calibrated stream, per
+    precision. Calibrate's stream efficiency is measured at 1,024-wide rows, so it holds
+    their per-row cost already; a row of width w pays ``row_ns * narrow_row_fraction(w)``
+    more (:func:`gpusim.cost.narrow_row_fraction`). ``row_ns``: the median over the
+    sweeps' layer norms of at least 1,000 rows of at most 512 columns (where the term
+    dominates) of (measured - streamed) / rows / narrow_row_fraction."""
     out = {}
     for suffix, dts in (("", ("float32",)), ("_16bit", HALF_DTYPES)):
         per_row = []
@@ -399,14 +402,14 @@ def _fit_layer_norm(points, spec) -> dict:
                 continue
             shape = tuple(p["shape"])
             rows = numel(shape) // shape[-1]
-            if rows < 1000:
+            if rows < 1000 or shape[-1] > NORM_CALIBRATION_COLS // 2:
                 continue
             x = torch.empty(shape, device="meta", dtype=getattr(torch, p["dtype"]))
             w = torch.empty(shape[-1], device="meta", dtype=x.dtype)
             g = capture(lambda x, w, b: F.layer_norm(x, (shape[-1],), w, b), (x, w, w))
             est = estimate_group(g, g.compute_nodes, spec, CostOptions(aten=True))
             main = max(k["us"] for k in p["kernels"])
-            per_row.append((main - est.us) / rows * 1e3)
+            per_row.append((main - est.us) / rows * 1e3 / narrow_row_fraction(shape[-1]))
         if per_row:
             out["layer_norm_row_ns" + suffix] = max(0.0, _median(per_row))
     return out

@@ -129,8 +129,8 @@ class GPUSpec:
     depthwise_tap_us_16bit: float | None = 0.1279
     depthwise_efficiency_16bit: float | None = 0.1723
     weight_transform_us: float | None = 11.68    # cuDNN's generic weight transform (grouped convs)
-    layer_norm_row_ns: float | None = 1.1873      # ATen layer norm: time per row past the stream
-    layer_norm_row_ns_16bit: float | None = 0.9014
+    layer_norm_row_ns: float | None = 1.6135      # ATen layer norm: time per row past the stream
+    layer_norm_row_ns_16bit: float | None = 1.242
     matmul_align1_efficiency: float = 0.111    # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float = 0.4523   # fp32 memory-efficient attention, of fp32 peak
     bn_eval_efficiency_16bit: float = 0.4883       # 16-bit eval batch norm (ATen), of DRAM bandwidth

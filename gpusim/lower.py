@@ -104,9 +104,13 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
             variant = attention_variant(graph, n) if a["kind"] == "attention" else ""
             if a["kind"] == "matmul" and not pads:
                 # an unpadded misaligned 16-bit GEMM is the same cuBLAS align1/align2
-                # kernel eager runs (Swin's 49-token window bmm: 46 us in both records)
+                # kernel eager runs (Swin's 49-token window bmm: 46 us in both records);
+                # fp32 extern addmm/mm calls take eager's gemv and cuBLASLt classes,
+                # without the split-K helper kernels (GPT-2 fp32 compiled has none; the
+                # H200 qkv, linear_relu_layernorm and transformer_block fp32 records run
+                # eager's kernels at eager's times, also where Inductor unfuses the bias)
                 v = gemm_variant(graph, n)
-                variant = v if v in ("align1", "align2") else variant
+                variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else variant
             out.append(Kernel((n,), "library", variant=variant))
         if conv_has_bias(graph, n) and not any(
                 graph.g.nodes[s]["kind"] not in GEMM_KINDS for s in graph.dataflow.successors(n)):

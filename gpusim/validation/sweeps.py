@@ -331,9 +331,35 @@ def norm_points(dev="cuda", small=False):
     return pts
 
 
-SWEEPS = {"conv2d": conv_points, "gemm": gemm_points, "sdpa": sdpa_points, "misc": misc_points,
-          "cnn": cnn_points, "norms": norm_points}
-SHARES = {"conv2d": 0.35, "gemm": 0.3, "sdpa": 0.15, "misc": 0.2, "cnn": 0.3, "norms": 0.1}   # of the deadline
+def gemm_mid_points(dev="cuda", small=False):
+    """Mid-size GEMMs (256-2048 rows), fp32 and bf16, with a bias (``F.linear``) and
+    without (``torch.matmul``): where a library stops splitting K as the output tiles
+    fill the GPU, between the ``gemm`` sweep's 128- and 4096-row points."""
+    nk = [(1024, 1024), (2048, 2048), (1024, 4096), (4096, 1024)]
+    ms = (256, 1024, 2048)
+    if small:
+        nk, ms = [(64, 32)], (8,)
+    pts = []
+    for n, k in nk:
+        for dt in ("float32", "bfloat16"):
+            for m in ms:
+                for op in ("linear", "matmul"):
+                    meta = {"op": op, "M": m, "N": n, "K": k, "bias": op == "linear", "dtype": dt,
+                            "aligned_n": n % 8 == 0, "aligned_k": k % 8 == 0}
+
+                    def make(m=m, n=n, k=k, dt=dt, op=op):
+                        x = _t((m, k), dt, dev=dev)
+                        if op == "linear":
+                            return F.linear, (x, _t((n, k), dt, dev=dev) * k ** -0.5, _t((n,), dt, dev=dev))
+                        return torch.matmul, (x, _t((k, n), dt, dev=dev) * k ** -0.5)
+                    pts.append((meta, make))
+    return pts
+
+
+SWEEPS = {"conv2d": conv_points, "gemm": gemm_points, "gemm_mid": gemm_mid_points,
+          "sdpa": sdpa_points, "misc": misc_points, "cnn": cnn_points, "norms": norm_points}
+SHARES = {"conv2d": 0.35, "gemm": 0.3, "gemm_mid": 0.1, "sdpa": 0.15, "misc": 0.2, "cnn": 0.3,
+          "norms": 0.1}   # of the deadline
 
 
 def summarize(res: dict) -> dict:
