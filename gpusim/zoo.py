@@ -45,9 +45,14 @@ class ZooModel:
     large: dict          # large-batch sizes for validation, e.g. {"batch": 32}
     dtypes: tuple        # dtype names to validate
     channels_last: bool  # validate NHWC too
+    holdout: bool = False  # held-out test model: never used to develop or fit gpusim
 
 
 ZOO: dict[str, ZooModel] = {}
+#: Held-out models (:data:`HOLDOUT`): architectures and sizes gpusim was never developed
+#: or fitted on, measured once to score it on models it never saw. ``build``/``get``
+#: accept them; ``ZOO``, the catalogue and the zoo's validation runs leave them out.
+HOLDOUT: dict[str, ZooModel] = {}
 _BUILDERS: dict[str, Callable] = {}     # name -> fn(sizes) -> (module, input_kind, extra)
 _LIMITS: dict[str, dict] = {}           # name -> {size: (lo, hi, multiple_of)}
 
@@ -59,10 +64,11 @@ _TF_DTYPES_FP16 = ("float32", "float16", "bfloat16")
 
 
 def _add(name, family, library, description, defaults, large, dtypes, channels_last,
-         builder, limits=None):
-    assert family in FAMILIES and name not in ZOO
-    ZOO[name] = ZooModel(name, family, library, description, dict(defaults), dict(large),
-                         tuple(dtypes), bool(channels_last))
+         builder, limits=None, holdout=False):
+    assert family in FAMILIES and name not in ZOO and name not in HOLDOUT
+    (HOLDOUT if holdout else ZOO)[name] = ZooModel(
+        name, family, library, description, dict(defaults), dict(large), tuple(dtypes),
+        bool(channels_last), bool(holdout))
     _BUILDERS[name] = builder
     _LIMITS[name] = dict(limits or {})
 
@@ -309,10 +315,122 @@ ALIASES = {"timm:deit_small": "timm:deit_small_patch16_224",
            "hf:albert-base-v2": "hf:albert-base", "hf:gpt2-small": "hf:gpt2"}
 
 
+# --------------------------------------------------------------------- held-out models
+# Architectures the zoo does not have, at sizes it does not measure (vision 160 / 256
+# pixels, MaxViT 448 / 224; encoders 64 / 256 tokens, decoders 256 / 1024,
+# encoder-decoders 256 / 384), in fp32 and bf16. They score gpusim on models it never saw: nothing is developed or
+# fitted on their records (validation/results/h100/holdout/).
+_HO_DTYPES = ("float32", "bfloat16")
+_HO_CNN = ({"batch": 1, "hw": 256}, {"batch": 16, "hw": 160})
+_HO_VIT = ({"batch": 1, "hw": 256}, {"batch": 8, "hw": 160})
+_HO_ENC = ({"batch": 1, "seq": 64}, {"batch": 16, "seq": 256})
+_HO_DEC = ({"batch": 1, "seq": 256}, {"batch": 4, "seq": 1024})
+_HO_ED = ({"batch": 1, "seq": 256, "tgt": 64}, {"batch": 4, "seq": 384, "tgt": 96})
+
+_HOLDOUT_VISION = [
+    ("tv:resnext50_32x4d", "cnn", "torchvision", "ResNeXt-50 32x4d: grouped 3x3 convs "
+     "(25.0M params)", _tv_model("resnext50_32x4d"), _HO_CNN, {"hw": (32, 1024, 1)}),
+    ("tv:shufflenet_v2_x1_0", "cnn", "torchvision", "ShuffleNetV2 x1.0: channel split, "
+     "shuffle and concat, depthwise convs (2.3M params)", _tv_model("shufflenet_v2_x1_0"),
+     _HO_CNN, {"hw": (32, 1024, 32)}),
+    ("tv:efficientnet_v2_s", "cnn", "torchvision", "EfficientNetV2-S: fused MBConv, "
+     "squeeze-excite, SiLU (21.5M params)", _tv_model("efficientnet_v2_s"), _HO_CNN,
+     {"hw": (32, 1024, 1)}),
+    ("timm:convnextv2_nano", "cnn", "timm", "ConvNeXt-V2 nano: 7x7 depthwise convs, "
+     "global response norm (15.6M params)", _timm_model("convnextv2_nano"), _HO_CNN,
+     {"hw": (32, 1024, 32)}),
+    ("tv:maxvit_t", "vit", "torchvision", "MaxViT-T: MBConv + block and grid attention "
+     "with relative position bias (30.9M params)",
+     lambda sizes: _tv().maxvit_t(weights=None, input_size=(sizes["hw"], sizes["hw"])),
+     ({"batch": 1, "hw": 448}, {"batch": 8, "hw": 224}), {"hw": (224, 2240, 224)}),
+    ("timm:caformer_s18", "vit", "timm", "CAFormer-S18 (MetaFormer): conv stages then "
+     "attention stages, StarReLU (26.3M params)", _timm_model("caformer_s18"), _HO_VIT,
+     {"hw": (64, 1024, 32)}),
+    ("timm:beit_base_patch16_224", "vit", "timm", "BEiT-B/16: 12 layers, 768 wide, "
+     "relative position bias per layer, layer scale (86.5M params)",
+     _timm_model("beit_base_patch16_224", True), _HO_VIT, {"hw": (16, 1024, 16)}),
+    ("timm:mixer_s16_224", "vit", "timm", "MLP-Mixer S/16: token- and channel-mixing MLPs, "
+     "no attention (18.5M params)", _timm_model("mixer_s16_224", True), _HO_VIT,
+     {"hw": (16, 1024, 16)}),
+]
+for _n, _fam, _lib_name, _d, _b, (_def, _lg), _lim in _HOLDOUT_VISION:
+    _add(_n, _fam, _lib_name, _d, _def, _lg, _HO_DTYPES, False, _b, _lim, holdout=True)
+
+_HOLDOUT_TEXT = [
+    ("hf:xlm-roberta-base", "encoder", "XLM-RoBERTa-base: 12 layers, 768 wide, 250002-token "
+     "embedding (XLMRobertaModel, 278M params)",
+     _hf_model("XLMRobertaConfig", "XLMRobertaModel", vocab_size=250002, hidden_size=768,
+               num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+               max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+               bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5), _HO_ENC, 512),
+    ("hf:deberta-v3-small", "encoder", "DeBERTa-v3-small: 6 layers, 768 wide, disentangled "
+     "relative attention (c2p + p2c, 256 buckets) (DebertaV2Model, 141M params)",
+     _hf_model("DebertaV2Config", "DebertaV2Model", vocab_size=128100, hidden_size=768,
+               num_hidden_layers=6, num_attention_heads=12, intermediate_size=3072,
+               hidden_act="gelu", max_position_embeddings=512, type_vocab_size=0,
+               relative_attention=True, max_relative_positions=-1, position_buckets=256,
+               norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"],
+               position_biased_input=False, layer_norm_eps=1e-7, pad_token_id=0),
+     _HO_ENC, 512),
+    ("hf:mobilebert", "encoder", "MobileBERT (uncased): 24 thin layers, 512 wide with "
+     "128-wide bottlenecks, 4 stacked FFNs, no-norm (MobileBertModel, 24.6M params)",
+     _hf_model("MobileBertConfig", "MobileBertModel", vocab_size=30522, hidden_size=512,
+               num_hidden_layers=24, num_attention_heads=4, intermediate_size=512,
+               hidden_act="relu", embedding_size=128, trigram_input=True,
+               use_bottleneck=True, intra_bottleneck_size=128,
+               use_bottleneck_attention=False, key_query_shared_bottleneck=True,
+               num_feedforward_networks=4, normalization_type="no_norm",
+               true_hidden_size=128, max_position_embeddings=512, type_vocab_size=2),
+     _HO_ENC, 512),
+    ("hf:gpt-neo-125m", "decoder", "GPT-Neo-125M: 12 layers alternating global and local "
+     "(256-token window) attention, 768 wide (GPTNeoForCausalLM, 125M params)",
+     _hf_model("GPTNeoConfig", "GPTNeoForCausalLM", vocab_size=50257,
+               max_position_embeddings=2048, hidden_size=768, num_layers=12,
+               attention_types=[[["global", "local"], 6]], num_heads=12, window_size=256,
+               activation_function="gelu_new", use_cache=False), _HO_DEC, 2048),
+    ("hf:bloom-560m", "decoder", "BLOOM-560m: 24 layers, 1024 wide, 16 heads, ALiBi, "
+     "embedding LayerNorm, tied 250880-token LM head (BloomForCausalLM, 559M params)",
+     _hf_model("BloomConfig", "BloomForCausalLM", vocab_size=250880, hidden_size=1024,
+               n_layer=24, n_head=16, layer_norm_epsilon=1e-5, use_cache=False),
+     _HO_DEC, 4096),
+    ("hf:gemma-2b", "decoder", "Gemma-2B dimensions with 4 of its 18 layers: 2048 wide, "
+     "8 heads of 256 / 1 KV head (MQA), GeGLU 16384, tied 256000-token LM head "
+     "(GemmaForCausalLM, 0.9B params as built)",
+     _hf_model("GemmaConfig", "GemmaForCausalLM", vocab_size=256000, hidden_size=2048,
+               intermediate_size=16384, num_hidden_layers=4, num_attention_heads=8,
+               num_key_value_heads=1, head_dim=256, hidden_activation="gelu_pytorch_tanh",
+               max_position_embeddings=8192, rms_norm_eps=1e-6,
+               rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+               tie_word_embeddings=True, pad_token_id=0, bos_token_id=2, eos_token_id=1,
+               use_cache=False), _HO_DEC, 8192),
+    ("hf:mt5-small", "encdec", "mT5-small: 8+8 layers, 512 wide, 6 heads, gated-GELU MLP "
+     "1024, untied 250112-token LM head (MT5ForConditionalGeneration, 300M params)",
+     _hf_model("MT5Config", "MT5ForConditionalGeneration", vocab_size=250112, d_model=512,
+               d_kv=64, d_ff=1024, num_layers=8, num_decoder_layers=8, num_heads=6,
+               relative_attention_num_buckets=32, relative_attention_max_distance=128,
+               feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+               decoder_start_token_id=0, use_cache=False), _HO_ED, 4096),
+    ("hf:opus-mt-en-de", "encdec", "Marian opus-mt-en-de: 6+6 layers, 512 wide, 8 heads, "
+     "sinusoidal positions, SiLU MLP 2048, 58101-token LM head (MarianMTModel, 74M params)",
+     _hf_model("MarianConfig", "MarianMTModel", vocab_size=58101, d_model=512,
+               encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+               decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+               activation_function="swish", max_position_embeddings=512,
+               scale_embedding=True, pad_token_id=58100, decoder_start_token_id=58100,
+               share_encoder_decoder_embeddings=True, use_cache=False), _HO_ED, 512),
+]
+for _n, _fam, _d, _b, (_def, _lg), _maxpos in _HOLDOUT_TEXT:
+    _lim = {k: (1, _maxpos, 1) for k in _def if k != "batch"}
+    _add(_n, _fam, "transformers", _d, _def, _lg, _HO_DTYPES, False, _b, _lim, holdout=True)
+
+
 # --------------------------------------------------------------------- build
 def get(name: str) -> ZooModel:
-    """The zoo entry for ``name`` (aliases accepted); :class:`ModelError` if unknown."""
+    """The zoo entry for ``name`` (aliases and held-out models accepted);
+    :class:`ModelError` if unknown."""
     key = ALIASES.get(name, name)
+    if key in HOLDOUT:
+        return HOLDOUT[key]
     if key not in ZOO:
         prefix = name.split(":", 1)[0] + ":" if ":" in name else ""
         near = [n for n in ZOO if prefix and n.startswith(prefix)] or list(ZOO)
@@ -400,7 +518,9 @@ def _inputs(entry, module, sz, device, dt, channels_last):
     return (ids, mask, dec)
 
 
-def catalogue() -> list[list[str]]:
-    """Rows for ``gpusim examples``: name, family, library, description, default sizes."""
+def catalogue(holdout: bool = False) -> list[list[str]]:
+    """Rows for ``gpusim examples``: name, family, library, description, default sizes
+    (``holdout``: the held-out models instead of the zoo)."""
     return [[m.name, m.family, m.library, m.description,
-             " ".join(f"{k}={v}" for k, v in m.defaults.items())] for m in ZOO.values()]
+             " ".join(f"{k}={v}" for k, v in m.defaults.items())]
+            for m in (HOLDOUT if holdout else ZOO).values()]

@@ -19,6 +19,8 @@ synchronisations). A failing case writes ``failed: "<reason>"`` and the run goes
 deadline stops starting new cases. Cases run most valuable first: every model's large case
 in its main dtype, then batch 1, then the other dtypes, then channels_last, compiled last
 (or, with ``--compiled-reserve-s``, from that many seconds before the deadline).
+``--holdout`` runs the held-out models (``gpusim.zoo.HOLDOUT``) instead, compiled
+``HOLDOUT_COMPILED``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from dataclasses import asdict, dataclass, field
 DEFAULT_COMPILED = ("hf:gpt2", "tv:resnet50", "hf:bert-base", "timm:deit_small_patch16_224",
                     "hf:llama-3.2-1b", "tv:mobilenet_v3_large", "hf:t5-small",
                     "tv:convnext_tiny")
+# torch.compile runs of the held-out models (--holdout), one per family and library
+HOLDOUT_COMPILED = ("tv:efficientnet_v2_s", "timm:beit_base_patch16_224", "hf:xlm-roberta-base",
+                    "hf:gemma-2b", "hf:opus-mt-en-de", "timm:convnextv2_nano")
 # runs a compiled model can take: torch.compile's default mode, and mode="reduce-overhead"
 COMPILED_RUNS = {"compiled": "default", "cudagraph": "reduce-overhead"}
 
@@ -302,7 +307,7 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
 
     from . import measure
     cuda = device == "cuda"
-    entry = zoo_mod.ZOO[case.model]
+    entry = zoo_mod.get(case.model)
     dt = getattr(torch, case.dtype)
     rec = {"schema": SCHEMA_VERSION, "case_id": case.case_id, "model": case.model,
            "family": case.family, "library": entry.library, "size": case.size,
@@ -312,7 +317,8 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
     rec["flags"] = _flags()
     t0 = time.time()
     torch.manual_seed(0)
-    key = (case.model, case.dtype, case.channels_last)
+    # the image size too: a ViT built for one size (timm's img_size) takes no other
+    key = (case.model, case.dtype, case.channels_last, case.sizes.get("hw"))
     if cuda:
         torch.cuda.synchronize()
     alloc0 = torch.cuda.memory_allocated() if cuda else 0
@@ -482,7 +488,7 @@ def main(argv=None) -> int:
                     help="comma-separated fnmatch patterns on case ids or model names")
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no new case after this many seconds")
-    ap.add_argument("--compiled", default=",".join(DEFAULT_COMPILED),
+    ap.add_argument("--compiled", default=None,
                     help="comma-separated models to also run under torch.compile ('' for none, "
                          "'all' for every zoo model, families in turn)")
     ap.add_argument("--runs", default="eager,compiled",
@@ -497,27 +503,33 @@ def main(argv=None) -> int:
     ap.add_argument("--tar", default=None, help="re-write this .tar.gz of --out after every case")
     ap.add_argument("--cache-gb", type=float, default=24.0)
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    ap.add_argument("--holdout", action="store_true",
+                    help="the held-out models (gpusim.zoo.HOLDOUT) instead of the zoo; "
+                         "--compiled defaults to HOLDOUT_COMPILED")
     ap.add_argument("--cpu-dry-run", action="store_true",
                     help="tiny sizes on the CPU: exercises the record code paths, no timings")
     a = ap.parse_args(argv)
     t_start = time.time()
     from .. import zoo as zoo_mod
+    models = zoo_mod.HOLDOUT if a.holdout else zoo_mod.ZOO
+    if a.compiled is None:
+        a.compiled = ",".join(HOLDOUT_COMPILED if a.holdout else DEFAULT_COMPILED)
     compiled = [x for x in a.compiled.split(",") if x] if a.compiled else []
     if compiled == ["all"]:
-        compiled = interleaved(zoo_mod.ZOO)
+        compiled = interleaved(models)
     patterns = [p for p in a.cases.split(",") if p] if a.cases else None
     runs = tuple(r for r in a.runs.split(",") if r)
     tiny = None
     device = "cuda"
     if a.cpu_dry_run:
         device = "cpu"
-    cases = plan_cases(zoo_mod.ZOO, compiled, patterns, runs=runs)
+    cases = plan_cases(models, compiled, patterns, runs=runs)
     if a.shard:
         i, n = (int(x) for x in a.shard.split("/"))
         cases = cases[i::n]
     if a.cpu_dry_run:
         for c in cases:
-            e = zoo_mod.ZOO[c.model]
+            e = zoo_mod.get(c.model)
             tiny = {"batch": 1}
             if "hw" in e.defaults:
                 tiny["hw"] = 64
