@@ -300,6 +300,8 @@ def memory_markdown(rep: dict) -> str:
             for fam, s in fams.items():
                 n = (s["peak"] or {}).get("n", 0)
                 nr = (s["reserved"] or {}).get("n", 0)
+                if not n and not nr:
+                    continue                # e.g. CUDA-graph runs: no peak recorded
                 lines.append(f"| {gpu} | {run} | {fam} | {n} | {_cell(s['peak'])} | "
                              f"{_cell(s['reserved'])} ({nr}) |")
     return "\n".join(lines)
