@@ -1,0 +1,112 @@
+"""Accuracy on the held-out models (``gpusim.zoo.HOLDOUT``): the zoo's scoring on models
+and sizes gpusim was never developed or fitted on.
+
+Records: ``validation/results/<gpu>/holdout/*.json``, written by
+``python3 -m gpusim.validation.zoo_run --holdout`` on a real GPU. Each case is re-captured
+on meta tensors from its held-out entry and scored exactly as the zoo is
+(:mod:`gpusim.validation.zoo_accuracy`: ``case_rows``, ``summarise``, ``memory_rows``,
+``speedup_rows``) with the GPU's calibrated spec. These records are the test set: nothing
+may be tuned on them; a change made for them stops them being held out.
+
+``python3 -m gpusim.validation.holdout_accuracy [--results DIR] [--gpu h100]`` prints the
+per-case table and the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+from ..hardware import calibrated_name, load_spec
+from .zoo_accuracy import (_by_family, _cell, ape, case_rows, memory_rows, memory_summary,
+                           speedup_rows, speedup_summary)
+
+
+def load_holdout_records(results_dir: str, gpu: str) -> list[dict]:
+    """The measured (not failed) held-out records of ``gpu``, sorted by file name."""
+    out = []
+    for p in sorted(glob.glob(os.path.join(results_dir, gpu, "holdout", "*.json"))):
+        with open(p) as f:
+            r = json.load(f)
+        if not r.get("failed") and r.get("kernel_sum_us"):
+            out.append(r)
+    return out
+
+
+def holdout_report(results_dir: str, gpu: str = "h100") -> dict:
+    """``{"records", "spec", "calibrated": {run: {family|"all": {"device", "kernels"}},
+    "rows"}, "memory": {"summary", "rows"}, "speedup": {"rows", "summary"}}`` for the
+    held-out records of ``gpu``, predicted with its calibrated spec."""
+    recs = load_holdout_records(results_dir, gpu)
+    name = calibrated_name(gpu)
+    spec = load_spec(name)
+    rep = {"records": len(recs), "spec": name, "calibrated": _by_family(case_rows(recs, spec))}
+    mrows = memory_rows(recs, spec)
+    rep["memory"] = {"summary": memory_summary(mrows), "rows": mrows}
+    sp = speedup_rows(recs, spec)
+    rep["speedup"] = {"rows": sp, "summary": speedup_summary(sp)}
+    return rep
+
+
+def holdout_markdown(rep: dict) -> str:
+    """Summary by run and family, then one line per case (signed errors)."""
+    cal = rep["calibrated"]
+    lines = ["| run | family | cases | device time med / p90 | kernel count med / p90 |",
+             "|---|---|---|---|---|"]
+    for run, fams in cal.items():
+        if run == "rows":
+            continue
+        for fam, s in fams.items():
+            lines.append(f"| {run} | {fam} | {s['device']['n']} | {_cell(s['device'])} | "
+                         f"{_cell(s['kernels'])} |")
+    mem = rep["memory"]["summary"]
+    lines += ["", "| run | peak allocated med / p90 (cases) | reserved med / p90 (cases) |",
+              "|---|---|---|"]
+    for run, fams in mem.items():
+        s = fams["all"]
+        lines.append(f"| {run} | {_cell(s['peak'])} ({(s['peak'] or {}).get('n', 0)}) | "
+                     f"{_cell(s['reserved'])} ({(s['reserved'] or {}).get('n', 0)}) |")
+    sp = rep["speedup"]["summary"]
+    if sp:
+        lines += ["", "| torch.compile speed-up | cases | error med / p90 | helps-or-hurts right |",
+                  "|---|---|---|---|"]
+        for key, label in (("device", "device (kernel sums)"), ("e2e", "end to end (wall)")):
+            if key in sp:
+                s = sp[key]
+                lines.append(f"| {label} | {s['n']} | {_cell(s)} | {s['verdict_right']}/{s['n']} |")
+    peaks = {r["case"]: r for r in rep["memory"]["rows"]}
+    lines += ["", "| case | device us meas / pred | error | kernels meas / pred | peak MiB meas / pred |",
+              "|---|---|---|---|---|"]
+    for r in cal["rows"]:
+        m = peaks.get(r["case"])
+        peak = (f"{m['meas_peak'] / 2**20:.0f} / {m['pred_peak'] / 2**20:.0f}" if m else "-")
+        lines.append(f"| {r['case']} | {r['meas_us']:.0f} / {r['pred_us']:.0f} | "
+                     f"{(r['pred_us'] - r['meas_us']) / r['meas_us'] * 100:+.0f}% | "
+                     f"{r['meas_kernels']} / {r['pred_kernels']} | {peak} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap = argparse.ArgumentParser(prog="python3 -m gpusim.validation.holdout_accuracy")
+    ap.add_argument("--results", default=os.path.join(root, "validation", "results"))
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--json", default=None, help="also write the report's summaries here")
+    a = ap.parse_args(argv)
+    rep = holdout_report(a.results, a.gpu)
+    print(f"{a.gpu}: {rep['records']} held-out records, spec {rep['spec']}\n")
+    print(holdout_markdown(rep))
+    if a.json:
+        keep = {"records": rep["records"], "spec": rep["spec"],
+                "calibrated": {k: v for k, v in rep["calibrated"].items() if k != "rows"},
+                "memory": rep["memory"]["summary"], "speedup": rep["speedup"]["summary"]}
+        with open(a.json, "w") as f:
+            json.dump(keep, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""CI guard on the held-out models (``gpusim.zoo.HOLDOUT``): whole-model device time,
+kernel count, activation peak and torch.compile's speed-up, predicted from re-captured
+graphs against the committed H100 held-out records; never worse than
+``validation/holdout_thresholds.json``. These records are a test set: nothing is tuned
+on them. Needs the zoo extra."""
+
+import json
+import os
+
+import pytest
+
+from gpusim.validation.zoo_accuracy import zoo_available
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "validation", "results")
+THRESHOLDS = os.path.join(ROOT, "validation", "holdout_thresholds.json")
+
+pytestmark = pytest.mark.skipif(not zoo_available(), reason="zoo extra not installed")
+
+
+@pytest.fixture(scope="module")
+def limits():
+    with open(THRESHOLDS) as f:
+        return {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+
+
+@pytest.fixture(scope="module")
+def reports(limits):
+    from gpusim.validation.holdout_accuracy import holdout_report
+    return {gpu: holdout_report(RESULTS, gpu) for gpu in limits}
+
+
+def _worse(got: dict, lim: dict, where: str) -> list:
+    return [f"{where} {stat} {got[stat]:.2f}% > {v}%" for stat, v in lim.items()
+            if got[stat] > v + 1e-9]
+
+
+def test_holdout_accuracy_not_worse_than_thresholds(reports, limits):
+    worse = []
+    for gpu, by in limits.items():
+        rep = reports[gpu]
+        assert rep["records"] >= by["records"], f"{gpu}: held-out records went missing"
+        for run, cats in by["calibrated"].items():
+            for cat, lim in cats.items():
+                worse += _worse(rep["calibrated"][run]["all"][cat], lim, f"{gpu}/{run} {cat}")
+        for run, cats in by["memory"].items():
+            for cat, lim in cats.items():
+                worse += _worse(rep["memory"]["summary"][run]["all"][cat], lim,
+                                f"{gpu}/{run} memory {cat}")
+        sp = rep["speedup"]["summary"]["device"]
+        worse += _worse(sp, {k: v for k, v in by["speedup"]["device"].items()},
+                        f"{gpu} compile speed-up")
+        if sp["verdict_right"] < by["speedup"]["verdict_right"]:
+            worse.append(f"{gpu}: compile helps/hurts right {sp['verdict_right']} "
+                         f"< {by['speedup']['verdict_right']}")
+    assert not worse, "held-out accuracy regressed: " + "; ".join(worse)
+
+
+def test_every_holdout_record_is_predicted(reports):
+    from gpusim import zoo
+    for gpu, rep in reports.items():
+        rows = rep["calibrated"]["rows"]
+        assert len(rows) == rep["records"]
+        assert all(r["pred_us"] > 0 and r["pred_kernels"] > 0 for r in rows)
+        assert {r["model"] for r in rows} == set(zoo.HOLDOUT)      # every held-out model
+        assert not {r["model"] for r in rows} & set(zoo.ZOO)
+        assert {r["run"] for r in rows} == {"eager", "compiled"}
