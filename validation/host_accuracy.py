@@ -100,7 +100,9 @@ def held_out(by_tag: dict[str, list[dict]]) -> list[str]:
         return math.exp(statistics.median(math.log(r["python"] / units(r) / r["module_us"])
                                           for r in rows))
     every = [r for rs in by_tag.values() for r in rs]
-    lines = ["| lease | PY_SCALE fitted on | cases | clocked Python vs measured |", "|---|---|---|---|"]
+    lines = [f"PY_SCALE fitted on every case: {fit(every):.3f} (gpusim.pytime.PY_SCALE = "
+             f"{pytime.PY_SCALE})", "",
+             "| lease | PY_SCALE fitted on | cases | clocked Python vs measured |", "|---|---|---|---|"]
     for tag, rs in by_tag.items():
         scales = {f: fit([r for r in every if r["family"] != f]) for f in {r["family"] for r in rs}}
         errs = [ape(scales[r["family"]] * units(r) * r["module_us"], r["python"]) for r in rs]
