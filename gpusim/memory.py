@@ -504,7 +504,7 @@ def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
     >>> simulate_memory(lower(g, "eager")).peak_bytes >> 20, simulate_memory(lower(g, "compiled")).peak_bytes >> 20
     (8, 4)
     """
-    graph, g = low.graph, low.graph.g
+    g = low.graph.g
     bufs, temps = _buffers(low)
     n = len(low.kernels)
     allocs: list[list] = [[] for _ in range(n + 1)]

@@ -21,6 +21,7 @@ written into every GPU's file with that GPU's measurement::
         [--out-dir validation/results] [--cases 'tv:*'] [--no-gpusim]
     python -m gpusim.validation.memtracker_run --refresh-gpusim   # gpusim column only
 
+(``--records holdout``: the held-out models' records, into ``memtracker_holdout.json``)
 writes ``<out-dir>/<gpu>/memtracker.json``: ``{"env": .., "cases": [row, ..]}`` with per
 row ``case``, ``family``, ``measured``, ``memtracker`` (bytes) or ``memtracker_error``,
 ``sdpa_calls``; for models that call attention also ``memtracker_fused_sdpa`` (or its
@@ -188,6 +189,18 @@ def _attempt(rec: dict, fused_sdpa: bool, key: str, timeout_s: int) -> dict:
     return row
 
 
+def _records(results: str, gpu: str, sub: str) -> list[dict]:
+    """Measured, non-failed records of ``<results>/<gpu>/<sub>/*.json``."""
+    import glob
+    out = []
+    for p in sorted(glob.glob(os.path.join(results, gpu, sub, "*.json"))):
+        with open(p) as f:
+            r = json.load(f)
+        if not r.get("failed") and (r.get("memory") or {}).get("peak_allocated_above_pre_call") is not None:
+            out.append(r)
+    return out
+
+
 def _key(rec: dict) -> tuple:
     return (rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
             bool(rec.get("channels_last")))
@@ -220,12 +233,14 @@ def refresh_gpusim(out_dir: str, results: str, gpu: str) -> None:
 
 
 def main(argv=None) -> int:
-    from .zoo_accuracy import load_zoo_records
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", default="h100,h200")
     ap.add_argument("--results", default="validation/results")
     ap.add_argument("--out-dir", default="validation/results")
     ap.add_argument("--cases", default="*", help="fnmatch pattern(s) on the model name, comma-separated")
+    ap.add_argument("--records", default="zoo",
+                    help="records folder under <results>/<gpu>/: zoo, or holdout (writes "
+                         "memtracker_holdout.json)")
     ap.add_argument("--timeout-s", type=int, default=600, help="per case and variant")
     ap.add_argument("--no-gpusim", action="store_true", help="leave gpusim's figure out")
     ap.add_argument("--refresh-gpusim", action="store_true",
@@ -236,7 +251,7 @@ def main(argv=None) -> int:
             refresh_gpusim(a.out_dir, a.results, gpu)
         return 0
     pats = a.cases.split(",")
-    recs = {g: [r for r in load_zoo_records(a.results, g) if r["run"] == "eager"
+    recs = {g: [r for r in _records(a.results, g, a.records) if r["run"] == "eager"
                 and any(fnmatch.fnmatch(r["model"], p) for p in pats)]
             for g in a.gpus.split(",")}
     tracked: dict[tuple, dict] = {}
@@ -261,7 +276,8 @@ def main(argv=None) -> int:
             row.update(tracked[_key(rec)])
             rows.append(row)
         os.makedirs(os.path.join(a.out_dir, gpu), exist_ok=True)
-        with open(os.path.join(a.out_dir, gpu, "memtracker.json"), "w") as f:
+        name = "memtracker.json" if a.records == "zoo" else f"memtracker_{a.records}.json"
+        with open(os.path.join(a.out_dir, gpu, name), "w") as f:
             json.dump({"env": env, "tool": "torch.distributed._tools.mem_tracker.MemTracker "
                        "under FakeTensorMode, fake cuda tensors, one no-grad eager call; "
                        "peak Total minus Total before the call", "cases": rows}, f, indent=1)
