@@ -66,9 +66,11 @@ def python_lines(pred) -> list[str]:
         how = (f"clocked at capture: {meta['python_here_us']:.0f} us here, "
                f"{meta['python_calls']:.0f} module-call equivalents x eager_module_us "
                f"{spec.eager_module_us:.2f} us")
-    else:
+    elif spec.eager_module_us:
         how = (f"{meta.get('module_calls', 0)} nn.Module calls x eager_module_us "
-               f"{spec.eager_module_us or 0.0:.2f} us; not clocked")
+               f"{spec.eager_module_us:.2f} us; not clocked")
+    else:
+        how = "the spec has no eager_module_us (calibrate --host-only measures it): not priced"
     return [f"model's Python   {tl.python_us:.1f} us per call ({how})"]
 
 
