@@ -20,8 +20,10 @@ import json
 import os
 import sys
 
+import numpy as np
+
 from ..hardware import calibrated_name, load_spec
-from .zoo_accuracy import (_by_family, _cell, ape, case_rows, memory_rows, memory_summary,
+from .zoo_accuracy import (_by_family, _cell, _stats, case_rows, memory_rows, memory_summary,
                            speedup_rows, speedup_summary)
 
 
@@ -51,6 +53,13 @@ def holdout_report(results_dir: str, gpu: str = "h100") -> dict:
     return rep
 
 
+def e2e_errors(rows: list[dict]) -> list[float]:
+    """Signed % errors of end-to-end time per call (predicted end to end against the
+    measured steady-state wall per call), for rows that measured it."""
+    return [(r["pred_e2e_us"] - r["meas_wall_us"]) / r["meas_wall_us"] * 100.0
+            for r in rows if r.get("meas_wall_us")]
+
+
 def holdout_markdown(rep: dict) -> str:
     """Summary by run and family, then one line per case (signed errors)."""
     cal = rep["calibrated"]
@@ -62,6 +71,13 @@ def holdout_markdown(rep: dict) -> str:
         for fam, s in fams.items():
             lines.append(f"| {run} | {fam} | {s['device']['n']} | {_cell(s['device'])} | "
                          f"{_cell(s['kernels'])} |")
+    lines += ["", "| run | cases | end to end (wall per call) med / p90 | signed median |",
+              "|---|---|---|---|"]
+    for run in [k for k in cal if k != "rows"]:
+        e = e2e_errors([r for r in cal["rows"] if r["run"] == run])
+        if e:
+            lines.append(f"| {run} | {len(e)} | {_cell(_stats([abs(x) for x in e]))} | "
+                         f"{float(np.median(e)):+.1f}% |")
     mem = rep["memory"]["summary"]
     lines += ["", "| run | peak allocated med / p90 (cases) | reserved med / p90 (cases) |",
               "|---|---|---|"]
