@@ -282,7 +282,9 @@ def main(a) -> int:
                         "validation/results/<gpu>` on a GPU machine first")
     zoo = None
     if not getattr(a, "no_zoo", False) and zoo_available():
-        zoo = zoo_report(a.results or RESULTS_DIR, a.gpu or sorted(rep))
+        root = a.results or RESULTS_DIR
+        zoo = zoo_report(root, a.gpu or sorted(  # every GPU with zoo records, classic or not
+            d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d, "zoo"))))
     if a.json:
         if zoo:
             for gpu, e in zoo.items():
