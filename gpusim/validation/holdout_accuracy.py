@@ -15,7 +15,6 @@ per-case table and the summary.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
@@ -23,26 +22,15 @@ import sys
 import numpy as np
 
 from ..hardware import calibrated_name, load_spec
-from .zoo_accuracy import (_by_family, _cell, _stats, case_rows, memory_rows, memory_summary,
-                           speedup_rows, speedup_summary)
-
-
-def load_holdout_records(results_dir: str, gpu: str) -> list[dict]:
-    """The measured (not failed) held-out records of ``gpu``, sorted by file name."""
-    out = []
-    for p in sorted(glob.glob(os.path.join(results_dir, gpu, "holdout", "*.json"))):
-        with open(p) as f:
-            r = json.load(f)
-        if not r.get("failed") and r.get("kernel_sum_us"):
-            out.append(r)
-    return out
+from .zoo_accuracy import (_by_family, _cell, _stats, case_rows, load_zoo_records, memory_rows,
+                           memory_summary, speedup_rows, speedup_summary)
 
 
 def holdout_report(results_dir: str, gpu: str = "h100") -> dict:
     """``{"records", "spec", "calibrated": {run: {family|"all": {"device", "kernels"}},
     "rows"}, "memory": {"summary", "rows"}, "speedup": {"rows", "summary"}}`` for the
     held-out records of ``gpu``, predicted with its calibrated spec."""
-    recs = load_holdout_records(results_dir, gpu)
+    recs = load_zoo_records(results_dir, gpu, "holdout")
     name = calibrated_name(gpu)
     spec = load_spec(name)
     rep = {"records": len(recs), "spec": name, "calibrated": _by_family(case_rows(recs, spec))}

@@ -190,15 +190,10 @@ def _attempt(rec: dict, fused_sdpa: bool, key: str, timeout_s: int) -> dict:
 
 
 def _records(results: str, gpu: str, sub: str) -> list[dict]:
-    """Measured, non-failed records of ``<results>/<gpu>/<sub>/*.json``."""
-    import glob
-    out = []
-    for p in sorted(glob.glob(os.path.join(results, gpu, sub, "*.json"))):
-        with open(p) as f:
-            r = json.load(f)
-        if not r.get("failed") and (r.get("memory") or {}).get("peak_allocated_above_pre_call") is not None:
-            out.append(r)
-    return out
+    """Measured, non-failed records of ``<results>/<gpu>/<sub>/*.json`` with a memory peak."""
+    from .zoo_accuracy import load_zoo_records
+    return [r for r in load_zoo_records(results, gpu, sub)
+            if (r.get("memory") or {}).get("peak_allocated_above_pre_call") is not None]
 
 
 def _key(rec: dict) -> tuple:

@@ -43,9 +43,11 @@ def zoo_available() -> bool:
     return True
 
 
-def load_zoo_records(results_dir: str, gpu: str) -> list[dict]:
+def load_zoo_records(results_dir: str, gpu: str, sub: str = "zoo") -> list[dict]:
+    """The measured (not failed) records of ``<results_dir>/<gpu>/<sub>/*.json``, sorted
+    by file name: the zoo's, or the held-out models' (``sub="holdout"``)."""
     out = []
-    for p in sorted(glob.glob(os.path.join(results_dir, gpu, "zoo", "*.json"))):
+    for p in sorted(glob.glob(os.path.join(results_dir, gpu, sub, "*.json"))):
         with open(p) as f:
             r = json.load(f)
         if not r.get("failed") and r.get("kernel_sum_us"):
