@@ -38,10 +38,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def cases(run: str, gpu: str = "h100") -> list[dict]:
-    """The cases of the ``gpu``'s zoo records of this run kind (model, sizes, dtype, layout)."""
+def cases(run: str, gpu: str = "h100", sub: str = "zoo") -> list[dict]:
+    """The cases of the ``gpu``'s records (``sub``: zoo or holdout) of this run kind (model,
+    sizes, dtype, layout)."""
     out = []
-    for f in sorted(glob.glob(os.path.join(ROOT, "validation", "results", gpu, "zoo", "*.json"))):
+    for f in sorted(glob.glob(os.path.join(ROOT, "validation", "results", gpu, sub, "*.json"))):
         with open(f) as fh:
             r = json.load(fh)
         if r.get("run") == run:
@@ -135,11 +136,17 @@ def main(argv=None) -> int:
     p.add_argument("--gpu", default="h100", help="whose zoo records give the cases")
     p.add_argument("--jobs", type=int, default=8)
     p.add_argument("--deadline", type=float, default=240.0, help="seconds; cases not started by then are skipped")
+    p.add_argument("--sub", default="zoo", help="records folder: zoo or holdout")
+    p.add_argument("--skip", help="a JSON list of case ids already measured")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         return _child(a.child)
-    todo = cases(a.run, a.gpu)
+    todo = cases(a.run, a.gpu, a.sub)
+    if a.skip:
+        with open(a.skip) as fh:
+            done = set(json.load(fh))
+        todo = [c for c in todo if c["case_id"] not in done]
     t0 = time.time()
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
