@@ -315,6 +315,15 @@ def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
                           peak_tflops=ds.peak_tflops)
 
 
+def with_host(spec: GPUSpec, host: GPUSpec) -> GPUSpec:
+    """``spec``'s GPU with ``host``'s ``[host]`` figures (those it has): host costs belong
+    to the machine that ran the program, so a GPU's calibrated spec predicts another
+    lease's wall times with that lease's ``gpusim calibrate --host-only`` figures."""
+    return spec.replace(**{k: getattr(host, k) for k in HOST + OPTIONAL_HOST
+                           if getattr(host, k) is not None},
+                        host_measured_on=host.host_measured_on or spec.host_measured_on)
+
+
 def list_specs() -> list[GPUSpec]:
     return [load_spec(n) for n in canonical_names()]
 

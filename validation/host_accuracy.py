@@ -31,7 +31,7 @@ import math
 import statistics
 
 from gpusim import capture, predict, pytime, zoo
-from gpusim.hardware import HOST, OPTIONAL_HOST, calibrated_name, load_spec
+from gpusim.hardware import calibrated_name, load_spec, with_host
 from gpusim.validation.zoo_accuracy import _cell, _stats, ape
 
 #: host figures that scale with the host's speed (per-op dispatch, views, launches, modules)
@@ -41,10 +41,7 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "h100
 
 
 def lease_spec(tag: str):
-    lease = load_spec(os.path.join(HERE, f"{tag}.toml"))
-    spec = load_spec(calibrated_name("h100"))
-    return spec.replace(**{k: getattr(lease, k) for k in HOST + OPTIONAL_HOST
-                           if getattr(lease, k) is not None})
+    return with_host(load_spec(calibrated_name("h100")), load_spec(os.path.join(HERE, f"{tag}.toml")))
 
 
 def rows(tag: str) -> list[dict]:

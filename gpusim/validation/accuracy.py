@@ -40,7 +40,8 @@ from ..errors import UserError
 from ..graph import OpGraph
 from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
 from ..predict import predict
-from .zoo_accuracy import ape, speedup_markdown, zoo_available, zoo_markdown, zoo_report
+from .zoo_accuracy import (ape, e2e_markdown, speedup_markdown, zoo_available, zoo_markdown,
+                           zoo_report)
 
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "validation", "results")
 
@@ -306,6 +307,12 @@ def full_markdown(rep: dict, zoo: dict | None) -> str:
         parts += ["**Real models** (torchvision, timm, Hugging Face; whole-model device time = "
                   "kernel sum, and kernel count; no zoo record is used for fitting):", "",
                   zoo_markdown(zoo), "",
+                  "**End to end** (steady-state wall per call, calibrated spec with the host "
+                  "figures of the lease that measured the records, `gpusim calibrate --host-only` "
+                  "in `validation/results/<gpu>/host/`; eager = the eager run beside each "
+                  "compiled one, priced with the model's Python clocked offline; the records "
+                  "of leases without a host calibration are left out):", "",
+                  e2e_markdown(zoo), "",
                   "**torch.compile's speed-up over eager** (eager measured on the same lease; "
                   "verdict = whether compile helps or hurts):", "", speedup_markdown(zoo), ""]
     parts += ["**Classic fusion cases and small models** (eager, torch.compile, executed "

@@ -8,7 +8,13 @@ to capture or lowering shows in the figures. No zoo record is used to fit anythi
 parameter comes from calibration microbenchmarks, so every figure here is held-out.
 
 Errors are absolute percentage errors of whole-model device time (the kernel sum) and of
-the kernel count, per run (eager, compiled), summarised by family. Memory
+the kernel count, per run (eager, compiled), summarised by family. End to end
+(:func:`e2e_rows`): the steady-state wall time per call of the records whose lease also ran
+``gpusim calibrate --host-only`` (``<gpu>/host/*.toml``; host costs belong to the machine,
+so each record is predicted with its own lease's host figures): torch.compile and
+``mode="reduce-overhead"`` runs, and the eager run measured beside each compiled one
+(``eager_same_lease``), predicted with the model's Python clocked offline
+(``capture(..., python=True)``, as ``gpusim predict`` does in eager). Memory
 (:func:`memory_rows`, :func:`memory_summary`): the activation peak above the pre-call
 baseline, allocated and reserved, against ``torch.cuda.max_memory_allocated()`` /
 ``max_memory_reserved()`` of the measured call (cache emptied before it, output held).
@@ -16,6 +22,7 @@ baseline, allocated and reserved, against ``torch.cuda.max_memory_allocated()`` 
 
 from __future__ import annotations
 
+import datetime
 import functools
 import glob
 import json
@@ -24,7 +31,7 @@ import os
 import numpy as np
 
 from ..capture import capture
-from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
+from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec, with_host
 from ..models import parse_dtype
 from ..predict import predict
 
@@ -56,18 +63,61 @@ def load_zoo_records(results_dir: str, gpu: str, sub: str = "zoo") -> list[dict]
 
 
 @functools.lru_cache(maxsize=256)
-def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False):
+def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
+           python: bool = False):
     from .. import zoo            # optional extra
     fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
                          channels_last=channels_last, **dict(sizes))
-    return capture(fn, args, name=model, compiling=compiling)
+    return capture(fn, args, name=model, compiling=compiling, python=python)
 
 
-def record_graph(rec: dict):
+def record_graph(rec: dict, python: bool = False):
     """The record's model captured on meta tensors, along the code path its run took
-    (``torch.compile``'s for compiled and CUDA-graph runs)."""
+    (``torch.compile``'s for compiled and CUDA-graph runs); ``python``: eager, with the
+    model's own Python clocked (:mod:`gpusim.pytime`, about a second per model)."""
     return _graph(rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
-                  bool(rec.get("channels_last")), rec["run"] != "eager")
+                  bool(rec.get("channels_last")), rec["run"] != "eager",
+                  python and rec["run"] == "eager")
+
+
+#: A host calibration belongs to the records measured after it on the same lease, within
+#: this many seconds (``validation/device_compiled.sh`` runs ``calibrate --host-only``
+#: first, then the records, in one device command of at most 10 minutes).
+LEASE_WINDOW_S = 1800
+
+
+def _utc(s: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(s)
+
+
+@functools.lru_cache(maxsize=16)
+def host_calibrations(results_dir: str, gpu: str) -> tuple:
+    """``((utc, path), ...)`` of ``<results_dir>/<gpu>/host/*.toml`` whose raw
+    microbenchmarks (``.raw.json``) say when they were measured, oldest first."""
+    out = []
+    for p in sorted(glob.glob(os.path.join(results_dir, gpu, "host", "*.toml"))):
+        raw = p + ".raw.json"
+        if os.path.exists(raw):
+            with open(raw) as f:
+                utc = (json.load(f).get("env") or {}).get("utc")
+            if utc:
+                out.append((_utc(utc), p))
+    return tuple(sorted(out))
+
+
+def lease_host(results_dir: str, gpu: str, rec: dict) -> str | None:
+    """The host calibration (a ``<gpu>/host/*.toml`` path) of the lease that measured
+    ``rec``: the latest one taken on the same host before the record, at most
+    :data:`LEASE_WINDOW_S` earlier; None when its lease ran none."""
+    env = rec.get("env") or {}
+    if not env.get("utc"):
+        return None
+    t = _utc(env["utc"])
+    best = None
+    for tc, p in host_calibrations(results_dir, gpu):
+        if tc <= t and (t - tc).total_seconds() <= LEASE_WINDOW_S:
+            best = p
+    return best
 
 
 def ape(pred: float, meas: float) -> float:
@@ -88,12 +138,58 @@ def case_rows(records: list[dict], spec) -> list[dict]:
     return rows
 
 
-def speedup_rows(records: list[dict], spec) -> list[dict]:
+def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict]:
+    """End to end, one row per measured wall time whose lease has a host calibration
+    (:func:`lease_host`): predicted (``spec``'s GPU, that lease's host figures) and
+    measured steady-state wall per call, for torch.compile and CUDA-graph records and the
+    eager run beside each compiled one (``eager_same_lease``; eager priced with the
+    model's clocked Python). Also the parts that explain an error: measured and
+    predicted kernel sum, predicted host time and the host's counts per call."""
+    rows = []
+    for r in records:
+        host = lease_host(results_dir, gpu, r)
+        if host is None or r["run"] == "eager":
+            continue                     # eager records' leases ran no host calibration
+        s = with_host(spec, load_spec(host))
+        runs = [(r["run"], r, record_graph(r))]
+        es = r.get("eager_same_lease")
+        if r["run"] == "compiled" and es and es.get("wall_us"):
+            runs.append(("eager", es, record_graph(dict(r, run="eager"), python=True)))
+        for run, m, g in runs:
+            p = predict(g, gpu=s, mode=run)
+            h = m.get("host") or {}
+            rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
+                         "run": run, "lease": os.path.basename(host).rsplit(".", 1)[0],
+                         "pred_us": p.end_to_end_us, "meas_us": m["wall_us"],
+                         "pred_device_us": p.device_us, "meas_kernel_sum_us": m["kernel_sum_us"],
+                         "pred_host_us": p.timeline.host_us, "pred_python_us": p.timeline.python_us,
+                         "pred_kernels": len(p.kernels), "meas_kernels": m.get("kernel_count"),
+                         "meas_launches": h.get("cuda_launches"), "meas_aten_ops": h.get("aten_ops_top"),
+                         "inputs": g.meta.get("inputs", 0)})
+    return rows
+
+
+def e2e_summary(rows: list[dict]) -> dict:
+    """``{run: {family|"all": {"e2e": stats}}}``: absolute % error of the wall per call."""
+    out = {}
+    for run in RUNS:
+        rr = [r for r in rows if r["run"] == run]
+        if rr:
+            fams = [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]
+            out[run] = {f: {"e2e": _stats([ape(r["pred_us"], r["meas_us"]) for r in rr
+                                           if f in ("all", r["family"])])} for f in fams}
+    return out
+
+
+def speedup_rows(records: list[dict], spec, e2e: list[dict] | None = None) -> list[dict]:
     """torch.compile's speed-up over eager, predicted and measured, for every compiled
     record that also measured eager on its lease (``eager_same_lease``): device time
     (kernel sums) and end to end (wall per call), each with its verdict (helps or
     hurts) and, when compile is predicted to hurt, the compiled kernels most slower
-    than eager's."""
+    than eager's. ``e2e``: :func:`e2e_rows`; where a case has its eager and compiled
+    rows there, the end-to-end speed-up is theirs (the lease's host figures, eager's
+    clocked Python), else ``spec``'s flat host pricing."""
+    by = {(x["case"], x["run"]): x for x in (e2e or [])}
     rows = []
     for r in records:
         es = r.get("eager_same_lease")
@@ -101,11 +197,14 @@ def speedup_rows(records: list[dict], spec) -> list[dict]:
             continue
         pc = predict(record_graph(r), gpu=spec, mode="compiled")
         pe = predict(record_graph(dict(r, run="eager")), gpu=spec, mode="eager")
-        row = {"case": r["case_id"], "model": r["model"], "family": r["family"]}
+        ee, ec = by.get((r["case_id"], "eager")), by.get((r["case_id"], "compiled"))
+        e2e_pred = (ee["pred_us"] / ec["pred_us"] if ee and ec
+                    else pe.end_to_end_us / pc.end_to_end_us)
+        row = {"case": r["case_id"], "model": r["model"], "family": r["family"],
+               "e2e_host": ec["lease"] if ee and ec else spec.name}
         for key, pred, meas in (("device", pe.device_us / pc.device_us,
                                  es["kernel_sum_us"] / r["kernel_sum_us"]),
-                                ("e2e", pe.end_to_end_us / pc.end_to_end_us,
-                                 es["wall_us"] / r["wall_us"])):
+                                ("e2e", e2e_pred, es["wall_us"] / r["wall_us"])):
             row[key] = {"pred": pred, "meas": meas, "error": ape(pred, meas),
                         "verdict_right": (pred > 1) == (meas > 1)}
         if row["device"]["pred"] < 1:
@@ -154,7 +253,10 @@ def zoo_report(results_dir: str, gpus) -> dict:
             if name:
                 entry[label] = _by_family(case_rows(recs, load_spec(name)))
         if specs["calibrated"]:
-            sp = speedup_rows(recs, load_spec(specs["calibrated"]))
+            e2e = e2e_rows(recs, load_spec(specs["calibrated"]), results_dir, gpu)
+            if e2e:
+                entry["e2e"] = dict(e2e_summary(e2e), rows=e2e)
+            sp = speedup_rows(recs, load_spec(specs["calibrated"]), e2e)
             if sp:
                 entry["speedup"] = {"rows": sp, "summary": speedup_summary(sp)}
         for other in ("h100", "h200"):
@@ -181,7 +283,7 @@ def memory_rows(records: list[dict], spec=None) -> list[dict]:
             continue
         g = record_graph(r)
         est = simulate_memory(lower(g, "eager" if r["run"] == "eager" else "compiled",
-                                    spec=spec))
+                                    spec=spec), spec=spec)
         base = r.get("memory_baseline") or {}
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "pred_peak": est.peak_bytes,
@@ -329,7 +431,7 @@ def zoo_markdown(rep: dict) -> str:
              "|---|---|---|---|---|---|---|"]
     for gpu, e in rep.items():
         for label, byrun in e.items():
-            if not isinstance(byrun, dict) or label in ("rows", "memory", "speedup"):
+            if not isinstance(byrun, dict) or label in ("rows", "memory", "speedup", "e2e"):
                 continue
             for run in RUNS:
                 for fam, s in (byrun.get(run) or {}).items():
@@ -345,6 +447,22 @@ def zoo_markdown(rep: dict) -> str:
             lines += ["", "PyTorch's MemTracker (FakeTensorMode) on the same eager cases "
                       "(gpusim.validation.memtracker_run; absolute error of the peak):", "",
                       memtracker_markdown(mem)]
+    return "\n".join(lines)
+
+
+def e2e_markdown(rep: dict) -> str:
+    """End-to-end wall time per GPU, run and family (calibrated spec, each lease's own
+    host figures): error, and the measured wall over the kernel sum (how host-bound)."""
+    lines = ["| GPU | run | family | cases | end to end med / p90 | measured wall / kernel sum (median) |",
+             "|---|---|---|---|---|---|"]
+    for gpu, e in rep.items():
+        rows = (e.get("e2e") or {}).get("rows", [])
+        for run in RUNS:
+            for fam, s in ((e.get("e2e") or {}).get(run) or {}).items():
+                sel = [r for r in rows if r["run"] == run and fam in ("all", r["family"])]
+                ratio = float(np.median([r["meas_us"] / r["meas_kernel_sum_us"] for r in sel]))
+                lines.append(f"| {gpu} | {run} | {fam} | {s['e2e']['n']} | {_cell(s['e2e'])} | "
+                             f"{ratio:.2f} |")
     return "\n".join(lines)
 
 
