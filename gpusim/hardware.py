@@ -58,6 +58,10 @@ class SpecError(GpusimError):
 
 
 # CNN/ViT kernel classes (gpusim.dispatch, fitted from the sweeps' cnn and norms points)
+# The GPU's steady state, measured by `gpusim calibrate --host-only` as well (so a lease's
+# host calibration carries it): wall of a stream kept full over its profiled kernel sum
+LEASE_MODEL = ("stream_busy_factor",)
+OPTIONAL_MODEL += LEASE_MODEL
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",
                    "weight_transform_us", "layer_norm_row_ns", "layer_norm_row_ns_16bit")
@@ -113,6 +117,7 @@ class GPUSpec:
     cudagraph_tree_input_us: float | None = None  # reduce-overhead: per tensor input (copy in)
     kernel_launch_us: float | None = None      # one launch call: a library op's helper kernel
     host_measured_on: str | None = None        # the machine the [host] figures came from
+    compute_capability: float | None = None    # [compute] e.g. 9.0: library defaults that differ by generation
     # Eager kernel classes (gpusim.dispatch), as fractions of the datasheet peaks so that
     # they transfer across GPUs. Defaults: fitted by dispatch.fit_dispatch on the H100
     # sweep (validation/sweeps/h100.json, 2026-11-23); calibrated specs carry their own.
@@ -146,6 +151,9 @@ class GPUSpec:
     attention_efficiency: float | None = None
     attention_mask_efficiency: float | None = None
     attention_min_us: float | None = None
+    # steady-state wall of a full stream over its profiled kernel sum (gaps between
+    # kernels, clocks under sustained load); None: the kernel sum (factor 1)
+    stream_busy_factor: float | None = None
 
     @property
     def bandwidth(self) -> float:
@@ -229,6 +237,9 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
     for k in OPTIONAL_HOST:
         if k in data["host"]:
             vals[k] = _num(path, "host", k, data["host"][k])
+    if "compute_capability" in data["compute"]:
+        vals["compute_capability"] = _num(path, "compute", "compute_capability",
+                                          data["compute"]["compute_capability"])
     for k in OPTIONAL_MODEL:
         if k in data["model"]:
             vals[k] = _num(path, "model", k, data["model"][k])
@@ -312,14 +323,14 @@ def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
     return source.replace(name=f"{source.name}-as-{ds.name}", bandwidth_gbs=ds.bandwidth_gbs,
                           l2_mib=ds.l2_mib, capacity_gib=ds.capacity_gib,
                           sm_count=ds.sm_count, boost_clock_mhz=ds.boost_clock_mhz,
-                          peak_tflops=ds.peak_tflops)
+                          peak_tflops=ds.peak_tflops, compute_capability=ds.compute_capability)
 
 
 def with_host(spec: GPUSpec, host: GPUSpec) -> GPUSpec:
     """``spec``'s GPU with ``host``'s ``[host]`` figures (those it has): host costs belong
     to the machine that ran the program, so a GPU's calibrated spec predicts another
     lease's wall times with that lease's ``gpusim calibrate --host-only`` figures."""
-    return spec.replace(**{k: getattr(host, k) for k in HOST + OPTIONAL_HOST
+    return spec.replace(**{k: getattr(host, k) for k in HOST + OPTIONAL_HOST + LEASE_MODEL
                            if getattr(host, k) is not None},
                         host_measured_on=host.host_measured_on or spec.host_measured_on)
 
@@ -364,6 +375,8 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
             out += [line(k, getattr(spec, k)) for k in OPTIONAL_HOST
                     if getattr(spec, k) is not None]
         if section == "compute":
+            if spec.compute_capability is not None:
+                out.append(line("compute_capability", spec.compute_capability))
             out += ["", "[compute.peak_tflops]"]
             out += [line(k, float(v)) for k, v in spec.peak_tflops.items()]
     from .atomic import atomic_write
