@@ -336,6 +336,7 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
         if "data-dependent" not in str(e) and "DataDependent" not in type(e).__name__:
             raise
         raise CaptureError(_explain_trace_failure(e)) from None
+    _mark_tied(flat, pnames or [], graph)
     graph.meta["module_calls"] = gm.meta.get("module_calls", 0)
     graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
@@ -344,6 +345,22 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
         from .pytime import measure
         graph.meta.update(measure(fn_or_module, args if isinstance(args, (tuple, list)) else (args,)))
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
+
+
+def _mark_tied(flat: list, pnames: list[str], graph: OpGraph) -> None:
+    """Parameters bound under several names (tied weights: a language model's output
+    projection sharing its input embedding, BART's shared embedding) are one tensor:
+    every input after the first gets ``tied_to`` = the first one's node, so memory counts
+    the storage once. ``flat`` starts with the tensors named by ``pnames``."""
+    first: dict[int, str] = {}
+    for label, t in zip(pnames, flat):
+        name = label[2:]
+        if name not in graph.g:
+            continue
+        if id(t) in first:
+            graph.g.nodes[name]["tied_to"] = first[id(t)]
+        else:
+            first[id(t)] = name
 
 
 def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None) -> OpGraph:

@@ -149,12 +149,14 @@ class CachingAllocator:
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Memory of one call (bytes). ``peak_bytes`` / ``peak_reserved_bytes``: activation
-    peak above the pre-call baseline, allocated and reserved (the cache emptied, as after
-    ``torch.cuda.empty_cache()``, but the weights and inputs resident: activations fill
-    the free tails of their segments, ``cached_free_bytes``, before reserving more);
-    ``steady_reserved_bytes``: reserved after a second call (the cache kept between
-    calls). ``timeline[i]``: bytes allocated while kernel
-    ``i`` runs; ``peak_kernel``: the first kernel at the peak."""
+    peak above the pre-call baseline, allocated and reserved, of a call made after a first
+    one and ``torch.cuda.empty_cache()`` (the weights and inputs resident, the BLAS
+    workspaces kept: activations fill the free parts of their segments,
+    ``cached_free_bytes``, before reserving more); ``first_call_reserved_bytes``: the
+    reserved growth of a fresh process's first call above ``baseline_reserved_bytes``
+    (the weights' and inputs' segments); ``steady_reserved_bytes``: reserved above the
+    baseline while later calls run with the cache kept. ``timeline[i]``: bytes allocated
+    while kernel ``i`` runs; ``peak_kernel``: the first kernel at the peak."""
 
     weights_bytes: int
     inputs_bytes: int
@@ -168,6 +170,8 @@ class MemoryEstimate:
     reserved_timeline: tuple[int, ...]
     live_bytes: int = 0           # unrounded peak of live tensors (no allocator)
     cached_free_bytes: int = 0    # free cache before the call (tails of the baseline's segments)
+    first_call_reserved_bytes: int = 0  # a fresh process's first call: reserved growth, BLAS workspaces included
+    baseline_reserved_bytes: int = 0    # reserved once the weights and inputs are allocated
     storages: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -181,7 +185,8 @@ class MemoryEstimate:
 
     @property
     def total_reserved_bytes(self) -> int:
-        return self.baseline_bytes + self.peak_reserved_bytes
+        """What a fresh process has reserved at the peak of its first call."""
+        return self.baseline_reserved_bytes + self.first_call_reserved_bytes
 
     def fits(self, capacity_bytes: float) -> bool:
         """Whether weights, inputs and the allocated activation peak fit in ``capacity_bytes``."""
@@ -191,6 +196,8 @@ class MemoryEstimate:
         return {"weights_bytes": self.weights_bytes, "inputs_bytes": self.inputs_bytes,
                 "peak_bytes": self.peak_bytes, "peak_reserved_bytes": self.peak_reserved_bytes,
                 "steady_reserved_bytes": self.steady_reserved_bytes,
+                "first_call_reserved_bytes": self.first_call_reserved_bytes,
+                "total_reserved_bytes": self.total_reserved_bytes,
                 "peak_kernel": self.peak_kernel, "peak_ops": list(self.peak_ops),
                 "output_bytes": self.output_bytes, "total_bytes": self.total_bytes,
                 "timeline": list(self.timeline), "reserved_timeline": list(self.reserved_timeline)}
@@ -488,13 +495,97 @@ def _inductor_inplace(low, bufs: dict, root: dict, loads: dict) -> None:
                     break
 
 
-def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
+def blas_workspace_bytes(spec=None) -> tuple[int, int]:
+    """cuBLAS's and cuBLASLt's workspaces (bytes): PyTorch allocates one of each through
+    the caching allocator at the first GEMM (the Lt one at the first GEMM with a bias
+    epilogue) and keeps them for the process. Defaults of ``CublasHandlePool.cpp``
+    (``CUBLAS_WORKSPACE_CONFIG`` unset): ``:4096:8`` = 32 MiB on compute capability 9.0
+    and newer, else ``:4096:2:16:8`` = 8 MiB + 128 KiB; cuBLASLt 1 MiB. A fresh H100
+    process holds 33.0 MiB after a first call with bias GEMMs and 32.0 MiB without
+    (``validation/results/h100/fresh/``, all 103 cases)."""
+    cc = getattr(spec, "compute_capability", None) if spec is not None else None
+    big = cc is None or cc >= 9.0
+    return (32 << 20) if big else ((8 << 20) + (128 << 10)), 1 << 20
+
+
+def _workspace_allocs(low, spec) -> list[tuple[int, int]]:
+    """``[(kernel index, bytes)]``: the BLAS workspaces a fresh process's first call
+    allocates and keeps (:func:`blas_workspace_bytes`)."""
+    from .dispatch import has_bias
+    g = low.graph.g
+    blas, lt = blas_workspace_bytes(spec)
+    out, seen = [], set()
+    for i, k in enumerate(low.kernels):
+        if k.role != "main" or k.impl != "library" or len(k.ops) != 1:
+            continue
+        n = k.ops[0]
+        if g.nodes[n]["kind"] != "matmul":
+            continue
+        if "blas" not in seen:
+            seen.add("blas")
+            out.append((i, blas))
+        if "lt" not in seen and has_bias(low.graph, n):
+            seen.add("lt")
+            out.append((i, lt))
+    return out
+
+
+def module_to_order(labels: list[str]) -> list[str]:
+    """Parameter and buffer names in the order ``module.to(device)`` allocates them:
+    ``nn.Module._apply`` converts every child first (registration order), then the
+    module's own parameters, then its buffers. ``labels`` come in ``named_parameters()``
+    then ``named_buffers()`` order (a child's place is where it first appears).
+
+    >>> module_to_order(["pos", "blocks.0.w", "blocks.1.w", "head.w", "blocks.0.mean"])
+    ['blocks.0.w', 'blocks.0.mean', 'blocks.1.w', 'head.w', 'pos']
+    """
+    tree: dict = {"children": {}, "own": []}
+    for lab in labels:
+        *path, _ = lab.split(".")
+        node = tree
+        for part in path:
+            node = node["children"].setdefault(part, {"children": {}, "own": []})
+        node["own"].append(lab)
+    out: list[str] = []
+
+    def visit(node):
+        for child in node["children"].values():
+            visit(child)
+        out.extend(node["own"])
+    visit(tree)
+    return out
+
+
+def resident_inputs(graph: OpGraph) -> list[str]:
+    """The graph inputs resident before a call, in the order they were allocated: the
+    weights as ``module.to("cuda")`` moves them (:func:`module_to_order`; a tied
+    parameter once), then the call's inputs."""
+    g = graph.g
+    weights, inputs = {}, []
+    for v in g.nodes:
+        a = g.nodes[v]
+        if a["kind"] != "input" or a.get("tied_to"):
+            continue
+        role = input_role(a)
+        if role == "weight":
+            weights[str(a.get("label") or v)] = v
+        elif role == "input":
+            inputs.append(v)
+    return [weights[lab] for lab in module_to_order(list(weights))] + inputs
+
+
+def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
     """Peak memory of one call of ``low`` (a :class:`~gpusim.lower.Lowering`).
 
-    Runs the call ``calls`` times through one :class:`CachingAllocator` (outputs of a
-    call are dropped before the next): the first call starts from an empty cache (what
-    ``torch.cuda.empty_cache()`` before a measured call gives), later ones reuse the
-    cached segments (``steady_reserved_bytes``).
+    Follows what a fresh process does, through one :class:`CachingAllocator`: the
+    weights (as ``module.to("cuda")`` moves them) and inputs are allocated; a first call
+    runs, allocating cuBLAS's workspaces at its first GEMM and keeping them
+    (:func:`blas_workspace_bytes`; ``spec`` gives the GPU's compute capability): its
+    reserved growth is ``first_call_reserved_bytes``; ``torch.cuda.empty_cache()``; the
+    measured call (``peak_bytes``, ``peak_reserved_bytes``, the timelines: what the zoo
+    records measure); then ``calls - 1`` more calls keeping the cache
+    (``steady_reserved_bytes``: reserved above the baseline at their peak). A call's
+    outputs are dropped before the next.
 
     >>> from gpusim.graph import GraphBuilder
     >>> from gpusim.lower import lower
@@ -521,62 +612,89 @@ def simulate_memory(low, calls: int = 2) -> MemoryEstimate:
     for j, (i, size, last) in enumerate(temps):
         allocs[i].append(("t", j, size))
         frees[last].append(("t", j))
-    live_raw = peak_raw = 0
+    workspaces = _workspace_allocs(low, spec)
     alloc = CachingAllocator()
-    # the weights and inputs are resident first, allocated in capture order: activations
-    # then also fill the free tails of their segments (what the measured reserved sees)
-    for v in g.nodes:
-        if g.nodes[v]["kind"] == "input" and input_role(g.nodes[v]) != "alloc":
-            alloc.malloc(node_bytes(g.nodes[v]))
-    base, base_res = alloc.allocated, alloc.reserved
+    for v in resident_inputs(low.graph):
+        alloc.malloc(node_bytes(g.nodes[v]))
+    base0_res = alloc.reserved
     timeline: list[int] = []
     reserved: list[int] = []
-    first_peak = first_reserved = 0
-    peak_kernel = 0
-    for call in range(calls):
+    live = [0, 0]                                   # raw live bytes now, their peak
+
+    def one_call(record: bool) -> None:
         handles = {}
-        alloc.reset_peak()
+        base, base_res = alloc.allocated, alloc.reserved
         for i in range(n):
             for kind, key, size in allocs[i]:
                 handles[(kind, key)] = alloc.malloc(size)
-                live_raw += size if call == 0 else 0
-            if call == 0:
+                live[0] += size if record else 0
+            if record:
                 timeline.append(alloc.allocated - base)
                 reserved.append(alloc.reserved - base_res)
-                if timeline[-1] > timeline[peak_kernel]:
-                    peak_kernel = i
-                peak_raw = max(peak_raw, live_raw)
+                live[1] = max(live[1], live[0])
             for kind, key in frees[i]:
                 alloc.free(handles.pop((kind, key)))
-                if call == 0:
-                    live_raw -= bufs[key].size if kind == "b" else temps[key][1]
-        if call == 0:
-            first_peak, first_reserved = alloc.peak_allocated - base, alloc.peak_reserved - base_res
+                if record:
+                    live[0] -= bufs[key].size if kind == "b" else temps[key][1]
         for h in handles.values():         # the caller drops the outputs
             alloc.free(h)
+
+    # a fresh process's first call: it also allocates the BLAS workspaces, and keeps them
+    first_ws: dict[int, list] = {}
+    for i, b in workspaces:
+        first_ws.setdefault(i, []).append(b)
+    alloc.reset_peak()
+    _first_call(alloc, n, allocs, frees, first_ws)
+    first_call_reserved = alloc.peak_reserved - base0_res
+    alloc.empty_cache()
+    base, base_res = alloc.allocated, alloc.reserved
+    alloc.reset_peak()
+    one_call(record=True)
+    peak, peak_reserved = alloc.peak_allocated - base, alloc.peak_reserved - base_res
+    alloc.reset_peak()
+    for _ in range(max(0, calls - 1)):
+        one_call(record=False)
+    steady = max(peak_reserved, alloc.peak_reserved - base_res)
+    peak_kernel = max(range(n), key=lambda i: (timeline[i], -i)) if n else 0
     kept = [r for r, b in bufs.items() if b.keep and b.alias_of is None]
     weights = inputs = 0
     for v in g.nodes:
         a = g.nodes[v]
-        if a["kind"] == "input":
+        if a["kind"] == "input" and not a.get("tied_to"):
             role = input_role(a)
             if role == "weight":
                 weights += node_bytes(a)
             elif role == "input":
                 inputs += node_bytes(a)
     return MemoryEstimate(
-        weights_bytes=weights, inputs_bytes=inputs, peak_bytes=first_peak,
-        peak_reserved_bytes=first_reserved, steady_reserved_bytes=alloc.peak_reserved - base_res,
+        weights_bytes=weights, inputs_bytes=inputs, peak_bytes=peak,
+        peak_reserved_bytes=peak_reserved, steady_reserved_bytes=steady,
         peak_kernel=peak_kernel, peak_ops=tuple(low.kernels[peak_kernel].ops) if n else (),
         output_bytes=sum(bufs[r].size for r in kept), timeline=tuple(timeline),
-        reserved_timeline=tuple(reserved), live_bytes=peak_raw,
-        cached_free_bytes=base_res - base, storages=bufs)
+        reserved_timeline=tuple(reserved), live_bytes=live[1],
+        cached_free_bytes=base_res - base, storages=bufs,
+        first_call_reserved_bytes=first_call_reserved,
+        baseline_reserved_bytes=base0_res)
+
+
+def _first_call(alloc, n: int, allocs: list, frees: list, workspaces: dict) -> None:
+    """A call whose kernels at ``workspaces`` (index -> [bytes]) allocate and keep them."""
+    handles = {}
+    for i in range(n):
+        for b in workspaces.get(i, ()):
+            alloc.malloc(b)
+        for kind, key, size in allocs[i]:
+            handles[(kind, key)] = alloc.malloc(size)
+        for kind, key in frees[i]:
+            alloc.free(handles.pop((kind, key)))
+    for h in handles.values():
+        alloc.free(h)
 
 
 def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:
     """Lower ``graph`` in ``mode`` (and ``partition``) and simulate its memory."""
     from .lower import lower
-    return simulate_memory(lower(graph, mode, partition, spec=spec))
+    return simulate_memory(lower(graph, mode, partition, spec=spec), spec=spec)
 
 
 def capacity_bytes(spec) -> float:

@@ -50,7 +50,8 @@ class Prediction:
     def memory(self) -> MemoryEstimate:
         """Memory of one call (:mod:`gpusim.memory`): weights, inputs, activation peak
         (allocated and reserved), the kernel where it peaks, bytes per kernel."""
-        return simulate_memory(self.lowering or lower(self.graph, self.mode, spec=self.spec))
+        return simulate_memory(self.lowering or lower(self.graph, self.mode, spec=self.spec),
+                               spec=self.spec)
 
     @property
     def peak_memory_bytes(self) -> int:
