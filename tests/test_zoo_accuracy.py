@@ -48,3 +48,13 @@ def test_every_zoo_record_is_predicted(report):
         rows = e["calibrated"]["rows"] if "calibrated" in e else e["datasheet"]["rows"]
         assert len(rows) == e["records"]
         assert all(r["pred_us"] > 0 and r["pred_kernels"] > 0 for r in rows)
+
+
+def test_every_compiled_record_has_end_to_end_rows_on_its_lease(report):
+    for gpu, e in report.items():
+        comp = [r for r in e["calibrated"]["rows"] if r["run"] != "eager"]
+        rows = e["e2e"]["rows"]
+        # each compiled / reduce-overhead record, plus the eager run measured beside each
+        # compiled one, predicted with a host calibration of its own lease
+        assert len(rows) == len(comp) + sum(r["run"] == "compiled" for r in comp)
+        assert all(r["lease"] and r["pred_us"] > 0 and r["meas_us"] > 0 for r in rows)

@@ -1,0 +1,80 @@
+"""End to end on real leases (issue #13): which host calibration belongs to which zoo
+record, a lease's host figures on a GPU's spec, and the stream's steady state
+(``stream_busy_factor``: measured by ``calibrate``, applied by the simulation)."""
+
+import json
+import os
+
+import torch
+
+from gpusim import capture, predict
+from gpusim.calibrate import fit_host
+from gpusim.hardware import HOST, OPTIONAL_HOST, calibrated_name, load_spec, with_host
+from gpusim.validation.zoo_accuracy import lease_host, load_zoo_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "validation", "results")
+LEASE3 = {g: os.path.join(RESULTS, g, "host", "2026-11-23-lease3.toml") for g in ("h100", "h200")}
+
+
+def test_each_compiled_record_gets_its_own_leases_host_figures():
+    for gpu, toml in LEASE3.items():
+        recs = load_zoo_records(RESULTS, gpu)
+        compiled = [r for r in recs if r["run"] != "eager"]
+        assert compiled
+        # device_compiled.sh: calibrate --host-only, then every compiled record of the lease
+        assert {lease_host(RESULTS, gpu, r) for r in compiled} == {toml}
+        # the eager zoo leases ran no host calibration: none is borrowed from a later lease
+        assert all(lease_host(RESULTS, gpu, r) is None for r in recs if r["run"] == "eager")
+
+
+def test_a_record_before_any_calibration_or_long_after_gets_none():
+    rec = {"env": {"utc": "2026-11-23T14:10:00+00:00"}}      # before the H100 lease-3 one
+    assert lease_host(RESULTS, "h100", rec) is None
+    rec = {"env": {"utc": "2026-11-23T17:00:00+00:00"}}      # hours after lease 5's
+    assert lease_host(RESULTS, "h100", rec) is None
+    assert lease_host(RESULTS, "h100", {}) is None
+
+
+def test_with_host_takes_the_hosts_figures_and_keeps_the_gpus():
+    gpu, host = load_spec(calibrated_name("h200")), load_spec(LEASE3["h200"])
+    s = with_host(gpu, host)
+    for k in HOST + OPTIONAL_HOST:
+        assert getattr(s, k) == (getattr(host, k) if getattr(host, k) is not None else getattr(gpu, k))
+    assert s.mem_efficiency == gpu.mem_efficiency and s.matmul_efficiency == gpu.matmul_efficiency
+    assert s.eager_op_us != gpu.eager_op_us          # the lease's host is not the spec's
+
+
+def _two_cases():
+    big = capture(lambda a, b: torch.relu(a @ b),
+                  (torch.empty(4096, 4096, device="meta"), torch.empty(4096, 4096, device="meta")))
+    tiny = capture(lambda x: torch.relu(x + 1), (torch.empty(16, device="meta"),))
+    return big, tiny
+
+
+def test_stream_busy_factor_stretches_the_gpu_lane_not_the_kernel_sum():
+    spec = load_spec(calibrated_name("h100"))
+    busy = spec.replace(stream_busy_factor=1.05)
+    big, tiny = _two_cases()
+    for mode in ("eager", "compiled", "cudagraph"):
+        a, b = predict(big, gpu=spec, mode=mode), predict(big, gpu=busy, mode=mode)
+        assert b.device_us == a.device_us                       # what the profiler sums
+        assert b.end_to_end_us > a.end_to_end_us                 # device-bound: 5% longer
+        assert abs(b.end_to_end_us - a.end_to_end_us - 0.05 * a.device_us) < 0.01 * a.device_us
+        # host-bound: the host, not the stream, sets the pace
+        t0, t1 = predict(tiny, gpu=spec, mode=mode), predict(tiny, gpu=busy, mode=mode)
+        if mode != "cudagraph":
+            assert abs(t1.end_to_end_us - t0.end_to_end_us) < 1e-6
+
+
+def test_fit_host_reads_the_stream_microbenchmark():
+    with open(LEASE3["h100"] + ".raw.json") as f:
+        raw = json.load(f)["host"]                       # a real lease's host timings
+    out, _ = fit_host(raw, 1.28)
+    assert "stream_busy_factor" not in out              # lease 3 predates the benchmark
+    out, diag = fit_host(dict(raw, stream={"kernels": 64, "kernel_sum_us": 1000.0,
+                                           "wall_us": 1052.0}), 1.28)
+    assert abs(out["stream_busy_factor"] - 1.052) < 1e-9 and diag["stream"]["kernels"] == 64
+    out, _ = fit_host(dict(raw, stream={"kernels": 64, "kernel_sum_us": 1000.0,
+                                        "wall_us": 990.0}), 1.28)
+    assert out["stream_busy_factor"] == 1.0             # never faster than the kernels
