@@ -43,6 +43,10 @@ REALIZE_ACC_READS = 8      # config.realize_acc_reads_threshold
 UNROLL_REDUCTION = 8       # config.unroll_reductions_threshold
 MAX_FUSION_SIZE = 64       # config.max_fusion_size
 MAX_DISTANCE = 64          # scheduler: horizontal fusion of "long distant" nodes refused
+#: scheduler nodes an extern attention call adds beyond its own: one ``MultiOutput`` per
+#: tensor it returns (the H100 BERT allocator trace: four per cuDNN attention call). With
+#: them, BERT's per-layer mask conversions fuse five layers at a time, as in that trace.
+ATTENTION_OUTPUTS = 4
 SPLIT_INNER = 8192         # ir.Reduction.num_splits: no split under this many (sm < 100)
 SPLIT_OUTER = 1024         # an outer reduction (over a strided axis) splits from here
 #: pooling with a window: a pointwise kernel over the window that needs a stored input
@@ -166,7 +170,7 @@ def inductor_groups(graph: OpGraph, spec=None) -> list[list[str]]:
         if cls[n] == "reduction" and split_reduction(graph, n, spec):
             sig[gid] = sig[gid] + ("split",)       # fuses with nothing
     _break_cycles(graph, groups, sig, owner)
-    _fuse(graph, groups, sig, owner, cls)
+    _fuse(graph, groups, sig, owner, cls, stored)
     pos = graph.position
     out = [sorted(g, key=pos.__getitem__) for g in groups.values()]
     return sorted(out, key=lambda g: pos[g[-1]])
@@ -224,14 +228,27 @@ def read_region(graph: OpGraph, n: str, p: str) -> tuple:
     return tuple(out)
 
 
-def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
+def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = frozenset()) -> None:
     """Rule 3, in place: merge Triton groups that share buffers, most bytes first.
     Horizontal partners share bytes only where they read the same elements: Inductor's
     ``score_fusion_memory`` matches memory dependencies by buffer *and index*, and
     refuses a fusion that shares none (``score_fusion_memory_threshold``), so the q, k
     and v copies of one qkv projection stay three kernels (torchvision Swin records)."""
     q = _group_graph(graph, groups, owner)
-    rank = {g: i for i, g in enumerate(nx.topological_sort(q))}
+    # scheduler order: groups in program order of the node each one stores (its last
+    # member; inlined producers come before it). A fused group spans [lo, hi] of it.
+    pos = graph.position
+    lo, at = {}, 0
+    for g in sorted(groups, key=lambda g: max(pos[n] for n in groups[g])):
+        lo[g] = at
+        at += 1 + (ATTENTION_OUTPUTS if g not in sig and graph.g.nodes[groups[g][0]]["kind"]
+                   == "attention" else 0)
+    hi = dict(lo)
+
+    def far(a, b):
+        """Inductor's ``are_long_distant_nodes``: horizontal partners whose spans reach
+        more than ``MAX_DISTANCE`` scheduler nodes apart do not fuse."""
+        return max(abs(lo[a] - hi[b]), abs(lo[b] - hi[a])) > MAX_DISTANCE
 
     def candidates(g):
         """(shared bytes, other group) for every group sharing a buffer with g."""
@@ -245,11 +262,11 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
                     reads[p] = max(reads.get(p, 0), b)
                     regions.setdefault(p, set()).add(read_region(graph, n, p))
         for p, b in reads.items():
-            if p in owner and owner[p] in sig and owner[p] != g:        # vertical
+            if p in stored and owner.get(p) in sig and owner[p] != g:    # vertical
                 out[owner[p]] = out.get(owner[p], 0) + b
             for s in graph.dataflow.successors(p):                       # horizontal
                 h = owner.get(s)
-                if (h is not None and h != g and h in sig and abs(rank[h] - rank[g]) <= MAX_DISTANCE
+                if (h is not None and h != g and h in sig and not far(g, h)
                         and read_region(graph, s, p) in regions[p]):
                     out[h] = out.get(h, 0) + b
         for n in groups[g]:                                              # consumers
@@ -284,7 +301,8 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
     def push(g):
         for h, b in candidates(g).items():
             a, c = min(g, h), max(g, h)
-            heapq.heappush(heap, (-b, abs(rank[a] - rank[c]), a, c, version[a], version[c]))
+            heapq.heappush(heap, (-b, max(abs(lo[a] - hi[c]), abs(lo[c] - hi[a])), a, c,
+                                  version[a], version[c]))
     for g in list(sig):
         push(g)
     while heap:
@@ -300,7 +318,7 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict) -> None:
         for n in groups[a]:
             owner[n] = a
         q = nx.contracted_nodes(q, a, b, self_loops=False)
-        rank[a] = min(rank[a], rank.pop(b))
+        lo[a], hi[a] = min(lo[a], lo.pop(b)), max(hi[a], hi.pop(b))
         version[a] += 1
         push(a)
 

@@ -140,6 +140,15 @@ class MathAttention(TorchFunctionMode):
                                       _arg(args, kwargs, 5, "is_causal", False),
                                       _arg(args, kwargs, 6, "scale"),
                                       _arg(args, kwargs, 7, "enable_gqa", False))
+            if (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+                    and torch.compiler.is_compiling()):
+                # torch.compile traces SDPA's composite body: the boolean mask becomes an
+                # additive one in the query's dtype (convert_boolean_attn_mask), a pointwise
+                # node Inductor stores (an extern kernel reads it) and fuses horizontally
+                # with the other layers' conversions of the same mask (the H100 BERT
+                # allocator trace: five and four (8, 1, 512, 512) bf16 masks at a time)
+                args = (q, k, v, _additive(mask, q.dtype)) + tuple(args[4:])
+                kwargs = {k_: v_ for k_, v_ in kwargs.items() if k_ != "attn_mask"}
         return func(*args, **kwargs)
 
 
