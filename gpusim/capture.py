@@ -399,6 +399,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                            bytes_written=0, inputs=[], base=n.name, is_output=False,
                            unmodelled=False, reads={}, label=f"const:{n.target}")
                 vals[n.name] = t
+                if t.device.type != "cpu":
+                    _add_h2d(g, n.name, t)
             continue
         if n.op != "call_function":
             continue
@@ -503,6 +505,9 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if inplace and alias_of is not None:
             # later readers of the mutated storage see this op's result
             inplace_writer[out_key] = n.name
+        if (pname in _H2D_CONVERSIONS and in_tensors and in_tensors[0].device.type == "cpu"
+                and outs[0].device.type != "cpu"):
+            _add_h2d(g, n.name, outs[0])     # a host tensor moved to the device (type_as)
     mapping = {old: lab for old, lab in labels.items() if old in g and lab not in g}
     g = nx.relabel_nodes(g, mapping, copy=True)
     for old, new in mapping.items():
@@ -539,6 +544,25 @@ def _add_sync(g, name, opname, src, vals, inplace_writer):
     g.add_edge(src.name, name, bytes=m.itemsize)
     if base != src.name:
         g.add_edge(base, name, bytes=m.itemsize)
+
+
+#: conversions that copy a host tensor to the device when their output lives there
+_H2D_CONVERSIONS = ("to", "_to_copy", "type_as", "copy_", "copy")
+
+
+def _add_h2d(g, const: str, t) -> None:
+    """A tensor constant on the compute device (``torch.tensor(x, device=...)`` inside
+    the forward, traced as a constant): eager builds it on the host and copies it over
+    with a stream sync every call (GPT-Neo's per-layer ``torch.tensor(finfo.min)``: 13
+    of its 14 syncs in the H100 profile). A sync node after the constant, where the
+    program first uses it; torch.compile makes it a graph constant (no node)."""
+    b = float(t.numel() * t.element_size())
+    g.add_node(f"{const}_h2d", op=ops.H2D_COPY, kind="other", shape=(),
+               dtype=_dtype_name(t.dtype), flops=0.0, bytes_read=b, bytes_written=b,
+               inputs=[const], base=f"{const}_h2d", is_output=False, unmodelled=False,
+               reads={const: b}, gemm=None, contiguous=True,
+               sync={"reads": const, "reads_op": "a tensor copied from the host"})
+    g.add_edge(const, f"{const}_h2d", bytes=b)
 
 
 def _conv_layout(in_tensors) -> str:

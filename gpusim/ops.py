@@ -22,7 +22,11 @@ from .graph import numel
 
 #: aten ops that copy a device value to the host and wait for it (``.item()``,
 #: ``bool(tensor)``): a sync point of the host and the GPU stream.
-SYNC_OPS = ("_local_scalar_dense", "item", "is_nonzero")
+SYNC_OPS = ("_local_scalar_dense", "item", "is_nonzero", "h2d_copy")
+#: a tensor the forward builds from Python data on the device (``torch.tensor(x,
+#: device=...)``, or a CPU constant moved there): eager copies it from pageable host
+#: memory with ``memcpy_and_sync`` (``Copy.cu``), a cudaMemcpyAsync and a stream sync
+H2D_COPY = "gpusim.h2d_copy"
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,7 @@ def _sync_bytes(ctx: OpCtx) -> tuple[float, float]:
     return b, b
 
 
-@register("_local_scalar_dense", "item", "is_nonzero", kind="other", bytes=_sync_bytes)
+@register("_local_scalar_dense", "item", "is_nonzero", "h2d_copy", kind="other", bytes=_sync_bytes)
 def host_read_flops(ctx: OpCtx) -> float:
     """``t.item()`` / ``bool(t)``: a device-to-host copy of one element that the host
     waits for (a sync; capture marks the node ``sync``): 0 FLOPs, one element each way.

@@ -11,7 +11,7 @@ from .graph import OpGraph
 from .hardware import GPUSpec, load_spec
 from .lower import Lowering, lower
 from .memory import MemoryEstimate, capacity_bytes, simulate_memory
-from .simulate import MODES, Timeline, check_mode, region_entry_us, simulate
+from .simulate import MODES, Timeline, check_mode, is_sync, region_entry_us, simulate
 
 
 @dataclass
@@ -67,6 +67,12 @@ class Prediction:
     def fits(self) -> bool:
         """Whether weights, inputs and the activation peak fit in the GPU's memory."""
         return self.memory.fits(capacity_bytes(self.spec))
+
+    @property
+    def kernel_count(self) -> int:
+        """Kernels the profiler would list: host<->device copies (syncs) are memcpys, not
+        kernels."""
+        return sum(1 for k in self.kernels if not is_sync(k))
 
     @property
     def flops(self) -> float:

@@ -83,7 +83,7 @@ def sync_lines(pred) -> list[str]:
     what = ", ".join(sorted(set(reads))) if reads else ", ".join(k for k, _ in sy)
     wait = sum(w for _, w in sy)
     each = f", plus {pred.spec.sync_us:.1f} us per read" if pred.spec.sync_us else ""
-    return [f"host syncs       {len(sy)} per call (host reads of {what}): the host waits "
+    return [f"host syncs       {len(sy)} per call (at {what}): the host waits "
             f"{wait:.1f} us for the GPU to drain{each}"]
 
 

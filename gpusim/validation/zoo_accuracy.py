@@ -133,7 +133,7 @@ def case_rows(records: list[dict], spec) -> list[dict]:
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "dtype": r["dtype"], "size": r["size"],
                      "pred_us": p.device_us, "meas_us": r["kernel_sum_us"],
-                     "pred_kernels": len(p.kernels), "meas_kernels": r["kernel_count"],
+                     "pred_kernels": p.kernel_count, "meas_kernels": r["kernel_count"],
                      "pred_e2e_us": p.end_to_end_us, "meas_wall_us": r.get("wall_us")})
     return rows
 
@@ -163,7 +163,7 @@ def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict
                          "pred_us": p.end_to_end_us, "meas_us": m["wall_us"],
                          "pred_device_us": p.device_us, "meas_kernel_sum_us": m["kernel_sum_us"],
                          "pred_host_us": p.timeline.host_us, "pred_python_us": p.timeline.python_us,
-                         "pred_kernels": len(p.kernels), "meas_kernels": m.get("kernel_count"),
+                         "pred_kernels": p.kernel_count, "meas_kernels": m.get("kernel_count"),
                          "meas_launches": h.get("cuda_launches"), "meas_aten_ops": h.get("aten_ops_top"),
                          "inputs": g.meta.get("inputs", 0)})
     return rows
