@@ -17,6 +17,7 @@ Compiled records skip ``first`` (compilation allocates during it).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 
@@ -29,11 +30,15 @@ METRICS = ("allocated", "reserved", "first", "moved")
 
 
 def load_fresh(results_dir: str, gpu: str, stem: str) -> list[dict]:
-    """The measured cases of ``<results_dir>/<gpu>/fresh/<stem>.jsonl`` (failed ones left out)."""
+    """The measured cases of ``<results_dir>/<gpu>/fresh/<stem>.jsonl[.gz]`` (failed ones
+    left out; the records are stored gzipped)."""
     path = os.path.join(results_dir, gpu, "fresh", f"{stem}.jsonl")
+    opener = open
     if not os.path.exists(path):
-        return []
-    with open(path) as f:
+        path, opener = path + ".gz", gzip.open
+        if not os.path.exists(path):
+            return []
+    with opener(path, "rt") as f:
         return [r for r in (json.loads(ln) for ln in f if ln.strip()) if "error" not in r]
 
 
