@@ -65,3 +65,11 @@ def test_every_holdout_record_is_predicted(reports):
         assert {r["model"] for r in rows} == set(zoo.HOLDOUT)      # every held-out model
         assert not {r["model"] for r in rows} & set(zoo.ZOO)
         assert {r["run"] for r in rows} == {"eager", "compiled"}
+
+
+def test_holdout_markdown_renders_every_table(reports):
+    from gpusim.validation.holdout_accuracy import holdout_markdown
+    for rep in reports.values():
+        md = holdout_markdown(rep)
+        assert "| run | peak allocated med / p90 (cases) |" in md
+        assert md.count("\n| hf:") + md.count("\n| tv:") + md.count("\n| timm:") >= 60
