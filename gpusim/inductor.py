@@ -245,10 +245,14 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = 
                    == "attention" else 0)
     hi = dict(lo)
 
+    def distance(a, b):
+        """Inductor's proximity of two (fused) nodes: how far apart their spans reach."""
+        return max(abs(lo[a] - hi[b]), abs(lo[b] - hi[a]))
+
     def far(a, b):
-        """Inductor's ``are_long_distant_nodes``: horizontal partners whose spans reach
-        more than ``MAX_DISTANCE`` scheduler nodes apart do not fuse."""
-        return max(abs(lo[a] - hi[b]), abs(lo[b] - hi[a])) > MAX_DISTANCE
+        """Inductor's ``are_long_distant_nodes``: horizontal partners more than
+        ``MAX_DISTANCE`` scheduler nodes apart do not fuse."""
+        return distance(a, b) > MAX_DISTANCE
 
     def candidates(g):
         """(shared bytes, other group) for every group sharing a buffer with g."""
@@ -301,8 +305,7 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = 
     def push(g):
         for h, b in candidates(g).items():
             a, c = min(g, h), max(g, h)
-            heapq.heappush(heap, (-b, max(abs(lo[a] - hi[c]), abs(lo[c] - hi[a])), a, c,
-                                  version[a], version[c]))
+            heapq.heappush(heap, (-b, distance(a, c), a, c, version[a], version[c]))
     for g in list(sig):
         push(g)
     while heap:

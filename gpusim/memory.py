@@ -503,30 +503,27 @@ def blas_workspace_bytes(spec=None) -> tuple[int, int]:
     and newer, else ``:4096:2:16:8`` = 8 MiB + 128 KiB; cuBLASLt 1 MiB. A fresh H100
     process holds 33.0 MiB after a first call with bias GEMMs and 32.0 MiB without
     (``validation/results/h100/fresh/``, all 103 cases)."""
-    cc = getattr(spec, "compute_capability", None) if spec is not None else None
+    cc = getattr(spec, "compute_capability", None)
     big = cc is None or cc >= 9.0
     return (32 << 20) if big else ((8 << 20) + (128 << 10)), 1 << 20
 
 
-def _workspace_allocs(low, spec) -> list[tuple[int, int]]:
-    """``[(kernel index, bytes)]``: the BLAS workspaces a fresh process's first call
-    allocates and keeps (:func:`blas_workspace_bytes`)."""
+def _workspace_allocs(low, spec) -> dict[int, list[int]]:
+    """``{kernel index: [bytes]}``: the BLAS workspaces a fresh process's first call
+    allocates and keeps (:func:`blas_workspace_bytes`): cuBLAS's at the first GEMM,
+    cuBLASLt's at the first GEMM with a bias."""
     from .dispatch import has_bias
     g = low.graph.g
     blas, lt = blas_workspace_bytes(spec)
-    out, seen = [], set()
-    for i, k in enumerate(low.kernels):
-        if k.role != "main" or k.impl != "library" or len(k.ops) != 1:
-            continue
-        n = k.ops[0]
-        if g.nodes[n]["kind"] != "matmul":
-            continue
-        if "blas" not in seen:
-            seen.add("blas")
-            out.append((i, blas))
-        if "lt" not in seen and has_bias(low.graph, n):
-            seen.add("lt")
-            out.append((i, lt))
+    gemms = [(i, k.ops[0]) for i, k in enumerate(low.kernels)
+             if k.role == "main" and k.impl == "library" and len(k.ops) == 1
+             and g.nodes[k.ops[0]]["kind"] == "matmul"]
+    out: dict[int, list[int]] = {}
+    if gemms:
+        out.setdefault(gemms[0][0], []).append(blas)
+    i = next((i for i, n in gemms if has_bias(low.graph, n)), None)
+    if i is not None:
+        out.setdefault(i, []).append(lt)
     return out
 
 
@@ -614,17 +611,21 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
         frees[last].append(("t", j))
     workspaces = _workspace_allocs(low, spec)
     alloc = CachingAllocator()
-    for v in resident_inputs(low.graph):
+    resident = resident_inputs(low.graph)
+    for v in resident:
         alloc.malloc(node_bytes(g.nodes[v]))
     base0_res = alloc.reserved
     timeline: list[int] = []
     reserved: list[int] = []
     live = [0, 0]                                   # raw live bytes now, their peak
 
-    def one_call(record: bool) -> None:
+    def one_call(record: bool, keep: dict | None = None) -> None:
+        """One call; ``keep``: kernel index -> bytes allocated there and never freed."""
         handles = {}
         base, base_res = alloc.allocated, alloc.reserved
         for i in range(n):
+            for b in (keep or {}).get(i, ()):
+                alloc.malloc(b)
             for kind, key, size in allocs[i]:
                 handles[(kind, key)] = alloc.malloc(size)
                 live[0] += size if record else 0
@@ -640,11 +641,8 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
             alloc.free(h)
 
     # a fresh process's first call: it also allocates the BLAS workspaces, and keeps them
-    first_ws: dict[int, list] = {}
-    for i, b in workspaces:
-        first_ws.setdefault(i, []).append(b)
     alloc.reset_peak()
-    _first_call(alloc, n, allocs, frees, first_ws)
+    one_call(record=False, keep=workspaces)
     first_call_reserved = alloc.peak_reserved - base0_res
     alloc.empty_cache()
     base, base_res = alloc.allocated, alloc.reserved
@@ -657,15 +655,8 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
     steady = max(peak_reserved, alloc.peak_reserved - base_res)
     peak_kernel = max(range(n), key=lambda i: (timeline[i], -i)) if n else 0
     kept = [r for r, b in bufs.items() if b.keep and b.alias_of is None]
-    weights = inputs = 0
-    for v in g.nodes:
-        a = g.nodes[v]
-        if a["kind"] == "input" and not a.get("tied_to"):
-            role = input_role(a)
-            if role == "weight":
-                weights += node_bytes(a)
-            elif role == "input":
-                inputs += node_bytes(a)
+    weights = sum(node_bytes(g.nodes[v]) for v in resident if input_role(g.nodes[v]) == "weight")
+    inputs = sum(node_bytes(g.nodes[v]) for v in resident) - weights
     return MemoryEstimate(
         weights_bytes=weights, inputs_bytes=inputs, peak_bytes=peak,
         peak_reserved_bytes=peak_reserved, steady_reserved_bytes=steady,
@@ -675,20 +666,6 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
         cached_free_bytes=base_res - base, storages=bufs,
         first_call_reserved_bytes=first_call_reserved,
         baseline_reserved_bytes=base0_res)
-
-
-def _first_call(alloc, n: int, allocs: list, frees: list, workspaces: dict) -> None:
-    """A call whose kernels at ``workspaces`` (index -> [bytes]) allocate and keep them."""
-    handles = {}
-    for i in range(n):
-        for b in workspaces.get(i, ()):
-            alloc.malloc(b)
-        for kind, key, size in allocs[i]:
-            handles[(kind, key)] = alloc.malloc(size)
-        for kind, key in frees[i]:
-            alloc.free(handles.pop((kind, key)))
-    for h in handles.values():
-        alloc.free(h)
 
 
 def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:

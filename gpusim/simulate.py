@@ -27,10 +27,12 @@ Modes
 End-to-end time is the steady-state time per call when calls run back to back (what a
 wall clock around a loop of calls measures): the simulation runs several calls and
 takes the spacing of their completions. A single call's latency is reported too. On the
-GPU lane a kernel lasts its estimate times the spec's ``stream_busy_factor``: a stream
-kept full runs slower than the sum of its profiled kernels (the gaps between kernels,
-the clock under sustained load; the zoo's hand-captured CUDA graphs replay 4-6% over
-their kernel sums). Device time stays the kernel sum, as the profiler reports it.
+GPU lane a kernel lasts its estimate times the spec's ``stream_busy_factor`` (1 when
+unset; no committed spec sets it): room for a stream kept full running slower than the
+sum of its profiled kernels. The zoo's hand-captured CUDA graphs replay 4-6% over their
+kernel sums, but the H100 microbenchmark (``calibrate.stream_busy``) measured no such
+slowdown (``validation/results/h100/host/2026-11-24-stream-busy.json``). Device time
+stays the kernel sum, as the profiler reports it.
 """
 
 from __future__ import annotations

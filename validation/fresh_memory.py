@@ -60,14 +60,12 @@ def _segments() -> list[list]:
     return segs
 
 
-def one(case: dict) -> dict:
-    """Measure one case in this (fresh) process."""
-    import gc
-
+def build(case: dict):
+    """The case's model and inputs on the GPU, as a user's script makes them: built on the
+    CPU in fp32 (a loaded checkpoint), moved with ``module.to("cuda", dtype)``."""
     import torch
 
     from gpusim import zoo
-    from gpusim.validation import measure
     dt = getattr(torch, case["dtype"])
     torch.manual_seed(0)
     torch.cuda.init()
@@ -78,6 +76,17 @@ def one(case: dict) -> dict:
     args = zoo.inputs(case["model"], mod, device="cuda", dtype=dt,
                       channels_last=case["channels_last"], **case["sizes"])
     torch.cuda.synchronize()
+    return mod, args
+
+
+def one(case: dict) -> dict:
+    """Measure one case in this (fresh) process."""
+    import gc
+
+    import torch
+
+    from gpusim.validation import measure
+    mod, args = build(case)
     rec = dict(case)
     rec["env"] = measure.env_info()
     a0, r0 = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()

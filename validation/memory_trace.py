@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fresh_memory import ROOT, cases  # noqa: E402
+from fresh_memory import ROOT, build, cases  # noqa: E402
 
 
 def _where(frames: list[dict]) -> str:
@@ -42,15 +42,8 @@ def one(case: dict) -> dict:
 
     import torch
 
-    from gpusim import zoo
     from gpusim.validation import measure
-    dt = getattr(torch, case["dtype"])
-    torch.manual_seed(0)
-    mod, _ = zoo.build(case["model"], device="cpu", dtype=torch.float32,
-                       channels_last=case["channels_last"], **case["sizes"])
-    mod = mod.to(device="cuda", dtype=dt)
-    args = zoo.inputs(case["model"], mod, device="cuda", dtype=dt,
-                      channels_last=case["channels_last"], **case["sizes"])
+    mod, args = build(case)
     fn = torch.compile(mod) if case["run"] == "compiled" else mod
     with torch.no_grad():
         for _ in range(3):

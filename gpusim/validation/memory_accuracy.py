@@ -22,7 +22,7 @@ import json
 import os
 
 from ..hardware import calibrated_name, load_spec
-from .zoo_accuracy import FAMILIES, _cell, _stats, ape, record_graph
+from .zoo_accuracy import _cell, _stats, ape, by_run_family, record_graph
 
 #: record files of ``<gpu>/fresh/``: (file stem, run kind)
 FRESH_FILES = {"eager": "eager", "compiled": "compiled", "holdout_eager": "eager"}
@@ -61,14 +61,9 @@ def fresh_rows(records: list[dict], spec) -> list[dict]:
 
 def fresh_summary(rows: list[dict]) -> dict:
     """``{run: {family|"all": {metric: stats}}}`` (a zero measurement has no percentage)."""
-    out: dict = {}
-    for run in sorted({r["run"] for r in rows}, key=("eager", "compiled").index):
-        rr = [r for r in rows if r["run"] == run]
-        fams = [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]
-        out[run] = {fam: {m: _stats([ape(*r[m]) for r in rr if fam in ("all", r["family"])
-                                     and m in r and r[m][1]]) for m in METRICS}
-                    for fam in fams}
-    return out
+    return by_run_family(rows, lambda sel: {m: _stats([ape(*r[m]) for r in sel
+                                                       if m in r and r[m][1]])
+                                            for m in METRICS})
 
 
 def fresh_report(results_dir: str, gpus) -> dict:

@@ -16,8 +16,9 @@ so each record is predicted with its own lease's host figures): torch.compile an
 (``eager_same_lease``), predicted with the model's Python clocked offline
 (``capture(..., python=True)``, as ``gpusim predict`` does in eager). Memory
 (:func:`memory_rows`, :func:`memory_summary`): the activation peak above the pre-call
-baseline, allocated and reserved, against ``torch.cuda.max_memory_allocated()`` /
-``max_memory_reserved()`` of the measured call (cache emptied before it, output held).
+baseline against ``torch.cuda.max_memory_allocated()`` of the measured call (cache emptied
+before it, output held); reserved memory is scored on fresh-process records
+(:mod:`gpusim.validation.memory_accuracy`).
 """
 
 from __future__ import annotations
@@ -169,16 +170,22 @@ def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict
     return rows
 
 
-def e2e_summary(rows: list[dict]) -> dict:
-    """``{run: {family|"all": {"e2e": stats}}}``: absolute % error of the wall per call."""
+def by_run_family(rows: list[dict], summary) -> dict:
+    """``{run: {family|"all": summary(rows of that run and family)}}``, for the runs and
+    families the rows have, in :data:`RUNS` and :data:`FAMILIES` order."""
     out = {}
     for run in RUNS:
         rr = [r for r in rows if r["run"] == run]
         if rr:
             fams = [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]
-            out[run] = {f: {"e2e": _stats([ape(r["pred_us"], r["meas_us"]) for r in rr
-                                           if f in ("all", r["family"])])} for f in fams}
+            out[run] = {f: summary([r for r in rr if f in ("all", r["family"])]) for f in fams}
     return out
+
+
+def e2e_summary(rows: list[dict]) -> dict:
+    """``{run: {family|"all": {"e2e": stats}}}``: absolute % error of the wall per call."""
+    return by_run_family(rows, lambda sel: {"e2e": _stats([ape(r["pred_us"], r["meas_us"])
+                                                           for r in sel])})
 
 
 def speedup_rows(records: list[dict], spec, e2e: list[dict] | None = None) -> list[dict]:
@@ -272,7 +279,7 @@ def zoo_report(results_dir: str, gpus) -> dict:
 
 def memory_rows(records: list[dict], spec=None) -> list[dict]:
     """One row per record with measured memory: predicted and measured activation peak
-    (allocated, reserved) and the baseline. The GPU ``spec`` matters to compiled runs
+    (allocated) and the weights. The GPU ``spec`` matters to compiled runs
     only (Inductor's ``pad_mm`` copies and channels-last copies are buffers too)."""
     from ..lower import lower
     from ..memory import simulate_memory
@@ -288,8 +295,6 @@ def memory_rows(records: list[dict], spec=None) -> list[dict]:
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "pred_peak": est.peak_bytes,
                      "meas_peak": m["peak_allocated_above_pre_call"],
-                     "pred_reserved": est.peak_reserved_bytes,
-                     "meas_reserved": m.get("peak_reserved_above_pre_call"),
                      "pred_weights": est.weights_bytes, "meas_weights": base.get("weights_bytes"),
                      "peak_ops": list(est.peak_ops)})
     return rows
@@ -300,18 +305,8 @@ def memory_summary(rows: list[dict]) -> dict:
     allocated peak. (The zoo records' reserved memory is not scored: in the harness's
     process it depends on the free parts of other cached models' segments; reserved is
     scored on fresh-process records, :mod:`gpusim.validation.memory_accuracy`.)"""
-    out = {}
-    for run in RUNS:
-        rr = [r for r in rows if r["run"] == run]
-        if not rr:
-            continue
-        fams = {}
-        for fam in [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]:
-            sel = [r for r in rr if fam in ("all", r["family"])]
-            fams[fam] = {"peak": _stats([ape(r["pred_peak"], r["meas_peak"]) for r in sel
-                                             if r["meas_peak"] > 0])}
-        out[run] = fams
-    return out
+    return by_run_family(rows, lambda sel: {"peak": _stats(
+        [ape(r["pred_peak"], r["meas_peak"]) for r in sel if r["meas_peak"] > 0])})
 
 
 def memory_report(results_dir: str, gpus) -> dict:
@@ -419,16 +414,8 @@ def memory_markdown(rep: dict) -> str:
 
 
 def _by_family(rows: list[dict]) -> dict:
-    res = {}
-    for run in RUNS:
-        rr = [r for r in rows if r["run"] == run]
-        if not rr:
-            continue
-        fam = {f: {"device": summarise([r for r in rr if r["family"] == f]),
-                   "kernels": summarise([r for r in rr if r["family"] == f], "kernels")}
-               for f in FAMILIES if any(r["family"] == f for r in rr)}
-        fam["all"] = {"device": summarise(rr), "kernels": summarise(rr, "kernels")}
-        res[run] = fam
+    res = by_run_family(rows, lambda sel: {"device": summarise(sel),
+                                           "kernels": summarise(sel, "kernels")})
     res["rows"] = rows
     return res
 
