@@ -9,6 +9,7 @@ names the benchmark and the date.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -216,6 +217,8 @@ def host_microbenchmarks() -> dict:
     h["reduce_overhead"] = ro
     torch._dynamo.reset()
     h["stream"] = stream_busy(dev)
+    # g) the reference forwards: eager host time inside a real forward (eager_forward_factor)
+    h["reference_walls"] = reference_walls()
     return h
 
 
@@ -260,14 +263,69 @@ def module_call_walls(x) -> dict:
     return {k: measure.time_wall(lambda m=m: m(x))["median_us"] for k, m in chains.items()}
 
 
-def host_probe() -> dict:
+def host_probe(modules: bool = True) -> dict:
     """A quick look at the host's speed now, measured as ``calibrate --host-only`` measures
-    ``eager_op_us`` and ``eager_module_us`` (the validation harness takes one per case)."""
+    ``eager_op_us`` and (``modules``) ``eager_module_us`` (the validation harness takes
+    one per case)."""
     tiny = torch.randn(1, device="cuda")
     op = (measure.time_wall(add_chain(tiny, 100))["median_us"]
           - measure.time_wall(add_chain(tiny, 1))["median_us"]) / 99
+    if not modules:
+        return {"eager_op_us": op}
     mc = module_call_walls(tiny)
     return {"eager_op_us": op, "module_us": (mc[64] - mc[1]) / 63}
+
+
+def reference_forwards(device: str = "cuda") -> list[tuple[str, torch.nn.Module, tuple]]:
+    """gpusim's reference forwards for ``eager_forward_factor``: its own GPT-2 and
+    ResNet-50 (:mod:`gpusim.examples`, not models the accuracy tables score) in bf16 at
+    sizes so small that the host bounds them (6 blocks of d=64 over 32 tokens; a 32x32
+    image): a realistic mix of ops, views and module calls whose wall is host time."""
+    from .examples import GPT2, ResNet50, _module
+    gpt = _module(GPT2, device, torch.bfloat16, layers=6, d=64, heads=2, vocab=512, ctx=64)
+    res = _module(ResNet50, device, torch.bfloat16, classes=10)
+    with torch.device(device):
+        return [("gpt2", gpt, (torch.randint(0, 512, (1, 32)),)),
+                ("resnet50", res, (torch.randn(1, 3, 32, 32, dtype=torch.bfloat16),))]
+
+
+def reference_walls() -> dict:
+    """Steady-state eager wall per call of each reference forward on this machine."""
+    out = {}
+    for name, m, args in reference_forwards("cuda"):
+        with torch.no_grad():
+            out[name] = measure.time_wall(m, args)["median_us"]
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_graphs() -> dict:
+    """The reference forwards captured on meta tensors, their Python clocked (as
+    ``gpusim predict`` captures a model for eager)."""
+    from .capture import capture
+    return {name: capture(m, args, name=name, python=True)
+            for name, m, args in reference_forwards("meta")}
+
+
+def forward_factor(walls: dict, spec: GPUSpec) -> tuple[float, dict]:
+    """``eager_forward_factor``: the reference forwards' measured walls (``walls``:
+    :func:`reference_walls`) over gpusim's eager prediction of them with ``spec``'s
+    tight-loop host figures, summed. Pure: the forwards are captured on meta tensors.
+    Returns (factor, per-forward predicted and measured)."""
+    from .predict import predict
+    diag, meas, pred = {}, 0.0, 0.0
+    plain = spec.replace(eager_forward_factor=None)
+    for name, g in _reference_graphs().items():
+        if name not in walls:
+            continue
+        p = predict(g, gpu=plain, mode="eager")
+        diag[name] = {"wall_us": walls[name], "predicted_us": p.end_to_end_us,
+                      "predicted_device_us": p.device_us}
+        meas += walls[name]
+        pred += p.end_to_end_us
+    if not pred:
+        raise GpusimError("no reference forward was measured: cannot fit eager_forward_factor")
+    return meas / pred, diag
 
 
 def chain_inputs(k: int, mats):
@@ -474,6 +532,10 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         fitted = fit_dispatch(raw["sweeps"], base.replace(**changes))
         diag["dispatch"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})
+    if raw["host"].get("reference_walls"):
+        f, diag["reference_forwards"] = forward_factor(raw["host"]["reference_walls"],
+                                                       base.replace(**changes))
+        changes["eager_forward_factor"] = float(f)
     if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:
         diag["sm_count_note"] = f"device reports {env['sm_count']} SMs, datasheet {base.sm_count}"
         changes["sm_count"] = int(env["sm_count"])
@@ -505,6 +567,7 @@ COMMENTS = {
     "cudagraph_tree_call_us": "torch.compile(mode='reduce-overhead') of one matmul+relu: replay wall less inputs",
     "cudagraph_tree_input_us": "same with 16 vs 1 tensor inputs: wall per extra input",
     "kernel_launch_us": "median CPU time of one cudaLaunchKernel call (profiler) in a loop of eager adds",
+    "eager_forward_factor": "gpusim's reference GPT-2 and ResNet-50 forwards (tiny, bf16, host-bound): eager wall / gpusim's prediction with the tight-loop host figures",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",
     "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",
@@ -545,6 +608,10 @@ def calibrate_host(out_path: str, base_name: str | None = None) -> GPUSpec:
     base = load_spec(base_name or calibrated_name(short) or short)
     raw = {"env": measure.env_info(), "host": host_microbenchmarks()}
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
+    if raw["host"].get("reference_walls"):
+        f, diag["reference_forwards"] = forward_factor(raw["host"]["reference_walls"],
+                                                       base.replace(**changes))
+        changes["eager_forward_factor"] = float(f)
     raw["fit"] = diag
     stem = os.path.splitext(os.path.basename(out_path))[0]
     spec = base.replace(name=stem, **changes)

@@ -45,7 +45,7 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "gemv_fp32_efficiency")
 OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
                  "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
-                 "cudagraph_tree_input_us", "kernel_launch_us")
+                 "cudagraph_tree_input_us", "kernel_launch_us", "eager_forward_factor")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -116,6 +116,9 @@ class GPUSpec:
     cudagraph_tree_call_us: float | None = None   # reduce-overhead replay: host cost per call
     cudagraph_tree_input_us: float | None = None  # reduce-overhead: per tensor input (copy in)
     kernel_launch_us: float | None = None      # one launch call: a library op's helper kernel
+    # eager host time inside a real forward over what the tight-loop figures above price
+    # (gpusim's reference forwards, calibrate.forward_factor); None: 1
+    eager_forward_factor: float | None = None
     host_measured_on: str | None = None        # the machine the [host] figures came from
     compute_capability: float | None = None    # [compute] e.g. 9.0: library defaults that differ by generation
     # Eager kernel classes (gpusim.dispatch), as fractions of the datasheet peaks so that

@@ -12,6 +12,7 @@ import math
 from .fmt import fmt_num, fmt_shape, table  # noqa: F401  (table: re-exported for callers)
 from .memory import fit_line, fmt_bytes
 from .predict import MODE_LABELS
+from .simulate import eager_forward_factor
 
 
 def _ops_label(k, width: int = 40) -> str:
@@ -62,13 +63,15 @@ def python_lines(pred) -> list[str]:
     if pred.mode != "eager":
         return []
     tl, meta, spec = pred.timeline, pred.graph.meta, pred.spec
+    f = (f" x {eager_forward_factor(spec, len(pred.kernels)):.2f}"
+         if spec.eager_forward_factor else "")
     if "python_calls" in meta and spec.eager_module_us:
         how = (f"clocked at capture: {meta['python_here_us']:.0f} us here, "
                f"{meta['python_calls']:.0f} module-call equivalents x eager_module_us "
-               f"{spec.eager_module_us:.2f} us")
+               f"{spec.eager_module_us:.2f} us{f}")
     elif spec.eager_module_us:
         how = (f"{meta.get('module_calls', 0)} nn.Module calls x eager_module_us "
-               f"{spec.eager_module_us:.2f} us; not clocked")
+               f"{spec.eager_module_us:.2f} us{f}; not clocked")
     else:
         how = "the spec has no eager_module_us (calibrate --host-only measures it): not priced"
     return [f"model's Python   {tl.python_us:.1f} us per call ({how})"]
@@ -115,8 +118,11 @@ def prediction_text(pred, top: int | None = None) -> str:
     out.append(f"device time      {pred.device_us:.1f} us  (" + ", ".join(
         f"{b} {v / pred.device_us * 100:.0f}%" for b, v in sorted(bounds.items(), key=lambda x: -x[1])
     ) + ")" if pred.device_us else "device time      0 us")
+    inside = ""
+    if pred.mode == "eager" and pred.spec.eager_forward_factor:
+        inside = f"; eager_forward_factor x{eager_forward_factor(pred.spec, len(ks)):.2f}"
     out.append(f"host time        {pred.timeline.host_us:.1f} us per call (host figures: "
-               f"{host_source(pred.spec)})")
+               f"{host_source(pred.spec)}{inside})")
     out += python_lines(pred)
     out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
                f"{pred.idle_us:.1f} us of the first call)")

@@ -49,7 +49,8 @@ class Scorer:
             v = 0.0
             for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec):
                 est = estimate_kernel(self.graph, k, self.spec, self.opts)
-                v += max(est.us, kernel_overhead_us(est, self.spec, self.mode))
+                v += max(est.us, kernel_overhead_us(est, self.spec, self.mode,
+                                                    len(self.graph.compute_nodes)))
             self._cache[key] = v
         return v
 

@@ -14,7 +14,8 @@ from gpusim import capture, predict
 from gpusim.cli import main
 from gpusim.hardware import load_spec
 from gpusim.predict import MODE_LABELS, modes_by_speed
-from gpusim.simulate import is_sync, kernel_overhead_us
+from gpusim.simulate import (FORWARD_KERNELS, LOOP_KERNELS, eager_forward_factor, is_sync,
+                             kernel_overhead_us, simulate)
 
 pytime = importlib.import_module("gpusim.pytime")
 SPEC = load_spec("h100-sxm-calibrated")
@@ -70,9 +71,10 @@ def test_helper_kernels_cost_a_launch_not_a_dispatch():
     aux = [k for k in p.kernels if k.role == "aux"]
     assert aux, "a half-precision NCHW conv runs cuDNN's layout transforms"
     for k in aux:
-        assert kernel_overhead_us(k, SPEC, "eager") == SPEC.kernel_launch_us
+        assert kernel_overhead_us(k, SPEC, "eager") == pytest.approx(
+            SPEC.kernel_launch_us * SPEC.eager_forward_factor)    # a whole forward's program
     main_k = [k for k in p.kernels if k.role == "main"][0]
-    assert kernel_overhead_us(main_k, SPEC, "eager") > SPEC.kernel_launch_us
+    assert kernel_overhead_us(main_k, SPEC, "eager") > kernel_overhead_us(aux[0], SPEC, "eager")
 
 
 def test_modes_ranked_fastest_first():
@@ -142,11 +144,12 @@ def test_capture_records_python_and_eager_prices_it():
     g = capture(m, args, python=True)
     assert g.meta["python_calls"] > 0 and g.meta["python_here_us"] > 0
     p = predict(g, gpu=SPEC, mode="eager")
-    assert p.timeline.python_us == pytest.approx(g.meta["python_calls"] * SPEC.eager_module_us)
+    f = eager_forward_factor(SPEC, len(p.kernels))     # a small program: little or none of it
+    assert p.timeline.python_us == pytest.approx(g.meta["python_calls"] * SPEC.eager_module_us * f)
     flat = capture(m, args)
     assert "python_calls" not in flat.meta
     q = predict(flat, gpu=SPEC, mode="eager")
-    assert q.timeline.python_us == pytest.approx(flat.meta["module_calls"] * SPEC.eager_module_us)
+    assert q.timeline.python_us == pytest.approx(flat.meta["module_calls"] * SPEC.eager_module_us * f)
     # torch.compile runs guards, not the model's Python
     assert predict(g, gpu=SPEC, mode="compiled").timeline.python_us == 0.0
     assert predict(g, gpu=SPEC, mode="compiled").end_to_end_us == pytest.approx(
@@ -168,7 +171,8 @@ def test_more_python_never_makes_eager_faster(a, b, n):
     t_lo = simulate(kernels, SPEC, "eager", python_us=lo)
     t_hi = simulate(kernels, SPEC, "eager", python_us=hi)
     assert t_hi.end_to_end_us >= t_lo.end_to_end_us - 1e-6
-    assert t_hi.host_us - t_lo.host_us == pytest.approx(hi - lo, abs=1e-6)
+    assert t_hi.host_us - t_lo.host_us == pytest.approx(
+        (hi - lo) * eager_forward_factor(SPEC, len(kernels)), abs=1e-6)
     assert t_hi.end_to_end_us >= t_hi.python_us - 1e-6
     # compiled and CUDA graph replays ignore it
     for mode in ("compiled", "cudagraph"):
@@ -182,3 +186,65 @@ def test_predict_prints_the_models_python(capsys):
     assert "model's Python" in out and "clocked at capture" in out
     assert main(["predict", "gelu_tanh", "--gpu", "h100-sxm-calibrated", "--no-python"]) == 0
     assert "not clocked" in capsys.readouterr().out
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(1.0, 3.0), st.sampled_from([64, 2048]), st.integers(1, 12))
+def test_the_forward_factor_scales_eager_host_time_only(f, n, copies):
+    """eager_forward_factor multiplies every eager host cost (dispatch, views, syncs, the
+    model's Python) by its ramp at the program's size, and nothing else: device time and
+    compiled / CUDA-graph calls stay."""
+    kernels = predict(_graph(_checked, n), gpu=SPEC, mode="eager").kernels * copies
+    one, scaled = SPEC.replace(eager_forward_factor=None), SPEC.replace(eager_forward_factor=f)
+    a = simulate(kernels, one, "eager", views_before=[1] * len(kernels), python_us=300.0)
+    b = simulate(kernels, scaled, "eager", views_before=[1] * len(kernels), python_us=300.0)
+    k = eager_forward_factor(scaled, len(kernels))
+    assert b.host_us == pytest.approx(k * a.host_us)
+    assert b.python_us == pytest.approx(k * a.python_us)
+    assert b.device_us == a.device_us
+    assert b.end_to_end_us >= a.end_to_end_us - 1e-6
+    for mode in ("compiled", "cudagraph"):
+        assert simulate(kernels, scaled, mode).end_to_end_us == pytest.approx(
+            simulate(kernels, one, mode).end_to_end_us)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(1.0, 3.0), st.integers(0, 400), st.integers(0, 400))
+def test_the_forward_factor_ramps_with_program_size(f, a, b):
+    """None of it up to a loop's few kernels, all of it from a reference forward's size,
+    never decreasing in between."""
+    spec = SPEC.replace(eager_forward_factor=f)
+    lo, hi = sorted((a, b))
+    assert 1.0 <= eager_forward_factor(spec, lo) <= eager_forward_factor(spec, hi) <= f + 1e-12
+    assert eager_forward_factor(spec, min(lo, LOOP_KERNELS)) == 1.0
+    assert eager_forward_factor(spec, max(hi, FORWARD_KERNELS)) == pytest.approx(f)
+
+
+def test_forward_kernels_is_the_reference_gpt2s_kernel_count():
+    from gpusim.calibrate import _reference_graphs
+    g = _reference_graphs()["gpt2"]
+    assert predict(g, gpu=SPEC, mode="eager").kernel_count == FORWARD_KERNELS
+
+
+def test_forward_factor_refits_from_the_recorded_reference_walls():
+    """The committed H100 lease's eager_forward_factor is its reference forwards' walls
+    over gpusim's prediction of them (re-fitted here from the raw record: the Python is
+    clocked on this machine, so within 10%), and the calibrated spec carries a factor."""
+    import json
+    import os
+    from gpusim.calibrate import forward_factor
+    from gpusim.hardware import with_host
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "validation", "results", "h100", "host", "2026-11-24-lease7.toml")
+    with open(here + ".raw.json") as fh:
+        raw = json.load(fh)
+    lease = load_spec(here)
+    f, diag = forward_factor(raw["host"]["reference_walls"], with_host(SPEC, lease))
+    assert f == pytest.approx(lease.eager_forward_factor, rel=0.10)
+    assert set(diag) == {"gpt2", "resnet50"}
+    assert all(d["predicted_device_us"] < 0.5 * d["wall_us"] for d in diag.values())  # host-bound
+    assert 1.0 < SPEC.eager_forward_factor < 3.0
+    # twice the walls, twice the factor
+    f2, _ = forward_factor({k: 2 * v for k, v in raw["host"]["reference_walls"].items()},
+                           with_host(SPEC, lease))
+    assert f2 == pytest.approx(2 * f)

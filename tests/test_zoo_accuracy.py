@@ -58,3 +58,16 @@ def test_every_compiled_record_has_end_to_end_rows_on_its_lease(report):
         # compiled one, predicted with a host calibration of its own lease
         assert len(rows) == len(comp) + sum(r["run"] == "compiled" for r in comp)
         assert all(r["lease"] and r["pred_us"] > 0 and r["meas_us"] > 0 for r in rows)
+
+
+def test_every_host_lease_wall_is_predicted(report):
+    """Each host lease's walls (validation/device_host.sh: every zoo model, default and
+    large) get an eager prediction with that lease's calibration, with its reference
+    forwards re-fitted beside the case, and without the forward factor."""
+    for gpu, e in report.items():
+        rows = (e.get("host_leases") or {}).get("rows", [])
+        assert len(rows) >= 56, f"{gpu}: host-lease walls went missing"
+        for r in rows:
+            assert r["lease_factor"] > 1.0 and r["case_factor"] > 1.0
+            assert r["pred_us"] == pytest.approx(r["pred_flat_us"], rel=1e-9) or (
+                r["pred_us"] > r["pred_flat_us"])

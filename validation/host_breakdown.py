@@ -1,6 +1,6 @@
 """Where eager host time goes in real models (device machine): one JSON line per case.
 
-    python validation/host_breakdown.py OUT.jsonl [MODEL ...]
+    python validation/host_breakdown.py [--walls] OUT.jsonl [MODEL ...]
 
 For each zoo model (bf16, default and large sizes), on CUDA: steady-state wall per call
 (GC on, as users run, and GC off), the profiler's top-level aten ops and their summed
@@ -8,7 +8,11 @@ CPU time in one call, the model's own Python outside torch calls (a clock around
 top-level torch call; the forward's wall time minus the clocked time, minus the clock's
 own cost per call), and host probes taken right before and after the case
 (``gpusim.calibrate.host_probe``: an eager add and one nn.Module call, measured as
-calibrate measures them) so each case carries the host speed it ran at.
+calibrate measures them) so each case carries the host speed it ran at, plus the walls
+of gpusim's reference forwards right before the case (``calibrate.reference_walls``: what
+``eager_forward_factor`` is fitted on). ``--walls``: only the walls, kernel sums, the
+eager-add probe and the reference walls (no GC-off wall, profiled top-level ops, Python
+clock or module probe), every model's default size first, then large.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.overrides import TorchFunctionMode
 
 from gpusim import zoo
-from gpusim.calibrate import host_probe
+from gpusim.calibrate import host_probe, reference_walls
 from gpusim.validation import measure
 
 
@@ -97,25 +101,29 @@ def top_level_time(m, args) -> dict:
     return {"profiled_call_us": span * 1e6, "top_aten": len(top), "top_aten_us": tot}
 
 
-def case(name: str, sizes: dict) -> dict:
+def case(name: str, sizes: dict, walls_only: bool = False) -> dict:
     m, args = zoo.build(name, device="cuda", dtype=torch.bfloat16, **sizes)
     with torch.no_grad():
         for _ in range(3):
             m(*args)
         torch.cuda.synchronize()
-        rec = {"model": name, "sizes": sizes, "probe_before": host_probe()}
+        rec = {"model": name, "sizes": sizes, "probe_before": host_probe(not walls_only),
+               "reference_walls": reference_walls()}
         rec["wall_us"] = measure.time_wall(m, args)["median_us"]
-        gc.disable()
-        try:
-            rec["wall_nogc_us"] = measure.time_wall(m, args)["median_us"]
-        finally:
-            gc.enable()
+        if not walls_only:
+            gc.disable()
+            try:
+                rec["wall_nogc_us"] = measure.time_wall(m, args)["median_us"]
+            finally:
+                gc.enable()
         prof = measure.profile_kernels(m, args, flush=False, reps=3)
         rec["kernel_sum_us"] = sum(k["us"] for k in prof["kernels"]) if prof.get("kernels") else None
         rec["kernel_count"] = len(prof.get("kernels") or [])
-        rec.update(top_level_time(m, args))
-    rec["python_us"] = python_us(m, args)
-    rec["probe_after"] = host_probe()
+        if not walls_only:
+            rec.update(top_level_time(m, args))
+    if not walls_only:
+        rec["python_us"] = python_us(m, args)
+        rec["probe_after"] = host_probe()
     del m, args
     gc.collect()
     torch.cuda.empty_cache()
@@ -123,20 +131,23 @@ def case(name: str, sizes: dict) -> dict:
 
 
 def main(argv):
+    walls_only = "--walls" in argv
+    argv = [a for a in argv if a != "--walls"]
     out = argv[0]
     names = argv[1:] or sorted(zoo.ZOO)
-    with open(out, "a") as f:
-        for name in names:
-            e = zoo.get(name)
-            for label, sizes in (("default", e.defaults), ("large", e.large)):
+    with open(out, "a") as f:      # every model at its default size first, then large
+        for label in ("default", "large"):
+            for name in names:
+                sizes = getattr(zoo.get(name), "defaults" if label == "default" else "large")
                 try:
-                    rec = dict(case(name, dict(sizes)), size=label)
+                    rec = dict(case(name, dict(sizes), walls_only), size=label)
                 except Exception as ex:  # noqa: BLE001 - record and go on
                     rec = {"model": name, "size": label, "error": f"{type(ex).__name__}: {ex}"[:300]}
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
                 print(json.dumps({k: (round(v, 1) if isinstance(v, float) else v)
-                                  for k, v in rec.items() if k not in ("probe_before", "probe_after")}),
+                                  for k, v in rec.items()
+                                  if k not in ("probe_before", "probe_after", "reference_walls")}),
                       flush=True)
 
 

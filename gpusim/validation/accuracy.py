@@ -40,8 +40,8 @@ from ..errors import UserError
 from ..graph import OpGraph
 from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
 from ..predict import predict
-from .zoo_accuracy import (ape, e2e_markdown, speedup_markdown, zoo_available, zoo_markdown,
-                           zoo_report)
+from .zoo_accuracy import (ape, e2e_markdown, lease_walls_markdown, speedup_markdown,
+                           zoo_available, zoo_markdown, zoo_report)
 
 RESULTS_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "validation", "results")
 
@@ -313,6 +313,11 @@ def full_markdown(rep: dict, zoo: dict | None) -> str:
                   "compiled one, priced with the model's Python clocked offline; the records "
                   "of leases without a host calibration are left out):", "",
                   e2e_markdown(zoo), "",
+                  "**Eager end to end on the host leases** (every zoo model in bf16 at its "
+                  "default and large size, measured right after that lease's `gpusim calibrate "
+                  "--host-only`, `validation/device_host.sh`; calibrated spec with that "
+                  "lease's host figures and `eager_forward_factor`; median / p90 absolute "
+                  "error):", "", lease_walls_markdown(zoo), "",
                   "**torch.compile's speed-up over eager** (eager measured on the same lease; "
                   "verdict = whether compile helps or hurts):", "", speedup_markdown(zoo), ""]
     parts += ["**Classic fusion cases and small models** (eager, torch.compile, executed "

@@ -170,6 +170,64 @@ def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict
     return rows
 
 
+def host_leases(results_dir: str, gpu: str) -> list[tuple[str, str]]:
+    """``[(host calibration .toml, its lease's eager walls .jsonl)]`` under
+    ``<results_dir>/<gpu>/host/``: leases that ran ``validation/device_host.sh``."""
+    out = []
+    for w in sorted(glob.glob(os.path.join(results_dir, gpu, "host", "*-walls.jsonl"))):
+        toml = w[:-len("-walls.jsonl")] + ".toml"
+        if os.path.exists(toml):
+            out.append((toml, w))
+    return out
+
+
+def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
+    """Eager end to end on the host leases (:func:`host_leases`): every zoo model in bf16
+    at its default and large size, measured on the lease right after its ``gpusim
+    calibrate --host-only``. Predicted with ``spec``'s GPU and that calibration's host
+    figures (``pred_us``: its ``eager_forward_factor`` too), with the factor re-fitted
+    from the reference forwards' walls measured right before the case (``pred_case_us``:
+    what the host's drift within the lease costs), and without the factor
+    (``pred_flat_us``: tight-loop figures alone). The model's Python is clocked."""
+    from .. import zoo            # optional extra
+    from ..calibrate import forward_factor
+    rows = []
+    for toml, walls in host_leases(results_dir, gpu):
+        s = with_host(spec, load_spec(toml))
+        lease = os.path.basename(toml).rsplit(".", 1)[0]
+        with open(walls) as f:
+            recs = [json.loads(line) for line in f if line.strip()]
+        for r in recs:
+            if "error" in r or not r.get("wall_us"):
+                continue
+            g = _graph(r["model"], tuple(sorted(r["sizes"].items())), "bfloat16", False,
+                       python=True)
+            case_f, _ = forward_factor(r["reference_walls"], s)
+            p = predict(g, gpu=s, mode="eager")
+            rows.append({"case": f"{r['model']}__{r['size']}", "model": r["model"],
+                         "family": zoo.get(r["model"]).family, "size": r["size"], "lease": lease,
+                         "run": "eager", "meas_us": r["wall_us"], "pred_us": p.end_to_end_us,
+                         "pred_case_us": predict(g, gpu=s.replace(eager_forward_factor=case_f),
+                                                 mode="eager").end_to_end_us,
+                         "pred_flat_us": predict(g, gpu=s.replace(eager_forward_factor=None),
+                                                 mode="eager").end_to_end_us,
+                         "case_factor": case_f, "lease_factor": s.eager_forward_factor,
+                         "pred_device_us": p.device_us, "meas_kernel_sum_us": r["kernel_sum_us"]})
+    return rows
+
+
+#: the predictions :func:`lease_wall_rows` scores, in table order
+LEASE_PREDICTIONS = (("pred_us", "one calibration per lease"),
+                     ("pred_case_us", "reference forwards re-measured beside each case"),
+                     ("pred_flat_us", "without eager_forward_factor"))
+
+
+def lease_wall_summary(rows: list[dict]) -> dict:
+    """``{"eager": {family|"all": {prediction key: stats}}}`` of :func:`lease_wall_rows`."""
+    return by_run_family(rows, lambda sel: {k: _stats([ape(r[k], r["meas_us"]) for r in sel])
+                                            for k, _ in LEASE_PREDICTIONS})
+
+
 def by_run_family(rows: list[dict], summary) -> dict:
     """``{run: {family|"all": summary(rows of that run and family)}}``, for the runs and
     families the rows have, in :data:`RUNS` and :data:`FAMILIES` order."""
@@ -186,6 +244,24 @@ def e2e_summary(rows: list[dict]) -> dict:
     """``{run: {family|"all": {"e2e": stats}}}``: absolute % error of the wall per call."""
     return by_run_family(rows, lambda sel: {"e2e": _stats([ape(r["pred_us"], r["meas_us"])
                                                            for r in sel])})
+
+
+def fastest_rows(e2e: list[dict]) -> list[dict]:
+    """Which of eager, torch.compile and CUDA graphs is fastest end to end, predicted and
+    measured, per zoo model and size among the runs its lease measured (:func:`e2e_rows`:
+    eager beside compiled, and on the H200 reduce-overhead too)."""
+    by: dict = {}
+    for r in e2e:
+        by.setdefault((r["model"], "__".join(r["case"].split("__")[1:4])), {})[r["run"]] = r
+    out = []
+    for (model, size), runs in sorted(by.items()):
+        if len(runs) < 2:
+            continue
+        pred = min(runs, key=lambda k: runs[k]["pred_us"])
+        meas = min(runs, key=lambda k: runs[k]["meas_us"])
+        out.append({"model": model, "size": size, "runs": sorted(runs), "pred": pred,
+                    "meas": meas, "right": pred == meas})
+    return out
 
 
 def speedup_rows(records: list[dict], spec, e2e: list[dict] | None = None) -> list[dict]:
@@ -266,10 +342,16 @@ def zoo_report(results_dir: str, gpus) -> dict:
             sp = speedup_rows(recs, load_spec(specs["calibrated"]), e2e)
             if sp:
                 entry["speedup"] = {"rows": sp, "summary": speedup_summary(sp)}
+            fr = fastest_rows(e2e)
+            if fr:
+                entry["fastest"] = {"rows": fr, "right": sum(r["right"] for r in fr), "n": len(fr)}
         for other in ("h100", "h200"):
             if other != gpu and calibrated_name(other):
                 entry[f"unseen (calibrated on {other})"] = _by_family(
                     case_rows(recs, transfer_spec(load_spec(calibrated_name(other)), gpu)))
+        lw = lease_wall_rows(results_dir, gpu, load_spec(specs["calibrated"])) if specs["calibrated"] else []
+        if lw:
+            entry["host_leases"] = dict(lease_wall_summary(lw), rows=lw)
         mem = memory_report(results_dir, [gpu])
         if mem:
             entry["memory"] = mem[gpu]
@@ -460,6 +542,22 @@ def e2e_markdown(rep: dict) -> str:
     return "\n".join(lines)
 
 
+def lease_walls_markdown(rep: dict) -> str:
+    """Eager end to end on the host leases per GPU and family (:func:`lease_wall_rows`)."""
+    lines = ["| GPU | family | cases | " + " | ".join(label for _, label in LEASE_PREDICTIONS)
+             + " | measured wall / kernel sum (median) |", "|---|---|---|---|---|---|---|"]
+    for gpu, e in rep.items():
+        hl = e.get("host_leases")
+        if not hl:
+            continue
+        for fam, s in hl["eager"].items():
+            sel = [r for r in hl["rows"] if fam in ("all", r["family"])]
+            ratio = float(np.median([r["meas_us"] / r["meas_kernel_sum_us"] for r in sel]))
+            lines.append(f"| {gpu} | {fam} | {len(sel)} | "
+                         + " | ".join(_cell(s[k]) for k, _ in LEASE_PREDICTIONS) + f" | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
 def speedup_markdown(rep: dict) -> str:
     """torch.compile's predicted and measured speed-up per GPU (calibrated spec)."""
     lines = ["| GPU | speed-up | cases | error med / p90 | helps-or-hurts right |",
@@ -470,6 +568,11 @@ def speedup_markdown(rep: dict) -> str:
             if s:
                 lines.append(f"| {gpu} | {label} | {s['n']} | {_cell(s)} | "
                              f"{s['verdict_right']}/{s['n']} |")
+        fr = e.get("fastest")
+        if fr:
+            lines.append(f"| {gpu} | fastest of the runs measured (eager, torch.compile"
+                         f"{', CUDA graphs' if any('cudagraph' in r['runs'] for r in fr['rows']) else ''})"
+                         f" | {fr['n']} | - | {fr['right']}/{fr['n']} |")
     return "\n".join(lines)
 
 
