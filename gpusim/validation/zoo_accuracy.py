@@ -507,7 +507,8 @@ def zoo_markdown(rep: dict) -> str:
              "|---|---|---|---|---|---|---|"]
     for gpu, e in rep.items():
         for label, byrun in e.items():
-            if not isinstance(byrun, dict) or label in ("rows", "memory", "speedup", "e2e"):
+            if not isinstance(byrun, dict) or label in ("rows", "memory", "speedup", "e2e",
+                                                         "host_leases", "fastest"):
                 continue
             for run in RUNS:
                 for fam, s in (byrun.get(run) or {}).items():
