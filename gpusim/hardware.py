@@ -194,12 +194,18 @@ def builtin_dir() -> Path:
     return Path(str(files("gpusim.hwspecs")))
 
 
+#: per-item host increments that calibrate may measure as zero (the extra inputs cost
+#: nothing the timer can see), so a file may hold 0 for them
+MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us")
+
+
 def _num(path, section, key, v, integer=False):
     where = f"{path}: field [{section}].{key}" if section else f"{path}: field {key}"
+    kind = "a non-negative" if key in MAY_BE_ZERO else "a positive"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise SpecError(f"{where} must be a positive number, got {v!r}; fix the spec file")
-    if not math.isfinite(v) or v <= 0:
-        raise SpecError(f"{where} must be a positive number, got {v!r}; fix the spec file")
+        raise SpecError(f"{where} must be {kind} number, got {v!r}; fix the spec file")
+    if not math.isfinite(v) or v < 0 or (v == 0 and key not in MAY_BE_ZERO):
+        raise SpecError(f"{where} must be {kind} number, got {v!r}; fix the spec file")
     if key in FRACTIONS and v > 1:
         raise SpecError(f"{where} is a fraction and must be in (0, 1], got {v!r}")
     if integer:

@@ -248,3 +248,26 @@ def test_forward_factor_refits_from_the_recorded_reference_walls():
     f2, _ = forward_factor({k: 2 * v for k, v in raw["host"]["reference_walls"].items()},
                            with_host(SPEC, lease))
     assert f2 == pytest.approx(2 * f)
+
+
+def test_every_committed_host_calibration_loads(tmp_path):
+    """What calibrate writes, the loader reads: every lease's host calibration, including
+    per-input costs measured as zero (16 inputs cost no more than 1 on the timer); a
+    negative per-input cost or a zero per-op cost is still refused."""
+    import glob
+    import os
+    from gpusim.hardware import SpecError
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "validation", "results")
+    paths = glob.glob(os.path.join(root, "*", "host", "*.toml"))
+    assert len(paths) >= 9
+    zero = [p for p in paths if load_spec(p).cudagraph_tree_input_us == 0.0]
+    assert zero, "the 2026-11-24 leases measured a zero per-input cost"
+    with open(zero[0]) as f:
+        text = f.read()
+    for old, new in (("cudagraph_tree_input_us = 0.0", "cudagraph_tree_input_us = -1.0"),
+                     ("eager_op_us = ", "eager_op_us = 0.0  # ")):
+        p = tmp_path / "lease.toml"
+        p.write_text(text.replace(old, new, 1))
+        with pytest.raises(SpecError, match="must be a"):
+            load_spec(str(p))
