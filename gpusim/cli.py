@@ -196,7 +196,7 @@ def cmd_examples(a) -> int:
 
 def cmd_calibrate(a) -> int:
     argv = ["--out", a.out] + (["--base", a.base] if a.base else []) + (
-        ["--host-only"] if a.host_only else [])
+        ["--host-only"] if a.host_only else []) + (["--forward-only"] if a.forward_only else [])
     return calibrate.main(argv)
 
 
@@ -253,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--host-only", action="store_true",
                    help="measure only the host figures ([host]) of this machine, on top of --base "
                         "(default: this GPU's calibrated spec)")
+    c.add_argument("--forward-only", action="store_true",
+                   help="re-time only the host's in-forward speed (eager_forward_factor, about 30 "
+                        "s) on top of --base: run it right before the runs you compare")
     c.set_defaults(fn=cmd_calibrate, outputs=("out",))
     v = sub.add_parser("validate", help="measure the built-in cases on this machine's GPU")
     v.add_argument("--out", required=True, help="results folder")

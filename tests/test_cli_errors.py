@@ -280,6 +280,9 @@ def test_other_mistakes(capfd, tmp_path):
     assert_user_error(capfd, ["accuracy", "--results", str(tmp_path)])         # no records
     assert_user_error(capfd, ["validate", "--out", "/proc/gpusim-results"])
     assert_user_error(capfd, ["calibrate", "--out", "/proc/gpusim.toml"])
+    assert_user_error(capfd, ["calibrate", "--out", str(tmp_path / "f.toml"), "--forward-only"])
+    assert_user_error(capfd, ["calibrate", "--out", str(tmp_path / "f.toml"), "--forward-only",
+                              "--host-only"])
 
 
 # ---------------------------------------------------------------- sizes too big for torch
