@@ -339,6 +339,16 @@ def forward_factor(walls: dict, spec: GPUSpec) -> tuple[float, dict]:
     return meas / pred, diag
 
 
+def fit_forward(h: dict, spec: GPUSpec, diag: dict) -> dict:
+    """``{"eager_forward_factor": ...}`` from raw host timings that timed the reference
+    forwards (``h["reference_walls"]``), against ``spec``'s tight-loop figures; {} when
+    they did not. The per-forward fit goes into ``diag``."""
+    if not h.get("reference_walls"):
+        return {}
+    f, diag["reference_forwards"] = forward_factor(h["reference_walls"], spec)
+    return {"eager_forward_factor": float(f)}
+
+
 def chain_inputs(k: int, mats):
     """k extern matmuls (plus Triton epilogues) on the sum of the inputs."""
     def f(*xs):
@@ -543,10 +553,7 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         fitted = fit_dispatch(raw["sweeps"], base.replace(**changes))
         diag["dispatch"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})
-    if raw["host"].get("reference_walls"):
-        f, diag["reference_forwards"] = forward_factor(raw["host"]["reference_walls"],
-                                                       base.replace(**changes))
-        changes["eager_forward_factor"] = float(f)
+    changes.update(fit_forward(raw["host"], base.replace(**changes), diag))
     if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:
         diag["sm_count_note"] = f"device reports {env['sm_count']} SMs, datasheet {base.sm_count}"
         changes["sm_count"] = int(env["sm_count"])
@@ -619,10 +626,7 @@ def calibrate_host(out_path: str, base_name: str | None = None) -> GPUSpec:
     base = load_spec(base_name or calibrated_name(short) or short)
     raw = {"env": measure.env_info(), "host": host_microbenchmarks()}
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
-    if raw["host"].get("reference_walls"):
-        f, diag["reference_forwards"] = forward_factor(raw["host"]["reference_walls"],
-                                                       base.replace(**changes))
-        changes["eager_forward_factor"] = float(f)
+    changes.update(fit_forward(raw["host"], base.replace(**changes), diag))
     raw["fit"] = diag
     stem = os.path.splitext(os.path.basename(out_path))[0]
     spec = base.replace(name=stem, **changes)

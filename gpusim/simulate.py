@@ -18,7 +18,7 @@ Modes
                   capture clocked, :mod:`gpusim.pytime`; else ``eager_module_us`` per
                   nn.Module call), spread over the kernels. All of it times the
                   spec's ``eager_forward_factor``: inside a real forward the host
-                  issues ops 1.7-1.8x slower than in calibrate's tight loops (measured
+                  issues ops 1.5-1.8x slower than in calibrate's tight loops (measured
                   on gpusim's reference forwards, :func:`gpusim.calibrate.forward_factor`;
                   less for programs of fewer kernels, :func:`eager_forward_factor`).
     ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then

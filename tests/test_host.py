@@ -271,3 +271,24 @@ def test_every_committed_host_calibration_loads(tmp_path):
         p.write_text(text.replace(old, new, 1))
         with pytest.raises(SpecError, match="must be a"):
             load_spec(str(p))
+
+
+def test_host_fit_reproduces_a_recorded_lease():
+    """fit_host + fit_forward on a lease's raw timings give back what it wrote: the
+    tight-loop figures exactly, the factor within 10% (the references' Python is clocked
+    here), fitted on the medians of the three reference rounds."""
+    import json
+    import os
+    from gpusim.calibrate import fit_forward, fit_host, median_walls
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
+    with open(here + ".raw.json") as fh:
+        raw = json.load(fh)
+    lease = load_spec(here)
+    assert raw["host"]["reference_walls"] == median_walls(raw["host"]["reference_walls_rounds"])
+    changes, diag = fit_host(raw["host"], SPEC.kernel_min_us)
+    assert changes["eager_op_us"] == pytest.approx(lease.eager_op_us, rel=1e-9)
+    fitted = fit_forward(raw["host"], SPEC.replace(**changes), diag)
+    assert fitted["eager_forward_factor"] == pytest.approx(lease.eager_forward_factor, rel=0.10)
+    assert set(diag["reference_forwards"]) == {"gpt2", "resnet50"}
+    assert fit_forward({}, SPEC, {}) == {}
