@@ -68,6 +68,9 @@ def test_every_host_lease_wall_is_predicted(report):
         rows = (e.get("host_leases") or {}).get("rows", [])
         assert len(rows) >= 56, f"{gpu}: host-lease walls went missing"
         for r in rows:
-            assert r["lease_factor"] > 1.0 and r["case_factor"] > 1.0
-            assert r["pred_us"] == pytest.approx(r["pred_flat_us"], rel=1e-9) or (
-                r["pred_us"] > r["pred_flat_us"])
+            # the host may run a case faster than its tight loops (one H100 case: 0.998)
+            assert 0.5 < r["case_factor"] < 5.0 and 1.0 < r["lease_factor"] < 3.0
+            # a larger factor never makes a forward faster
+            lo, hi = sorted([(r["case_factor"], r["pred_case_us"]), (1.0, r["pred_flat_us"]),
+                             (r["lease_factor"], r["pred_us"])])[::2]
+            assert hi[1] >= lo[1] - 1e-6
