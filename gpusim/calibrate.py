@@ -318,22 +318,34 @@ def _reference_graphs() -> dict:
             for name, m, args in reference_forwards("meta")}
 
 
-def forward_factor(walls: dict, spec: GPUSpec) -> tuple[float, dict]:
+def reference_predictions(spec: GPUSpec) -> dict:
+    """``{name: (end-to-end us, device us)}``: gpusim's eager prediction of each reference
+    forward with ``spec``'s tight-loop host figures (its own factor left out). Pure: the
+    forwards are captured on meta tensors."""
+    from .predict import predict
+    plain = spec.replace(eager_forward_factor=None)
+    out = {}
+    for name, g in _reference_graphs().items():
+        p = predict(g, gpu=plain, mode="eager")
+        out[name] = (p.end_to_end_us, p.device_us)
+    return out
+
+
+def forward_factor(walls: dict, spec: GPUSpec, predicted: dict | None = None
+                   ) -> tuple[float, dict]:
     """``eager_forward_factor``: the reference forwards' measured walls (``walls``:
     :func:`reference_walls`) over gpusim's eager prediction of them with ``spec``'s
-    tight-loop host figures, summed. Pure: the forwards are captured on meta tensors.
-    Returns (factor, per-forward predicted and measured)."""
-    from .predict import predict
+    tight-loop host figures, summed. ``predicted``: :func:`reference_predictions` of
+    ``spec``, when the caller fits many walls against one spec. Returns (factor,
+    per-forward predicted and measured)."""
+    predicted = predicted if predicted is not None else reference_predictions(spec)
     diag, meas, pred = {}, 0.0, 0.0
-    plain = spec.replace(eager_forward_factor=None)
-    for name, g in _reference_graphs().items():
+    for name, (e2e, device) in predicted.items():
         if name not in walls:
             continue
-        p = predict(g, gpu=plain, mode="eager")
-        diag[name] = {"wall_us": walls[name], "predicted_us": p.end_to_end_us,
-                      "predicted_device_us": p.device_us}
+        diag[name] = {"wall_us": walls[name], "predicted_us": e2e, "predicted_device_us": device}
         meas += walls[name]
-        pred += p.end_to_end_us
+        pred += e2e
     if not pred:
         raise GpusimError("no reference forward was measured: cannot fit eager_forward_factor")
     return meas / pred, diag
@@ -620,14 +632,27 @@ def calibrate_host(out_path: str, base_name: str | None = None) -> GPUSpec:
     """Measure only this machine's host figures and write ``base`` (default: the
     calibrated spec of the GPU at hand, else its datasheet spec) with its [host] section
     replaced; the raw timings go beside it (``out_path.raw.json``)."""
-    check_target(out_path)
-    measure.require_cuda()
-    short = measure.gpu_name_short()
-    base = load_spec(base_name or calibrated_name(short) or short)
+    base = _host_base(out_path, base_name)
     raw = {"env": measure.env_info(), "host": host_microbenchmarks()}
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
     changes.update(fit_forward(raw["host"], base.replace(**changes), diag))
     raw["fit"] = diag
+    return _write_host_spec(out_path, base, changes, raw)
+
+
+def _host_base(out_path: str, base_name: str | None) -> GPUSpec:
+    """The checks a host-side calibration makes before it measures (the output can be
+    written, CUDA is there), and its base spec: ``base_name``, else the calibrated spec
+    of the GPU at hand, else its datasheet spec."""
+    check_target(out_path)
+    measure.require_cuda()
+    short = measure.gpu_name_short()
+    return load_spec(base_name or calibrated_name(short) or short)
+
+
+def _write_host_spec(out_path: str, base: GPUSpec, changes: dict, raw: dict) -> GPUSpec:
+    """``base`` with ``changes`` written to ``out_path`` (each changed field with its
+    measurement comment) and the raw timings beside it."""
     stem = os.path.splitext(os.path.basename(out_path))[0]
     spec = base.replace(name=stem, **changes)
     atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
@@ -645,22 +670,13 @@ def calibrate_forward(out_path: str, base_name: str | None = None) -> GPUSpec:
     Python. The host's speed drifts within minutes on shared machines (on the zoo's host
     leases, re-timing the references beside each case took eager end-to-end error from
     17-31% to 6-11% median); run this right before the runs you compare."""
-    check_target(out_path)
-    measure.require_cuda()
-    short = measure.gpu_name_short()
-    base = load_spec(base_name or calibrated_name(short) or short)
+    base = _host_base(out_path, base_name)
     rounds = [reference_walls() for _ in range(3)]
-    f, diag = forward_factor(median_walls(rounds), base)
     raw = {"env": measure.env_info(), "host": {"reference_walls_rounds": rounds,
                                                "reference_walls": median_walls(rounds)},
-           "fit": {"reference_forwards": diag}}
-    stem = os.path.splitext(os.path.basename(out_path))[0]
-    spec = base.replace(name=stem, eager_forward_factor=float(f))
-    atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
-    day = date.today().isoformat()
-    dump_spec(spec, out_path, {"eager_forward_factor": f"measured {day}: "
-                               + COMMENTS["eager_forward_factor"]})
-    return spec
+           "fit": {}}
+    changes = fit_forward(raw["host"], base, raw["fit"])
+    return _write_host_spec(out_path, base, changes, raw)
 
 
 def main(argv=None) -> int:

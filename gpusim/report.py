@@ -58,13 +58,21 @@ def host_source(spec) -> str:
     return "datasheet estimates"
 
 
+def forward_factor_used(pred) -> float | None:
+    """The eager_forward_factor an eager prediction applied at its program's size (None:
+    not eager, or the spec has none)."""
+    if pred.mode != "eager" or not pred.spec.eager_forward_factor:
+        return None
+    return eager_forward_factor(pred.spec, len(pred.kernels))
+
+
 def python_lines(pred) -> list[str]:
     """Eager: the model's own Python per call, and where that figure came from."""
     if pred.mode != "eager":
         return []
     tl, meta, spec = pred.timeline, pred.graph.meta, pred.spec
-    f = (f" x {eager_forward_factor(spec, len(pred.kernels)):.2f}"
-         if spec.eager_forward_factor else "")
+    k = forward_factor_used(pred)
+    f = f" x {k:.2f}" if k else ""
     if "python_calls" in meta and spec.eager_module_us:
         how = (f"clocked at capture: {meta['python_here_us']:.0f} us here, "
                f"{meta['python_calls']:.0f} module-call equivalents x eager_module_us "
@@ -118,9 +126,8 @@ def prediction_text(pred, top: int | None = None) -> str:
     out.append(f"device time      {pred.device_us:.1f} us  (" + ", ".join(
         f"{b} {v / pred.device_us * 100:.0f}%" for b, v in sorted(bounds.items(), key=lambda x: -x[1])
     ) + ")" if pred.device_us else "device time      0 us")
-    inside = ""
-    if pred.mode == "eager" and pred.spec.eager_forward_factor:
-        inside = f"; eager_forward_factor x{eager_forward_factor(pred.spec, len(ks)):.2f}"
+    k_used = forward_factor_used(pred)
+    inside = f"; eager_forward_factor x{k_used:.2f}" if k_used else ""
     out.append(f"host time        {pred.timeline.host_us:.1f} us per call (host figures: "
                f"{host_source(pred.spec)}{inside})")
     out += python_lines(pred)

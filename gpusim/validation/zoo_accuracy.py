@@ -190,10 +190,11 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
     what the host's drift within the lease costs), and without the factor
     (``pred_flat_us``: tight-loop figures alone). The model's Python is clocked."""
     from .. import zoo            # optional extra
-    from ..calibrate import forward_factor
+    from ..calibrate import forward_factor, reference_predictions
     rows = []
     for toml, walls in host_leases(results_dir, gpu):
         s = with_host(spec, load_spec(toml))
+        refs = reference_predictions(s)       # every case's walls are fitted against these
         lease = os.path.basename(toml).rsplit(".", 1)[0]
         with open(walls) as f:
             recs = [json.loads(line) for line in f if line.strip()]
@@ -202,7 +203,7 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
                 continue
             g = _graph(r["model"], tuple(sorted(r["sizes"].items())), "bfloat16", False,
                        python=True)
-            case_f, _ = forward_factor(r["reference_walls"], s)
+            case_f, _ = forward_factor(r["reference_walls"], s, refs)
             p = predict(g, gpu=s, mode="eager")
             rows.append({"case": f"{r['model']}__{r['size']}", "model": r["model"],
                          "family": zoo.get(r["model"]).family, "size": r["size"], "lease": lease,
