@@ -14,14 +14,43 @@ The pipeline, one module per stage::
 ['mul', 'relu']
 """
 
-from .capture import capture
+import importlib
+import sys
+import types
+
 from .errors import GpusimError
-from .hardware import load_spec
-from .lower import lower
-from .models import load_model
-from .partition import Partition
-from .predict import Prediction, predict
-from .search import SearchResult, search, whatif
+
+# The API by where it lives; loaded on first use (PEP 562) so that `import gpusim` and
+# `gpusim --help` stay cheap and never import torch.
+_API = {"predict": "predict", "Prediction": "predict", "search": "search", "whatif": "search",
+        "SearchResult": "search", "capture": "capture", "lower": "lower",
+        "load_spec": "hardware", "load_model": "models", "Partition": "partition"}
 
 __all__ = ["predict", "search", "whatif", "capture", "lower", "load_spec", "load_model",
            "Partition", "Prediction", "SearchResult", "GpusimError"]
+
+
+def __getattr__(name):
+    if name in _API:
+        value = getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpusim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """Importing a submodule that shares an API name (``gpusim.predict``,
+    ``gpusim.capture``, ...) binds the package attribute to the function, as an eager
+    ``from .predict import predict`` would, not to the submodule."""
+
+    def __setattr__(self, name, value):
+        if name in _API and isinstance(value, types.ModuleType) and hasattr(value, name):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -13,18 +13,11 @@ import argparse
 import os
 import sys
 
-from . import calibrate, viz
 from .errors import GpusimError, UserError
-from .examples import EXAMPLES
-from .fmt import fmt_num, table
-from .hardware import list_specs, load_spec, specs_table
-from .models import model_graph, parse_dtype, parse_sizes
-from .predict import modes_by_speed, predict
-from .report import dumps, modes_line, prediction_text, search_text
-from .search import ALGOS, search, whatif
-from .simulate import check_mode
-from .validation import accuracy, runner
-from .validation.plot import accuracy_plot
+
+# Everything else is imported inside the command that needs it, so that `gpusim --help`
+# and argument errors never import torch. The lab (``validation``: calibrate, validate,
+# accuracy) is loaded only by its own commands.
 
 DEFAULT_MODEL = "transformer_block"
 OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and search
@@ -33,12 +26,18 @@ OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and
 def _graph(args, python: bool = False):
     """The OpGraph a model-taking command works on (name, dtype and sizes from args;
     ``python``: clock the model's own Python too)."""
+    from .models import model_graph, parse_sizes
     return model_graph(args.model, args.dtype, parse_sizes(args.size), python=python)
 
 
 def _check_args(a) -> None:
     """Every cheap check, before the slow part (capture, search): the output files can
     be written, and the sizes, dtype, mode, algorithm and GPU spec are ones gpusim knows."""
+    from . import viz
+    from .hardware import load_spec
+    from .models import parse_dtype, parse_sizes
+    from .search import ALGOS
+    from .simulate import check_mode
     for opt in a.outputs:
         path = getattr(a, opt, None)
         if path is None:
@@ -105,6 +104,8 @@ def _mode_arg(p, default):
 
 
 def cmd_predict(a) -> int:
+    from .predict import modes_by_speed, predict
+    from .report import dumps, modes_line, prediction_text
     g = _graph(a, python=a.mode == "eager" and not a.no_python)
     p = predict(g, gpu=a.gpu, mode=a.mode)
     if a.json:
@@ -118,6 +119,8 @@ def cmd_predict(a) -> int:
 
 
 def cmd_search(a) -> int:
+    from .report import dumps, search_text
+    from .search import search
     r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo, memory_limit=a.memory_limit)
     print(dumps(r.to_dict()) if a.json else search_text(r, None if a.all else 25))
     _extras(a, result=r)
@@ -125,6 +128,8 @@ def cmd_search(a) -> int:
 
 
 def cmd_whatif(a) -> int:
+    from .report import dumps, search_text
+    from .search import whatif
     if not a.fuse:
         raise UserError("whatif needs at least one --fuse a,b,c (node names as `gpusim predict` prints them)")
     groups = [[x.strip() for x in f.split(",") if x.strip()] for f in a.fuse]
@@ -139,6 +144,7 @@ def cmd_whatif(a) -> int:
 
 def explain_whatif(r) -> str:
     """Where the time goes: bytes saved, kernels saved, host cost."""
+    from .fmt import fmt_num
     u, f = r.unfused, r.fused
     fused_groups = [k for k in f.kernels if len(k.ops) > 1]
     lines = []
@@ -156,6 +162,7 @@ def explain_whatif(r) -> str:
 
 def _extras(a, pred=None, result=None):
     """The --trace/--plot/--dot pictures asked for (their paths were checked up front)."""
+    from . import viz
     writers = {"trace": viz.trace_output, "plot": viz.plot_output, "dot": viz.dot_output}
     for opt in OUTPUTS:
         path = getattr(a, opt, None)
@@ -166,6 +173,9 @@ def _extras(a, pred=None, result=None):
 
 def cmd_report(a) -> int:
     """``gpusim report``: search, then write the self-contained HTML report to ``--out``."""
+    from . import viz
+    from .models import model_graph, parse_sizes
+    from .search import search
     sizes = parse_sizes(a.size)
     res = search(model_graph(a.model, a.dtype, sizes), gpu=a.gpu, mode=a.mode, algo=a.algo)
     page = viz.report_html(res, {"model": a.model, "dtype": a.dtype, "sizes": sizes})
@@ -175,11 +185,14 @@ def cmd_report(a) -> int:
 
 
 def cmd_specs(a) -> int:
+    from .hardware import list_specs, specs_table
     print(specs_table(list_specs()))
     return 0
 
 
 def cmd_examples(a) -> int:
+    from .examples import EXAMPLES
+    from .fmt import table
     rows = [[e.name, e.category, e.description,
              " ".join(f"{k}={v}" for k, v in e.defaults.items())] for e in EXAMPLES.values()]
     print(table(rows, ["name", "category", "description", "defaults"], "llll"))
@@ -195,17 +208,21 @@ def cmd_examples(a) -> int:
 
 
 def cmd_calibrate(a) -> int:
+    from validation import calibrate
     argv = ["--out", a.out] + (["--base", a.base] if a.base else []) + (
         ["--host-only"] if a.host_only else []) + (["--forward-only"] if a.forward_only else [])
     return calibrate.main(argv)
 
 
 def cmd_validate(a) -> int:
+    from validation import runner
     return runner.main(a)
 
 
 def cmd_accuracy(a) -> int:
-    """The accuracy table (:func:`gpusim.validation.accuracy.main`), then the plot."""
+    """The accuracy table (:func:`validation.accuracy.main`), then the plot."""
+    from validation import accuracy
+    from validation.plot import accuracy_plot
     if a.results is not None and not os.path.isdir(a.results):
         raise UserError(f"results folder {a.results} does not exist")
     rc = accuracy.main(argparse.Namespace(**{**vars(a), "plot": None}))

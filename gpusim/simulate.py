@@ -19,7 +19,7 @@ Modes
                   nn.Module call), spread over the kernels. All of it times the
                   spec's ``eager_forward_factor``: inside a real forward the host
                   issues ops 1.5-1.8x slower than in calibrate's tight loops (measured
-                  on gpusim's reference forwards, :func:`gpusim.calibrate.forward_factor`;
+                  on gpusim's reference forwards, :func:`validation.calibrate.forward_factor`;
                   less for programs of fewer kernels, :func:`eager_forward_factor`).
     ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then
                   ``compiled_kernel_us`` per kernel launch (what torch.compile pays).

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from gpusim.validation.accuracy import RESULTS_DIR, accuracy_report
+from validation.accuracy import RESULTS_DIR, accuracy_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THRESHOLDS = os.path.join(ROOT, "validation", "thresholds.json")

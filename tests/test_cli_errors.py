@@ -251,7 +251,8 @@ def test_report_unwritable_fails_before_capture(capfd, monkeypatch):
 
     def boom(*a, **k):
         raise AssertionError("captured before checking the output path")
-    monkeypatch.setattr(cli, "model_graph", boom)
+    import gpusim.models as models
+    monkeypatch.setattr(models, "model_graph", boom)
     err = assert_user_error(capfd, ["report", *SMALL, "--out", "/proc/x.html"])
     assert err.startswith("gpusim: error: cannot write /proc/x.html: ")
 

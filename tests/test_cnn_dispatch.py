@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from gpusim.capture import capture
 from gpusim.cost import estimate_kernel
-from gpusim.dispatch import conv_info, conv_layout, fit_dispatch
+from gpusim.dispatch import conv_info, conv_layout
+from validation.fit_dispatch import fit_dispatch
 from gpusim.hardware import load_spec
 from gpusim.lower import lower
 

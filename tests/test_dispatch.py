@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from gpusim.capture import capture
-from gpusim.dispatch import conv_point_graph, fit_dispatch
+from validation.fit_dispatch import conv_point_graph, fit_dispatch
 from gpusim.hardware import load_spec
 from gpusim.lower import lower
 

@@ -8,9 +8,9 @@ import os
 import torch
 
 from gpusim import capture, predict
-from gpusim.calibrate import fit_host
+from validation.calibrate import fit_host
 from gpusim.hardware import HOST, OPTIONAL_HOST, calibrated_name, load_spec, with_host
-from gpusim.validation.zoo_accuracy import lease_host, load_zoo_records
+from validation.zoo_accuracy import lease_host, load_zoo_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")

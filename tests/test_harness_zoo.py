@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpusim.validation import measure, zoo_run
-from gpusim.validation.sweeps import SWEEPS, sdpa_backend
+from validation import measure, zoo_run
+from validation.microbench import SWEEPS, sdpa_backend
 
 
 def _entry(name, family, dtypes, cl=False):

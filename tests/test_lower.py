@@ -13,7 +13,7 @@ from gpusim.hardware import load_spec
 from gpusim.lower import lower
 from gpusim.scoring import Scorer
 from gpusim.search import fold_conv_bn
-from gpusim.validation.accuracy import evaluate
+from validation.accuracy import evaluate
 
 SPEC = load_spec("h200-sxm-calibrated")
 

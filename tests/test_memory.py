@@ -271,7 +271,7 @@ def test_search_api_memory_limit_picks_a_fitting_partition():
 
 # ---------------------------------------------------------------- recorded zoo memory
 def test_zoo_memory_not_worse_than_thresholds():
-    from gpusim.validation.zoo_accuracy import memory_report, zoo_available
+    from validation.zoo_accuracy import memory_report, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
     with open(os.path.join(ROOT, "validation", "zoo_memory_thresholds.json")) as f:

@@ -7,14 +7,14 @@ import os
 import pytest
 import torch
 
-from gpusim.calibrate import fit_spec
+from validation.calibrate import fit_spec
 from gpusim.capture import capture_full
 from gpusim.examples import build_example
 from gpusim.hardware import load_spec
 from gpusim.lower import realize
 from gpusim.predict import predict
 from gpusim.search import search
-from gpusim.validation.runner import _flat_inputs, _full_args, partitioned_callable
+from validation.runner import _flat_inputs, _full_args, partitioned_callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

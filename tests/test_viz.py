@@ -1,4 +1,4 @@
-"""Picture outputs (gpusim.viz, gpusim.validation.plot), the shared number formats
+"""Picture outputs (gpusim.viz, validation.plot), the shared number formats
 (gpusim.fmt) and the progress line: trace, roofline, DOT, HTML report, accuracy plot, and
 the report opened in a real headless browser when one is installed."""
 
@@ -24,7 +24,7 @@ from gpusim.graph import GraphBuilder, quotient
 from gpusim.predict import predict
 from gpusim.progress import progress
 from gpusim.search import search
-from gpusim.validation.plot import accuracy_plot
+from validation.plot import accuracy_plot
 
 try:
     import matplotlib  # noqa: F401

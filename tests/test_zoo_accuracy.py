@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from gpusim.validation.zoo_accuracy import zoo_available, zoo_report
+from validation.zoo_accuracy import zoo_available, zoo_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")

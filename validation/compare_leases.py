@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from gpusim.hardware import load_spec
-from gpusim.validation.accuracy import _device_measured
+from validation.accuracy import _device_measured
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OLD = os.path.join(HERE, "archive", "h200-leases-1-2")

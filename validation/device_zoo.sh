@@ -19,7 +19,7 @@ timeout 90 python3 - <<'PY' || { echo "SMOKE FAILED"; exit 1; }
 import time, torch
 t = time.time()
 from gpusim import zoo
-from gpusim.validation import measure
+from validation import measure
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))
 m, a = zoo.build("tv:resnet18", device="cuda", dtype=torch.float16)
 with torch.no_grad():
@@ -31,7 +31,7 @@ assert r["kernel_count"] > 10
 PY
 echo "== sweeps (left $(left) s)"
 S0=$(date +%s)
-timeout 170 python3 -m gpusim.validation.sweeps --out "$OUT/sweeps-$TAG.json" --deadline-s ${SWEEP_S:-110} 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice" | tail -8
+timeout 170 python3 -m validation.sweeps --out "$OUT/sweeps-$TAG.json" --deadline-s ${SWEEP_S:-110} 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice" | tail -8
 echo "sweeps took $(( $(date +%s) - S0 )) s"
 if [ "$CAL" = "calibrate" ]; then
   echo "== calibrate (left $(left) s)"
@@ -42,7 +42,7 @@ fi
 L=$(left)
 ZD=$(( L - ${MARGIN_S:-40} ))
 echo "== zoo (left $L s, deadline $ZD s)"
-timeout $(( L - 10 )) python3 -m gpusim.validation.zoo_run --out /tmp/zoo_$TAG --deadline-s $ZD \
+timeout $(( L - 10 )) python3 -m validation.zoo_run --out /tmp/zoo_$TAG --deadline-s $ZD \
   --tar "$OUT/zoo.tar.gz" "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
 ls /tmp/zoo_$TAG | wc -l

@@ -85,7 +85,7 @@ def one(case: dict) -> dict:
 
     import torch
 
-    from gpusim.validation import measure
+    from validation import measure
     mod, args = build(case)
     rec = dict(case)
     rec["env"] = measure.env_info()

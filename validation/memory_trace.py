@@ -23,8 +23,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fresh_memory import ROOT, build, cases  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from validation.fresh_memory import ROOT, build, cases  # noqa: E402
 
 
 def _where(frames: list[dict]) -> str:
@@ -42,7 +42,7 @@ def one(case: dict) -> dict:
 
     import torch
 
-    from gpusim.validation import measure
+    from validation import measure
     mod, args = build(case)
     fn = torch.compile(mod) if case["run"] == "compiled" else mod
     with torch.no_grad():

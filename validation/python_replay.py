@@ -19,7 +19,7 @@ import sys
 import torch
 
 from gpusim import pytime, zoo
-from gpusim.validation.measure import host_info
+from validation.measure import host_info
 
 
 def main(argv):

@@ -17,7 +17,7 @@ the optional ``plot`` extra. One module per picture:
 
 Numbers, bytes and times are written as :mod:`gpusim.fmt` writes them. The accuracy
 plot (``gpusim accuracy --plot``) lives with the accuracy data, in
-:mod:`gpusim.validation.plot`.
+:mod:`validation.plot`.
 """
 
 from .common import (BOUND_COLOURS, BOUNDS, check_target, kernel_tip, ops_text, plot_format,

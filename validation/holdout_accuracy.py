@@ -2,13 +2,13 @@
 and sizes gpusim was never developed or fitted on.
 
 Records: ``validation/results/<gpu>/holdout/*.json``, written by
-``python3 -m gpusim.validation.zoo_run --holdout`` on a real GPU. Each case is re-captured
+``python3 -m validation.zoo_run --holdout`` on a real GPU. Each case is re-captured
 on meta tensors from its held-out entry and scored exactly as the zoo is
-(:mod:`gpusim.validation.zoo_accuracy`: ``case_rows``, ``summarise``, ``memory_rows``,
+(:mod:`validation.zoo_accuracy`: ``case_rows``, ``summarise``, ``memory_rows``,
 ``speedup_rows``) with the GPU's calibrated spec. These records are the test set: nothing
 may be tuned on them; a change made for them stops them being held out.
 
-``python3 -m gpusim.validation.holdout_accuracy [--results DIR] [--gpu h100]`` prints the
+``python3 -m validation.holdout_accuracy [--results DIR] [--gpu h100]`` prints the
 per-case table and the summary.
 """
 
@@ -21,8 +21,8 @@ import sys
 
 import numpy as np
 
-from ..hardware import calibrated_name, load_spec
-from .zoo_accuracy import (_by_family, _cell, _stats, case_rows, load_zoo_records, memory_rows,
+from gpusim.hardware import calibrated_name, load_spec
+from validation.zoo_accuracy import (_by_family, _cell, _stats, case_rows, load_zoo_records, memory_rows,
                            memory_summary, speedup_rows, speedup_summary)
 
 
@@ -67,7 +67,7 @@ def holdout_markdown(rep: dict) -> str:
             lines.append(f"| {run} | {len(e)} | {_cell(_stats([abs(x) for x in e]))} | "
                          f"{float(np.median(e)):+.1f}% |")
     mem = rep["memory"]["summary"]
-    # (reserved memory: fresh-process records, gpusim.validation.memory_accuracy)
+    # (reserved memory: fresh-process records, validation.memory_accuracy)
     lines += ["", "| run | peak allocated med / p90 (cases) |", "|---|---|"]
     for run, fams in mem.items():
         s = fams["all"]
@@ -93,8 +93,8 @@ def holdout_markdown(rep: dict) -> str:
 
 
 def main(argv=None) -> int:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    ap = argparse.ArgumentParser(prog="python3 -m gpusim.validation.holdout_accuracy")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(prog="python3 -m validation.holdout_accuracy")
     ap.add_argument("--results", default=os.path.join(root, "validation", "results"))
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--json", default=None, help="also write the report's summaries here")

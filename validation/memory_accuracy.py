@@ -21,8 +21,8 @@ import gzip
 import json
 import os
 
-from ..hardware import calibrated_name, load_spec
-from .zoo_accuracy import _cell, _stats, ape, by_run_family, record_graph
+from gpusim.hardware import calibrated_name, load_spec
+from validation.zoo_accuracy import _cell, _stats, ape, by_run_family, record_graph
 
 #: record files of ``<gpu>/fresh/``: (file stem, run kind)
 FRESH_FILES = {"eager": "eager", "compiled": "compiled", "holdout_eager": "eager"}
@@ -44,8 +44,8 @@ def load_fresh(results_dir: str, gpu: str, stem: str) -> list[dict]:
 
 def fresh_rows(records: list[dict], spec) -> list[dict]:
     """One row per fresh record: predicted and measured bytes of each metric."""
-    from ..lower import lower
-    from ..memory import simulate_memory
+    from gpusim.lower import lower
+    from gpusim.memory import simulate_memory
     rows = []
     for r in records:
         est = simulate_memory(lower(record_graph(r), r["run"], spec=spec), spec=spec)

@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 
-from ..errors import UserError
-from ..hardware import SpecError, spec_for
-from ..viz.common import GRID, INK, check_target, load_matplotlib, plot_format, save_figure
-from .accuracy import ape, evaluate, load_records
+from gpusim.errors import UserError
+from gpusim.hardware import SpecError, spec_for
+from gpusim.viz.common import GRID, INK, check_target, load_matplotlib, plot_format, save_figure
+from validation.accuracy import ape, evaluate, load_records
 
 CAT_COLOURS = {"kernel": "#2f6fd0", "device": "#e8743b", "end_to_end": "#2a9d8f"}
 GPU_MARKERS = ["o", "s", "^", "D", "v"]

@@ -34,16 +34,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import kendalltau
 
-from ..atomic import atomic_write
-from ..cost import CostOptions, group_io, unit_for
-from ..errors import UserError
-from ..graph import OpGraph
-from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
-from ..predict import predict
-from .zoo_accuracy import (ape, e2e_markdown, lease_walls_markdown, speedup_markdown,
+from gpusim.atomic import atomic_write
+from gpusim.cost import CostOptions, group_io, unit_for
+from gpusim.errors import UserError
+from gpusim.graph import OpGraph
+from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
+from gpusim.predict import predict
+from validation.zoo_accuracy import (ape, e2e_markdown, lease_walls_markdown, speedup_markdown,
                            zoo_available, zoo_markdown, zoo_report)
 
-RESULTS_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "validation", "results")
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def load_records(folder: str) -> list[dict]:

@@ -1,6 +1,6 @@
 """Measure the model zoo (``gpusim.zoo``) on the CUDA GPU at hand.
 
-``python3 -m gpusim.validation.zoo_run --out DIR [--cases PATTERNS] [--deadline-s N]
+``python3 -m validation.zoo_run --out DIR [--cases PATTERNS] [--deadline-s N]
 [--compiled NAMES] [--compiled-reserve-s N] [--skip-done DIR] [--tar FILE]``
 
 One case = zoo model x size (``default``: batch 1; ``large``) x dtype x layout (NCHW, and
@@ -156,7 +156,7 @@ def one_line(e: BaseException) -> str:
 # ------------------------------------------------------------------------ inputs
 def make_inputs(entry, module, sizes, device, dtype, channels_last):
     """The inputs ``zoo.build`` makes for ``sizes``, for an already built module."""
-    from .. import zoo
+    from gpusim import zoo
     return zoo.inputs(entry.name, module, device=device, dtype=dtype,
                       channels_last=channels_last, **sizes)
 
@@ -241,7 +241,7 @@ def measure_callable(fn, args, cuda: bool, reps: int | None = None, light: bool 
     ``light``: kernel count and sum, host statistics and wall time only (no kernel list)."""
     import torch
 
-    from . import measure
+    from validation import measure
     out = {}
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     t0 = time.perf_counter()
@@ -305,7 +305,7 @@ def graph_replay(fn, args) -> dict:
 def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: bool = False) -> dict:
     import torch
 
-    from . import measure
+    from validation import measure
     cuda = device == "cuda"
     entry = zoo_mod.get(case.model)
     dt = getattr(torch, case.dtype)
@@ -375,14 +375,14 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
 
 
 def write_record(out_dir: str, rec: dict) -> str:
-    from ..atomic import atomic_write
+    from gpusim.atomic import atomic_write
     path = os.path.join(out_dir, safe_name(rec["case_id"]) + ".json")
     atomic_write(path, json.dumps(rec, indent=1, default=str))
     return path
 
 
 def write_tar(out_dir: str, tar_path: str) -> None:
-    from ..atomic import atomic_path
+    from gpusim.atomic import atomic_path
     with atomic_path(tar_path, suffix=".tar.gz") as tmp:
         with tarfile.open(tmp, "w:gz") as tf:
             for f in sorted(os.listdir(out_dir)):
@@ -422,7 +422,7 @@ def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=
         cache_gb=24.0, zoo_mod=None, t_start=None, warm_only=False):
     import torch
     if zoo_mod is None:
-        from .. import zoo as zoo_mod
+        from gpusim import zoo as zoo_mod
     os.makedirs(out_dir, exist_ok=True)
     t_start = t_start or time.time()
     deadline = t_start + (deadline_s if deadline_s else 1e12)
@@ -448,7 +448,7 @@ def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=
                    "channels_last": c.channels_last, "run": c.run, "tier": c.tier,
                    "failed": one_line(e), "elapsed_s": round(time.time() - t0, 2)}
             try:
-                from . import measure
+                from validation import measure
                 rec["env"] = measure.env_info() if device == "cuda" else {"device": device}
             except Exception:  # noqa: BLE001
                 pass
@@ -482,7 +482,7 @@ def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m gpusim.validation.zoo_run")
+    ap = argparse.ArgumentParser(prog="python3 -m validation.zoo_run")
     ap.add_argument("--out", required=True, help="folder for one JSON record per case")
     ap.add_argument("--cases", default=None,
                     help="comma-separated fnmatch patterns on case ids or model names")
@@ -510,7 +510,7 @@ def main(argv=None) -> int:
                     help="tiny sizes on the CPU: exercises the record code paths, no timings")
     a = ap.parse_args(argv)
     t_start = time.time()
-    from .. import zoo as zoo_mod
+    from gpusim import zoo as zoo_mod
     models = zoo_mod.HOLDOUT if a.holdout else zoo_mod.ZOO
     if a.compiled is None:
         a.compiled = ",".join(HOLDOUT_COMPILED if a.holdout else DEFAULT_COMPILED)
@@ -545,7 +545,7 @@ def main(argv=None) -> int:
         print(f"{len(cases)} cases")
         return 0
     if device == "cuda":
-        from . import measure
+        from validation import measure
         measure.require_cuda()
     print(f"zoo_run: {len(cases)} cases, deadline {a.deadline_s} s, compiled {compiled}", flush=True)
     s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, device, a.tar, a.cache_gb,

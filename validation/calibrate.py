@@ -19,16 +19,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .atomic import atomic_write
-from .capture import capture_full
-from .cost import NORM_CALIBRATION_COLS
-from .dispatch import fit_dispatch
-from .errors import GpusimError
-from .hardware import GPUSpec, calibrated_name, dump_spec, load_spec
-from .validation import measure
-from .validation.runner import partitioned_callable
-from .validation.sweeps import run_sweeps
-from .viz import check_target
+from gpusim.atomic import atomic_write
+from gpusim.capture import capture_full
+from gpusim.cost import NORM_CALIBRATION_COLS
+from validation.fit_dispatch import fit_dispatch
+from gpusim.errors import GpusimError
+from gpusim.hardware import GPUSpec, calibrated_name, dump_spec, load_spec
+from validation import measure
+from validation.runner import partitioned_callable
+from validation.microbench import run_sweeps
+from gpusim.viz import check_target
 
 
 def _log(msg):
@@ -287,7 +287,7 @@ def reference_forwards(device: str = "cuda") -> list[tuple[str, torch.nn.Module,
     ResNet-50 (:mod:`gpusim.examples`, not models the accuracy tables score) in bf16 at
     sizes so small that the host bounds them (6 blocks of d=64 over 32 tokens; a 32x32
     image): a realistic mix of ops, views and module calls whose wall is host time."""
-    from .examples import GPT2, ResNet50, _module
+    from gpusim.examples import GPT2, ResNet50, _module
     gpt = _module(GPT2, device, torch.bfloat16, layers=6, d=64, heads=2, vocab=512, ctx=64)
     res = _module(ResNet50, device, torch.bfloat16, classes=10)
     with torch.device(device):
@@ -313,7 +313,7 @@ def median_walls(rounds: list[dict]) -> dict:
 def _reference_graphs() -> dict:
     """The reference forwards captured on meta tensors, their Python clocked (as
     ``gpusim predict`` captures a model for eager)."""
-    from .capture import capture
+    from gpusim.capture import capture
     return {name: capture(m, args, name=name, python=True)
             for name, m, args in reference_forwards("meta")}
 
@@ -322,7 +322,7 @@ def reference_predictions(spec: GPUSpec) -> dict:
     """``{name: (end-to-end us, device us)}``: gpusim's eager prediction of each reference
     forward with ``spec``'s tight-loop host figures (its own factor left out). Pure: the
     forwards are captured on meta tensors."""
-    from .predict import predict
+    from gpusim.predict import predict
     plain = spec.replace(eager_forward_factor=None)
     out = {}
     for name, g in _reference_graphs().items():

@@ -1,6 +1,6 @@
 """Microbenchmark sweeps: which kernels eager ATen / cuDNN / cuBLAS really launch.
 
-``python3 -m gpusim.validation.sweeps --out FILE.json [--deadline-s N] [--only conv2d,gemm]``
+``python3 -m validation.microbench --out FILE.json [--deadline-s N] [--only conv2d,gemm]``
 
 Each point is one op at one shape, dtype and memory layout, run with PyTorch's default
 flags (TF32 and cuDNN settings untouched) on random inputs under ``torch.no_grad()``; the
@@ -24,8 +24,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..atomic import atomic_write
-from . import measure
+from gpusim.atomic import atomic_write
+from validation import measure
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -421,7 +421,7 @@ def run_sweeps(out, deadline_s=150.0, only=None, dev="cuda", small=False, reps=3
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m gpusim.validation.sweeps")
+    ap = argparse.ArgumentParser(prog="python3 -m validation.microbench")
     ap.add_argument("--out", required=True)
     ap.add_argument("--deadline-s", type=float, default=150.0)
     ap.add_argument("--only", default=None, help="comma-separated sweeps: " + ",".join(SWEEPS))

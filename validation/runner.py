@@ -29,15 +29,15 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.passes.split_module import split_module
 
-from ..atomic import atomic_write
-from ..capture import capture_full
-from ..errors import UserError
-from ..examples import EXAMPLES, build_example
-from ..hardware import load_spec
-from ..progress import progress
-from ..scoring import Scorer
-from ..search import greedy, search
-from . import measure
+from gpusim.atomic import atomic_write
+from gpusim.capture import capture_full
+from gpusim.errors import UserError
+from gpusim.examples import EXAMPLES, build_example
+from gpusim.hardware import load_spec
+from gpusim.progress import progress
+from gpusim.scoring import Scorer
+from gpusim.search import greedy, search
+from validation import measure
 
 PARTITION_ALGOS = ("greedy", "bytes", "exact")
 

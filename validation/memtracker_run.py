@@ -17,9 +17,9 @@ strides. This needs no GPU: it runs on a CPU-only machine with a CUDA build of t
 MemTracker's result does not depend on the GPU, so each distinct case runs once and is
 written into every GPU's file with that GPU's measurement::
 
-    python -m gpusim.validation.memtracker_run --gpus h100,h200 \\
+    python -m validation.memtracker_run --gpus h100,h200 \\
         [--out-dir validation/results] [--cases 'tv:*'] [--no-gpusim]
-    python -m gpusim.validation.memtracker_run --refresh-gpusim   # gpusim column only
+    python -m validation.memtracker_run --refresh-gpusim   # gpusim column only
 
 (``--records holdout``: the held-out models' records, into ``memtracker_holdout.json``)
 writes ``<out-dir>/<gpu>/memtracker.json``: ``{"env": .., "cases": [row, ..]}`` with per
@@ -116,8 +116,8 @@ def run_one(rec: dict, fused_sdpa: bool = False) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    from .. import zoo
-    from ..models import parse_dtype
+    from gpusim import zoo
+    from gpusim.models import parse_dtype
     fn, args = zoo.build(rec["model"], device="meta", dtype=parse_dtype(rec["dtype"]),
                          channels_last=bool(rec.get("channels_last")), **rec["sizes"])
     fake_mode = FakeTensorMode()
@@ -191,7 +191,7 @@ def _attempt(rec: dict, fused_sdpa: bool, key: str, timeout_s: int) -> dict:
 
 def _records(results: str, gpu: str, sub: str) -> list[dict]:
     """Measured, non-failed records of ``<results>/<gpu>/<sub>/*.json`` with a memory peak."""
-    from .zoo_accuracy import load_zoo_records
+    from validation.zoo_accuracy import load_zoo_records
     return [r for r in load_zoo_records(results, gpu, sub)
             if (r.get("memory") or {}).get("peak_allocated_above_pre_call") is not None]
 
@@ -203,8 +203,8 @@ def _key(rec: dict) -> tuple:
 
 def gpusim_peaks(recs: list[dict], gpu: str) -> dict:
     """``{case id: gpusim's eager peak}`` for eager records of ``gpu``."""
-    from ..hardware import calibrated_name, load_spec
-    from .zoo_accuracy import memory_rows
+    from gpusim.hardware import calibrated_name, load_spec
+    from validation.zoo_accuracy import memory_rows
     name = calibrated_name(gpu)
     return {r["case"]: r["pred_peak"] for r in memory_rows(recs, load_spec(name) if name else None)}
 
@@ -212,7 +212,7 @@ def gpusim_peaks(recs: list[dict], gpu: str) -> dict:
 def refresh_gpusim(out_dir: str, results: str, gpu: str) -> None:
     """Rewrite the ``gpusim`` column of ``<out_dir>/<gpu>/memtracker.json`` with the
     current model (MemTracker's figures unchanged)."""
-    from .zoo_accuracy import load_zoo_records
+    from validation.zoo_accuracy import load_zoo_records
     p = os.path.join(out_dir, gpu, "memtracker.json")
     with open(p) as f:
         doc = json.load(f)

@@ -1,7 +1,7 @@
 """Accuracy on the real-model zoo, by family and GPU.
 
 Zoo records (``validation/results/<gpu>/zoo/*.json``, written by
-:mod:`gpusim.validation.zoo_run` on a real GPU) hold what ran: the profiler's kernel list,
+:mod:`validation.zoo_run` on a real GPU) hold what ran: the profiler's kernel list,
 kernel sum, wall time and memory per case. The graph is re-captured here from the zoo
 entry (``gpusim.zoo.build`` on meta tensors: the same model, sizes and dtype), so a change
 to capture or lowering shows in the figures. No zoo record is used to fit anything: every
@@ -18,7 +18,7 @@ so each record is predicted with its own lease's host figures): torch.compile an
 (:func:`memory_rows`, :func:`memory_summary`): the activation peak above the pre-call
 baseline against ``torch.cuda.max_memory_allocated()`` of the measured call (cache emptied
 before it, output held); reserved memory is scored on fresh-process records
-(:mod:`gpusim.validation.memory_accuracy`).
+(:mod:`validation.memory_accuracy`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import os
 
 import numpy as np
 
-from ..capture import capture
-from ..hardware import calibrated_name, datasheet_name, load_spec, transfer_spec, with_host
-from ..models import parse_dtype
-from ..predict import predict
+from gpusim.capture import capture
+from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec, with_host
+from gpusim.models import parse_dtype
+from gpusim.predict import predict
 
 FAMILIES = ("cnn", "vit", "encoder", "decoder", "encdec")
 #: a record's ``run`` is the gpusim mode it is predicted in
@@ -44,7 +44,7 @@ RUNS = ("eager", "compiled", "cudagraph")
 def zoo_available() -> bool:
     """Whether the zoo extra (torchvision, timm, transformers) imports here."""
     try:
-        from .. import zoo  # noqa: F401
+        from gpusim import zoo  # noqa: F401
         import timm, torchvision, transformers  # noqa: F401,E401
     except ImportError:
         return False
@@ -66,7 +66,7 @@ def load_zoo_records(results_dir: str, gpu: str, sub: str = "zoo") -> list[dict]
 @functools.lru_cache(maxsize=256)
 def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
            python: bool = False):
-    from .. import zoo            # optional extra
+    from gpusim import zoo            # optional extra
     fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
                          channels_last=channels_last, **dict(sizes))
     return capture(fn, args, name=model, compiling=compiling, python=python)
@@ -189,8 +189,8 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
     from the reference forwards' walls measured right before the case (``pred_case_us``:
     what the host's drift within the lease costs), and without the factor
     (``pred_flat_us``: tight-loop figures alone). The model's Python is clocked."""
-    from .. import zoo            # optional extra
-    from ..calibrate import forward_factor, reference_predictions
+    from gpusim import zoo            # optional extra
+    from validation.calibrate import forward_factor, reference_predictions
     rows = []
     for toml, walls in host_leases(results_dir, gpu):
         s = with_host(spec, load_spec(toml))
@@ -364,8 +364,8 @@ def memory_rows(records: list[dict], spec=None) -> list[dict]:
     """One row per record with measured memory: predicted and measured activation peak
     (allocated) and the weights. The GPU ``spec`` matters to compiled runs
     only (Inductor's ``pad_mm`` copies and channels-last copies are buffers too)."""
-    from ..lower import lower
-    from ..memory import simulate_memory
+    from gpusim.lower import lower
+    from gpusim.memory import simulate_memory
     rows = []
     for r in records:
         m = r.get("memory") or {}
@@ -387,7 +387,7 @@ def memory_summary(rows: list[dict]) -> dict:
     """``{run: {family|"all": {"peak": stats}}}``: absolute percentage errors of the
     allocated peak. (The zoo records' reserved memory is not scored: in the harness's
     process it depends on the free parts of other cached models' segments; reserved is
-    scored on fresh-process records, :mod:`gpusim.validation.memory_accuracy`.)"""
+    scored on fresh-process records, :mod:`validation.memory_accuracy`.)"""
     return by_run_family(rows, lambda sel: {"peak": _stats(
         [ape(r["pred_peak"], r["meas_peak"]) for r in sel if r["meas_peak"] > 0])})
 
@@ -404,13 +404,13 @@ def memory_report(results_dir: str, gpus) -> dict:
             mt = load_memtracker(results_dir, gpu)
             if mt:
                 out[gpu]["memtracker"] = memtracker_summary(mt["cases"], rows)
-    from .memory_accuracy import fresh_report
+    from validation.memory_accuracy import fresh_report
     for gpu, e in fresh_report(results_dir, gpus).items():
         out.setdefault(gpu, {"summary": {}, "rows": []})["fresh"] = e
     return out
 
 
-#: MemTracker's two figures (gpusim.validation.memtracker_run): as it runs on a CPU-only
+#: MemTracker's two figures (validation.memtracker_run): as it runs on a CPU-only
 #: host (attention takes ATen's math fallback), and with attention on a fused kernel's
 #: meta function, as on a GPU (equal to the first for models without attention)
 MEMTRACKER_VARIANTS = {"cpu_host": "memtracker", "fused_sdpa": "memtracker_fused_sdpa"}
@@ -486,10 +486,10 @@ def memory_markdown(rep: dict) -> str:
                     lines.append(f"| {gpu} | {run} | {fam} | {n} | {_cell(s['peak'])} |")
     fresh = {gpu: e["fresh"] for gpu, e in rep.items() if e.get("fresh")}
     if fresh:
-        from .memory_accuracy import fresh_markdown
+        from validation.memory_accuracy import fresh_markdown
         lines += ["", "In a fresh process per case (`validation/fresh_memory.py`: the model built "
                   "on the CPU and moved with `module.to(\"cuda\", dtype)`, so nothing else is "
-                  "cached; gpusim.validation.memory_accuracy): the measured call's allocated and "
+                  "cached; validation.memory_accuracy): the measured call's allocated and "
                   "reserved peaks, a fresh first call's reserved growth (cuBLAS workspaces "
                   "included), and what the move reserved (absolute error, median / p90):", "",
                   fresh_markdown(fresh)]
@@ -523,7 +523,7 @@ def zoo_markdown(rep: dict) -> str:
                   "absolute error):", "", memory_markdown(mem)]
         if any(e.get("memtracker") for e in mem.values()):
             lines += ["", "PyTorch's MemTracker (FakeTensorMode) on the same eager cases "
-                      "(gpusim.validation.memtracker_run; absolute error of the peak):", "",
+                      "(validation.memtracker_run; absolute error of the peak):", "",
                       memtracker_markdown(mem)]
     return "\n".join(lines)
 
