@@ -25,6 +25,8 @@ ATen's own kernel).
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from .cost import estimate_kernel, group_io
@@ -231,12 +233,10 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
     for g in kernel_order(graph, groups):
         ks = realize(graph, g, mode, spec, whole)
         if regions:            # the region is entered before its first kernel runs
-            # Known flaw, kept because the accuracy guard is calibrated on it: rebuilding
-            # the Kernel drops role/variant/bytes, so a region that opens with a layout
-            # copy prices that copy as a second conv. The right model (copy kept, plus
-            # Inductor's copy of the conv output back to NCHW when it leaves the region)
-            # moves the H200 classic figures both ways; see the stop-7 note.
+            # the region's entry checks its tensor inputs; the kernel keeps its role,
+            # class and bytes (a region that opens with a layout copy is still a copy)
             first = min(range(len(ks)), key=lambda i: graph.position[ks[i].ops[0]])
-            ks[first] = Kernel(ks[first].ops, ks[first].impl, len(group_io(graph, g)[0]))
+            ks[first] = dataclasses.replace(ks[first],
+                                            region_inputs=len(group_io(graph, g)[0]))
         kernels += ks
     return Lowering(graph, mode, tuple(kernels), part)
