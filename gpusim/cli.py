@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip the real-model zoo records (re-capturing them takes ~2 min)")
     acc.add_argument("--plot", metavar="FILE", default=None)
     acc.add_argument("--update-readme", metavar="README", default=None,
-                     help="rewrite the table between the accuracy markers of this file")
+                     help="rewrite the summary between the accuracy markers of this README and docs/accuracy.md beside it")
     acc.set_defaults(fn=cmd_accuracy, outputs=("plot",))
     r = sub.add_parser("report", help="one self-contained HTML report")
     _add_model_args(r)

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import kendalltau
 
-from gpusim.atomic import atomic_write
 from gpusim.cost import CostOptions, group_io, unit_for
 from gpusim.errors import UserError
 from gpusim.graph import OpGraph
@@ -259,23 +258,6 @@ def targets_markdown(rep: dict) -> str:
     return "\n".join(lines)
 
 
-BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
-
-
-def update_readme(path: str, table: str) -> None:
-    """Replace the block between the accuracy markers of ``path`` with ``table``."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror}") from None
-    if BEGIN not in text or END not in text:
-        raise UserError(f"{path} has no {BEGIN} ... {END} block to update")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    atomic_write(path, f"{head}{BEGIN}\n{table}\n{END}{tail}")
-
-
 def main(a) -> int:
     rep = accuracy_report(a.results, a.gpu)
     if not rep:
@@ -294,8 +276,15 @@ def main(a) -> int:
     else:
         print(full_markdown(rep, zoo))
     if getattr(a, "update_readme", None):
-        update_readme(a.update_readme, full_markdown(rep, zoo))
-        print(f"updated the accuracy table in {a.update_readme}", file=sys.stderr)
+        from validation.docs import accuracy_page, summary_markdown, update_docs
+        holdout = None
+        if zoo is not None and "h100" in zoo:
+            from validation.holdout_accuracy import holdout_markdown, holdout_report
+            holdout = holdout_markdown(holdout_report(a.results or RESULTS_DIR, "h100"))
+        page = update_docs(a.update_readme, summary_markdown(zoo, rep),
+                           accuracy_page(full_markdown(rep, zoo), holdout))
+        print(f"updated the accuracy summary in {a.update_readme} and the tables in {page}",
+              file=sys.stderr)
     return 0
 
 
