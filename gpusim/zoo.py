@@ -431,11 +431,52 @@ def get(name: str) -> ZooModel:
     key = ALIASES.get(name, name)
     if key in HOLDOUT:
         return HOLDOUT[key]
+    if key not in ZOO and key.startswith("timm:"):
+        entry = _any_timm(key)
+        if entry is not None:
+            return entry
     if key not in ZOO:
         prefix = name.split(":", 1)[0] + ":" if ":" in name else ""
         near = [n for n in ZOO if prefix and n.startswith(prefix)] or list(ZOO)
         raise ModelError(f"unknown zoo model {name!r}; known: {', '.join(near)}")
     return ZOO[key]
+
+
+#: words in a timm model name that mark a transformer-style (patch-token) network; the
+#: family only groups accuracy reports
+_VIT_WORDS = ("vit", "deit", "beit", "swin", "eva", "xcit", "pit_", "levit", "crossvit",
+              "mixer", "cait", "tnt_", "twins", "pvt", "coat", "convit", "mvit", "former",
+              "gmlp", "resmlp", "volo", "sequencer", "hiera", "davit", "fastvit", "nextvit")
+_ANY_TIMM: dict[str, ZooModel] = {}
+
+
+def _any_timm(key: str) -> ZooModel | None:
+    """Any model ``timm.list_models()`` lists, at the input size of its pretrained config
+    (``hw`` may be changed; fixed-size models are built at it)."""
+    if key in _ANY_TIMM:
+        return _ANY_TIMM[key]
+    timm = _timm()
+    name = key.split(":", 1)[1]
+    if not timm.is_model(name):
+        return None
+    cfg = timm.models.get_pretrained_cfg(name)
+    hw = int(cfg.input_size[-1]) if cfg is not None and cfg.input_size else 224
+    family = "vit" if any(w in name for w in _VIT_WORDS) else "cnn"
+
+    def make(sizes):
+        if sizes["hw"] == hw:
+            return timm.create_model(name, pretrained=False)
+        try:
+            return timm.create_model(name, pretrained=False, img_size=sizes["hw"])
+        except TypeError:        # a convolutional model: any size, no img_size argument
+            return timm.create_model(name, pretrained=False)
+    entry = ZooModel(key, family, "timm", f"timm {name} (from timm.list_models(), input "
+                     f"{hw}px from its pretrained config)", {"batch": 1, "hw": hw},
+                     {"batch": 32, "hw": hw}, _CNN_DTYPES, False)
+    _BUILDERS[key] = make
+    _LIMITS[key] = {"hw": (16, 2048, 1)}
+    _ANY_TIMM[key] = entry
+    return entry
 
 
 def _dtype(dtype) -> torch.dtype:

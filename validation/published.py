@@ -1,0 +1,130 @@
+"""Validation on published whole-model measurements of GPUs nobody here has.
+
+Rows: ``validation/published/*.csv`` (columns gpu, layout, model, img_size, batch,
+step_ms, source), picked by a stated rule (``validation/published/extract.py``) from
+public tables. Nothing is fitted on them: they only score predictions made from
+datasheet specs and the rules in ``gpusim``.
+
+The timm tables time AMP (fp16 autocast) inference at batch 1024 with a sync per step:
+the GPU is the bottleneck, so the step time is compared with gpusim's eager device time
+per batch. gpusim predicts the forward in fp16 (weights and activations), which is what
+autocast runs for convolutions and matmuls; autocast's fp32 norms and softmax and its
+per-call weight casts are not modelled (gpusim has no autocast yet), a bias of a few
+percent toward fast.
+
+    python3 -m validation.published [--gpu rtx3090] [--limit N] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
+
+
+def load_rows(gpus=None) -> list[dict]:
+    rows = []
+    for path in sorted(glob.glob(os.path.join(HERE, "*.csv"))):
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if gpus and r["gpu"] not in gpus:
+                    continue
+                r.update(img_size=int(r["img_size"]), batch=int(r["batch"]),
+                         step_ms=float(r["step_ms"]), table=os.path.basename(path))
+                rows.append(r)
+    return rows
+
+
+def predict_row(r: dict) -> dict:
+    """gpusim's eager device time of one published row, or the one-line reason it has none."""
+    import torch
+
+    from gpusim import zoo
+    from gpusim.capture import capture
+    from gpusim.errors import GpusimError
+    from gpusim.hardware import canonical_names, load_spec
+    from gpusim.predict import predict
+    if r["gpu"] not in canonical_names():
+        return dict(r, error=f"no spec {r['gpu']}")
+    name = f"timm:{r['model']}"
+    try:
+        module, args = zoo.build(name, dtype=torch.float16, channels_last=r["layout"] == "nhwc",
+                                 batch=r["batch"], hw=r["img_size"])
+        p = predict(capture(module, args, name=name), gpu=load_spec(r["gpu"]), mode="eager")
+    except (GpusimError, RuntimeError, TypeError, ValueError) as e:
+        return dict(r, error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+    family = zoo.get(name).family
+    return dict(r, family=family, pred_ms=p.device_us / 1e3, kernels=len(p.kernels))
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per (table, gpu, layout) and per family: absolute % error median / p90, signed
+    median, cases, and how many rows could not be predicted."""
+    def stats(sel):
+        errs = [(r["pred_ms"] - r["step_ms"]) / r["step_ms"] * 100 for r in sel]
+        if not errs:
+            return None
+        a = sorted(abs(e) for e in errs)
+        return {"n": len(a), "median": statistics.median(a),
+                "p90": a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))],
+                "signed_median": statistics.median(errs)}
+    out = {}
+    keys = sorted({(r["gpu"], r["layout"]) for r in rows})
+    for gpu, layout in keys:
+        sel = [r for r in rows if r["gpu"] == gpu and r["layout"] == layout]
+        ok = [r for r in sel if "pred_ms" in r]
+        fams = sorted({r["family"] for r in ok})
+        out[f"{gpu} {layout}"] = {
+            "source": sel[0]["source"], "rows": len(sel), "failed": len(sel) - len(ok),
+            "all": stats(ok), **{f: stats([r for r in ok if r["family"] == f]) for f in fams}}
+    return out
+
+
+def markdown(summ: dict) -> str:
+    lines = ["| GPU | layout | family | cases | device time med / p90 | signed median | source |",
+             "|---|---|---|---|---|---|---|"]
+    for key, e in summ.items():
+        gpu, layout = key.split()
+        for fam in [k for k in e if k not in ("source", "rows", "failed")]:
+            s = e[fam]
+            if s:
+                lines.append(f"| {gpu} | {layout} | {fam} | {s['n']} | {s['median']:.1f}% / "
+                             f"{s['p90']:.1f}% | {s['signed_median']:+.1f}% | `{e['source']}` |")
+        if e["failed"]:
+            lines.append(f"| {gpu} | {layout} | not predicted | {e['failed']} | | | |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m validation.published")
+    ap.add_argument("--gpu", action="append", help="only these GPUs (rtx3090, rtx4090)")
+    ap.add_argument("--limit", type=int, default=None, help="first N rows per table")
+    ap.add_argument("--json", default=None, help="write the per-row predictions here")
+    a = ap.parse_args(argv)
+    rows = load_rows(a.gpu)
+    if a.limit:
+        seen: dict = {}
+        rows = [r for r in rows if seen.setdefault((r["gpu"], r["layout"]), []).append(r)
+                or len(seen[(r["gpu"], r["layout"])]) <= a.limit]
+    done = []
+    for i, r in enumerate(rows):
+        done.append(predict_row(r))
+        print(f"[{i + 1}/{len(rows)}] {r['gpu']} {r['layout']} {r['model']}: "
+              + (f"{done[-1]['pred_ms']:.1f} ms vs {r['step_ms']:.1f} ms"
+                 if "pred_ms" in done[-1] else done[-1]["error"]), file=sys.stderr)
+    summ = summary(done)
+    print(markdown(summ))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"summary": summ, "rows": done}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
