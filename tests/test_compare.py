@@ -1,0 +1,32 @@
+"""One model on several GPUs (gpusim.compare): one capture, the same host for all."""
+
+import pytest
+import torch
+
+from gpusim.capture import capture
+from gpusim.compare import compare, compare_rows, compare_text, parse_gpus
+from gpusim.errors import GpusimError
+
+
+def _graph():
+    x = torch.empty(2**24, device="meta")
+    return capture(lambda x: torch.relu(x * 2 + 1), (x,), name="chain")
+
+
+def test_rows_follow_the_order_asked_and_speedups_are_over_the_first():
+    preds = compare(_graph(), ["h100", "a100", "h200"])
+    rows = compare_rows(preds)
+    assert [r["gpu"] for r in rows] == ["h100-sxm", "a100-sxm4-80gb", "h200-sxm"]
+    assert rows[0]["speedup_device"] == pytest.approx(1.0)
+    for r, p in zip(rows, preds):
+        assert r["speedup_device"] == pytest.approx(preds[0].device_us / p.device_us)
+    # a memory-bound chain: more bandwidth is faster (H200 4.8 TB/s > H100 3.35 > A100 2.0)
+    assert rows[2]["device_us"] < rows[0]["device_us"] < rows[1]["device_us"]
+    assert "speed-up over h100-sxm" in compare_text(preds)
+
+
+@pytest.mark.parametrize("bad", ["", "a100,", ",h100", "a100,,h100", "a100,A100"])
+def test_bad_gpu_lists_are_refused_in_one_line(bad):
+    with pytest.raises(GpusimError) as e:
+        parse_gpus(bad)
+    assert "\n" not in str(e.value)
