@@ -21,7 +21,7 @@ import os
 
 import torch
 
-from .capture import capture
+from .capture import CaptureError, capture
 from .errors import UserError
 from .examples import EXAMPLES, ModelError, build_example
 from .graph import OpGraph
@@ -33,12 +33,14 @@ ZOO_PREFIXES = ("tv:", "timm:", "hf:")
 
 
 def parse_dtype(name) -> torch.dtype:
-    """``"bf16"`` -> ``torch.bfloat16``; a torch dtype passes through."""
+    """``"bf16"`` (or ``"BF16"``: a choice, not a name) -> ``torch.bfloat16``; a torch
+    dtype passes through."""
     if isinstance(name, torch.dtype):
         return name
-    if name not in DTYPES:
+    key = name.lower() if isinstance(name, str) else name
+    if key not in DTYPES:
         raise UserError(f"unknown dtype {name!r}; choose float32, float16 or bfloat16")
-    return DTYPES[name]
+    return DTYPES[key]
 
 
 def parse_sizes(items) -> dict:
@@ -52,9 +54,12 @@ def parse_sizes(items) -> dict:
         if not k:
             raise UserError(f"--size {it!r} has no key; write KEY=VALUE")
         try:
-            f = float(v)
+            f = int(v)                  # exactly: a float would round 2**53 + 1
         except ValueError:
-            raise UserError(f"--size {k}: {v!r} is not a number") from None
+            try:
+                f = float(v)            # 1e6, 4096.0
+            except ValueError:
+                raise UserError(f"--size {k}: {v!r} is not a number") from None
         if not math.isfinite(f) or f != int(f):
             raise UserError(f"--size {k}={v}: sizes are whole numbers")
         if f < 1:
@@ -120,4 +125,13 @@ def model_graph(spec: str, dtype="float32", sizes=None, python: bool = False) ->
     """Load a model by name and capture it on meta tensors (``python``: also clock the
     model's own Python, :func:`gpusim.capture`)."""
     fn, args, label = load_model(spec, device="meta", dtype=parse_dtype(dtype), **(sizes or {}))
-    return capture(fn, args, name=label, python=python)
+    try:
+        return capture(fn, args, name=label, python=python)
+    except CaptureError as e:
+        # torch's words ("Storage size calculation overflowed") blame the model for the
+        # user's --size: say which knob to turn
+        if sizes and "overflow" in str(e).lower():
+            given = " ".join(f"{k}={v}" for k, v in sizes.items())
+            raise UserError(f"--size {given}: a tensor of {spec} would hold more bytes than a "
+                            "64-bit size can count; give smaller sizes") from None
+        raise
