@@ -330,12 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="measure the GPU at hand and write a spec file")
     c.add_argument("--out", required=True)
     c.add_argument("--base", default=None, help="datasheet spec to start from")
-    c.add_argument("--host-only", action="store_true",
-                   help="measure only the host figures ([host]) of this machine, on top of --base "
-                        "(default: this GPU's calibrated spec)")
-    c.add_argument("--forward-only", action="store_true",
-                   help="re-time only the host's in-forward speed (eager_forward_factor, about 30 "
-                        "s) on top of --base: run it right before the runs you compare")
+    only = c.add_mutually_exclusive_group()     # refused here, not by the lab's own parser
+    only.add_argument("--host-only", action="store_true",
+                      help="measure only the host figures ([host]) of this machine, on top of "
+                           "--base (default: this GPU's calibrated spec)")
+    only.add_argument("--forward-only", action="store_true",
+                      help="re-time only the host's in-forward speed (eager_forward_factor, about "
+                           "30 s) on top of --base: run it right before the runs you compare")
     c.set_defaults(fn=cmd_calibrate, outputs=("out",))
     v = sub.add_parser("validate", help="measure the built-in cases on this machine's GPU")
     v.add_argument("--out", required=True, help="results folder")
@@ -380,6 +381,9 @@ def main(argv=None) -> int:
     as_json = "--json" in argv
     try:
         ap = build_parser()
+        cmds = next(x.choices for x in ap._actions if isinstance(x, argparse._SubParsersAction))
+        if argv and argv[0].lower() in cmds:        # a command is a choice: PREDICT works
+            argv[0] = argv[0].lower()
         a, extra = ap.parse_known_args(argv)
         if extra:                       # name the command whose options these are not
             prog = " ".join(["gpusim"] + ([a.cmd] if a.cmd else []))

@@ -101,7 +101,7 @@ def _load_file(spec: str, sizes: dict):
         modspec = importlib.util.spec_from_file_location("_gpusim_user_model", path)
         mod = importlib.util.module_from_spec(modspec)
         modspec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 - user code
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - user code (sys.exit too)
         raise ModelError(f"{path} failed to import: {type(e).__name__}: {_first_line(e)}") from None
     if not hasattr(mod, name):
         have = [k for k, v in vars(mod).items() if callable(v) and not k.startswith("_")
@@ -112,7 +112,7 @@ def _load_file(spec: str, sizes: dict):
         raise ModelError(f"{path}:{name} is not callable; it must be a function returning (model, args)")
     try:
         out = factory()
-    except Exception as e:  # noqa: BLE001 - user code
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - user code (sys.exit too)
         raise ModelError(f"{path}:{name}() raised {type(e).__name__}: {_first_line(e)}") from None
     if not (isinstance(out, tuple) and len(out) == 2 and callable(out[0])
             and isinstance(out[1], (tuple, list))):
