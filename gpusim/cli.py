@@ -85,6 +85,9 @@ def fuse_groups(items) -> list[list[str]]:
         if "" in names:
             raise UserError(f"--fuse {f!r} has an empty name; separate node names by single "
                             "commas, e.g. --fuse add,relu")
+        twice = sorted({x for x in names if names.count(x) > 1})
+        if twice:
+            raise UserError(f"--fuse {f!r} names {', '.join(twice)} twice; name each node once")
         if len(names) < 2:
             raise UserError(f"--fuse {f!r} names one node; a fused group needs two or more, "
                             "e.g. --fuse add,relu")
@@ -344,7 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--quick", action="store_true", help="fewer sizes and dtypes")
     v.set_defaults(fn=cmd_validate)
     acc = sub.add_parser("accuracy", help="compare predictions with recorded measurements")
-    acc.add_argument("--gpu", action="append", help="results folder name (h100, h200)")
+    acc.add_argument("--gpu", action="append", type=str.lower,
+                     help="results folder name (h100, h200)")
     acc.add_argument("--results", default=None, help="validation/results folder")
     acc.add_argument("--json", action="store_true")
     acc.add_argument("--markdown", action="store_true", help="print the README table")

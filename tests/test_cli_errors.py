@@ -382,6 +382,7 @@ BAD_ARGVS = [
     "whatif add_relu_mul --fuse add,,relu", "whatif add_relu_mul --fuse ,",
     "whatif add_relu_mul --fuse add,nosuch", "whatif add_relu_mul --fuse add,mul",
     "whatif add_relu_mul --fuse add,relu --fuse relu,mul", "whatif add_relu_mul --fuse",
+    "whatif add_relu_mul --fuse add,add", "whatif add_relu_mul --fuse add,relu,ADD",
     # missing arguments, unknown commands and options
     "report add_relu_mul", "calibrate", "validate", "predict --size", "predict --gpu",
     "accuracy --results", "nosuchcommand", "--nosuch", "predict --nosuch",
