@@ -53,6 +53,8 @@ def parse_sizes(items) -> dict:
         k, v = (x.strip() for x in it.split("=", 1))
         if not k:
             raise UserError(f"--size {it!r} has no key; write KEY=VALUE")
+        if k in out:
+            raise UserError(f"--size {k} given twice; give each size once")
         try:
             f = int(v)                  # exactly: a float would round 2**53 + 1
         except ValueError:
@@ -128,10 +130,14 @@ def model_graph(spec: str, dtype="float32", sizes=None, python: bool = False) ->
     try:
         return capture(fn, args, name=label, python=python)
     except CaptureError as e:
-        # torch's words ("Storage size calculation overflowed") blame the model for the
-        # user's --size: say which knob to turn
-        if sizes and "overflow" in str(e).lower():
-            given = " ".join(f"{k}={v}" for k, v in sizes.items())
+        # a built-in or zoo model traces at its defaults, so a failure with the user's
+        # --size is the sizes' doing (torch's words blame the model): say which knob to turn
+        if not sizes:
+            raise
+        given = " ".join(f"{k}={v}" for k, v in sizes.items())
+        if "overflow" in str(e).lower():
             raise UserError(f"--size {given}: a tensor of {spec} would hold more bytes than a "
                             "64-bit size can count; give smaller sizes") from None
-        raise
+        why = str(e).split("; check that")[0]
+        raise UserError(f"{spec} does not trace with --size {given} ({why}); check that the "
+                        "sizes fit together (`gpusim examples` lists the defaults)") from None

@@ -346,7 +346,8 @@ BAD_ARGVS = [
     f"predict matmul_sigmoid --size m={2 ** 40} --size n={2 ** 40} --size k=1",
     "search add_relu_mul --size n=-5", "whatif add_relu_mul --size n=0 --fuse add,relu",
     "report add_relu_mul --size n=x --out {d}/r.html",
-    "predict {d}/m.py:ok --size n=4",
+    "predict {d}/m.py:ok --size n=4", "predict add_relu_mul --size n=4096 --size n=8192",
+    "predict transformer_block --size batch=1 --size seq=16 --size heads=5",
     # model names and files
     "predict nosuch", "predict ''", "predict tv:nosuch", "predict hf:nosuch",
     "predict timm:nosuch", "predict :", "predict a:b:c", "predict Add_Relu_Mul",
