@@ -399,6 +399,10 @@ def main(argv=None) -> int:
         return int(a.fn(a) or 0)
     except GpusimError as e:
         return _error(_one_line(e), as_json)
+    except BrokenPipeError:
+        # the reader left (`gpusim predict | head`): nothing to report, and stdout is gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as e:
         # the machine said no (a full disk, a folder that went away): not a gpusim bug
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""

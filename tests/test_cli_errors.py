@@ -321,6 +321,8 @@ def files(tmp_path_factory):
     (d / "blob.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     (d / "a-file").write_text("x")
     (d / "empty").mkdir()
+    (d / "dir.toml").mkdir()
+    (d / "pkg.py").mkdir()
     lines = _REAL_SPEC.splitlines()
     (d / "bad_toml.toml").write_text("name = [\n")
     (d / "empty.toml").write_text("")
@@ -364,6 +366,7 @@ BAD_ARGVS = [
     "predict add_relu_mul --gpu {d}/empty.toml", "predict add_relu_mul --gpu {d}/no_sm.toml",
     "predict add_relu_mul --gpu {d}/neg_bw.toml", "predict add_relu_mul --gpu {d}/neg_cap.toml",
     "predict add_relu_mul --gpu {d}/notes.txt", "search add_relu_mul --gpu nosuch",
+    "predict add_relu_mul --gpu {d}/dir.toml", "predict {d}/pkg.py:f",
     "predict add_relu_mul --gpu h100 --gpu v100", "search add_relu_mul --gpu=h100 --gpu=h100",
     # dtypes, modes, algorithms
     "predict add_relu_mul --dtype int8", "predict add_relu_mul --dtype ''",
