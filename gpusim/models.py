@@ -15,6 +15,7 @@ message that says what to do.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import math
 import os
@@ -83,7 +84,9 @@ def load_model(spec: str, device="meta", dtype=torch.float32, **sizes):
         fn, args = zoo.build(spec, device=device, dtype=dtype, **sizes)
         return fn, args, spec
     if ":" not in spec:
-        raise ModelError(f"unknown model {spec!r}: give a built-in example ({', '.join(EXAMPLES)}), "
+        close = difflib.get_close_matches(spec.lower(), list(EXAMPLES), n=1, cutoff=0.7)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ModelError(f"unknown model {spec!r}{hint}: give a built-in example ({', '.join(EXAMPLES)}), "
                          "a zoo model (tv:NAME, timm:NAME, hf:NAME; `gpusim examples` lists them) "
                          "or path/to/file.py:NAME, where NAME() returns (callable_or_module, args)")
     return _load_file(spec, sizes)

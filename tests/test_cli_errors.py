@@ -471,3 +471,8 @@ def test_help_never_imports_torch():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_unknown_model_suggests_the_close_name(capfd):
+    err = assert_user_error(capfd, ["predict", "Add_Relu_Mul"])
+    assert "did you mean add_relu_mul?" in err
