@@ -46,6 +46,7 @@ def _check_args(a) -> None:
     from . import viz
     from .hardware import load_spec
     from .models import parse_dtype, parse_sizes
+    from .viz.common import load_matplotlib
     from .search import ALGOS
     from .simulate import check_mode
     for opt in a.outputs:
@@ -54,6 +55,7 @@ def _check_args(a) -> None:
             continue
         if opt == "plot":
             viz.plot_format(path)
+            load_matplotlib()       # missing: say so before a --trace beside it is written
         if opt == "out" and a.cmd == "report":
             viz.html_target(path)
         viz.check_target(path)

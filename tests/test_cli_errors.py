@@ -476,3 +476,11 @@ def test_help_never_imports_torch():
 def test_unknown_model_suggests_the_close_name(capfd):
     err = assert_user_error(capfd, ["predict", "Add_Relu_Mul"])
     assert "did you mean add_relu_mul?" in err
+
+
+def test_plot_without_matplotlib_writes_nothing(capfd, tmp_path, monkeypatch):
+    """No matplotlib: refused up front, so the --trace asked for beside it is not written."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)     # import matplotlib -> ImportError
+    err = assert_user_error(capfd, ["predict", *SMALL, "--trace", str(tmp_path / "t.json"),
+                                    "--plot", str(tmp_path / "p.png")])
+    assert "matplotlib" in err and os.listdir(tmp_path) == []
