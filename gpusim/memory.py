@@ -162,9 +162,9 @@ class MemoryEstimate:
     ``peak_reserved_bytes`` is the reserved *growth* (what ``max_memory_reserved()`` minus
     ``memory_reserved()`` measures) and may be below ``peak_bytes``: activations first fill
     the cache left free in the baseline's segments (95 of the 386 fresh-process records of
-    ``validation/results/*/fresh`` measure so). :attr:`reserved_peak_bytes` is the reserved
-    peak over ``peak_bytes``'s own baseline, never below it, as an allocator's reserved
-    bytes never are below its allocated ones."""
+    ``validation/results/*/fresh`` measure so). :attr:`reserved_for_peak_bytes` is the
+    reserved peak over ``peak_bytes``'s own baseline, never below it, as an allocator's
+    reserved bytes never are below its allocated ones."""
 
     weights_bytes: int
     inputs_bytes: int
@@ -187,9 +187,10 @@ class MemoryEstimate:
         return self.weights_bytes + self.inputs_bytes
 
     @property
-    def reserved_peak_bytes(self) -> int:
-        """Reserved at the call's peak above the allocated baseline (weights, inputs,
-        workspaces): the growth plus the free cache the activations could fill first."""
+    def reserved_for_peak_bytes(self) -> int:
+        """The reserved bytes that hold the call's activations at their peak, above the
+        allocated baseline (weights, inputs, workspaces) as ``peak_bytes`` is: the call's
+        reserved growth plus the free cache its activations could fill first."""
         return self.peak_reserved_bytes + self.cached_free_bytes
 
     @property
@@ -209,7 +210,7 @@ class MemoryEstimate:
     def to_dict(self) -> dict:
         return {"weights_bytes": self.weights_bytes, "inputs_bytes": self.inputs_bytes,
                 "peak_bytes": self.peak_bytes, "peak_reserved_bytes": self.peak_reserved_bytes,
-                "reserved_peak_bytes": self.reserved_peak_bytes,
+                "reserved_for_peak_bytes": self.reserved_for_peak_bytes,
                 "steady_reserved_bytes": self.steady_reserved_bytes,
                 "first_call_reserved_bytes": self.first_call_reserved_bytes,
                 "total_reserved_bytes": self.total_reserved_bytes,

@@ -45,10 +45,10 @@ def memory_lines(pred) -> list[str]:
     # reserved over the same baseline as the peak (never below it); what the call itself
     # added to the cache is the smaller figure a memory_reserved() delta shows
     new = (f", {fmt_bytes(m.peak_reserved_bytes)} of it new" if m.peak_reserved_bytes
-           != m.reserved_peak_bytes else "")
+           != m.reserved_for_peak_bytes else "")
     return [f"weights / inputs {fmt_bytes(m.weights_bytes)} / {fmt_bytes(m.inputs_bytes)}",
             f"peak memory      {fmt_bytes(m.peak_bytes)} activations above weights and inputs "
-            f"(reserved {fmt_bytes(m.reserved_peak_bytes)}{new}), at {where}",
+            f"(reserved {fmt_bytes(m.reserved_for_peak_bytes)}{new}), at {where}",
             f"memory           {fit_line(m, pred.spec)}"]
 
 

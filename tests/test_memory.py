@@ -478,7 +478,7 @@ def test_reserved_is_never_below_allocated(g, mode):
     """The issue's "peak 3.9 MiB (reserved 2.0 MiB)": the reserved figure printed beside
     the allocated peak is over the same baseline, so it can never be the smaller one."""
     m = simulate_memory(lower(g, mode))
-    assert m.reserved_peak_bytes >= m.peak_bytes
+    assert m.reserved_for_peak_bytes >= m.peak_bytes
     assert all(r >= a for a, r in zip(m.timeline, m.reserved_timeline))
     assert m.total_reserved_bytes >= m.baseline_bytes
 
@@ -507,4 +507,4 @@ def test_reserved_peak_counts_the_cache_the_activations_filled():
     b.output("r")
     m = simulate_memory(lower(b.build(), "eager"))
     assert m.peak_bytes == 3 * MiB // 2 and m.peak_reserved_bytes == 0
-    assert m.reserved_peak_bytes == 20 * MiB - 3 * MiB // 2
+    assert m.reserved_for_peak_bytes == 20 * MiB - 3 * MiB // 2
