@@ -2,14 +2,24 @@
 
 User mistakes (unknown GPU, bad spec file, bad model file, bad sizes, untraceable model,
 illegal fusion, an output file that cannot be written) print one line
-``gpusim: error: ...`` and exit 2; output paths are checked before any slow work, and
-nothing is half-written. This module is the top of the import graph: only
-``gpusim.__main__`` imports it.
+``gpusim: error: ...`` on stderr and exit 2; output paths are checked before any slow work,
+and nothing is half-written. argparse's own mistakes (a missing argument, an unknown
+option, an option given twice) are the same one line, naming ``gpusim CMD --help``, not
+argparse's usage block: one shape for every error, which ``--json`` can wrap.
+
+With ``--json`` an error is instead one JSON document ``{"error": "...", "exit": 2}`` on
+*stdout*, where the successful answer would have been: a program reads one stream and
+parses one document either way, and the exit status still says which it got.
+
+Choices (``--dtype``, ``--mode``, ``--algo``, ``--gpu`` names) are case-insensitive; names
+the user made (models, nodes, files) are not. This module is the top of the import graph:
+only ``gpusim.__main__`` imports it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -36,6 +46,7 @@ def _check_args(a) -> None:
     from . import viz
     from .hardware import load_spec
     from .models import parse_dtype, parse_sizes
+    from .viz.common import load_matplotlib
     from .search import ALGOS
     from .simulate import check_mode
     for opt in a.outputs:
@@ -44,6 +55,9 @@ def _check_args(a) -> None:
             continue
         if opt == "plot":
             viz.plot_format(path)
+            load_matplotlib()       # missing: say so before a --trace beside it is written
+        if opt == "out" and a.cmd == "report":
+            viz.html_target(path)
         viz.check_target(path)
     if a.takes_model:
         parse_sizes(a.size)
@@ -54,6 +68,33 @@ def _check_args(a) -> None:
         a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
         raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
+    if a.cmd == "whatif":
+        a.fuse = fuse_groups(a.fuse)
+
+
+def fuse_groups(items) -> list[list[str]]:
+    """``--fuse add,relu --fuse mul,exp`` -> ``[["add", "relu"], ["mul", "exp"]]``; a
+    group names two or more nodes, each once, with no empty name between commas."""
+    if not items:
+        raise UserError("whatif needs at least one --fuse A,B,C (two or more node names as "
+                        "`gpusim predict` prints them)")
+    groups = []
+    for f in items:
+        names = [x.strip() for x in f.split(",")]
+        if not any(names):
+            raise UserError(f"--fuse {f!r} names no node; give two or more node names, "
+                            "e.g. --fuse add,relu")
+        if "" in names:
+            raise UserError(f"--fuse {f!r} has an empty name; separate node names by single "
+                            "commas, e.g. --fuse add,relu")
+        twice = sorted({x for x in names if names.count(x) > 1})
+        if twice:
+            raise UserError(f"--fuse {f!r} names {', '.join(twice)} twice; name each node once")
+        if len(names) < 2:
+            raise UserError(f"--fuse {f!r} names one node; a fused group needs two or more, "
+                            "e.g. --fuse add,relu")
+        groups.append(names)
+    return groups
 
 
 def parse_bytes(text: str) -> int:
@@ -82,7 +123,8 @@ def _add_model_args(p, gpu_default="h100"):
                         "`gpusim examples` lists them)")
     p.add_argument("--gpu", default=gpu_default, help="GPU spec name, alias or .toml path "
                    "(`gpusim specs` lists them)")
-    p.add_argument("--dtype", default="float32", help="float32 | float16 | bfloat16")
+    p.add_argument("--dtype", default="float32", type=str.lower,
+                   help="float32 | float16 | bfloat16")
     p.add_argument("--size", action="append", metavar="KEY=VALUE",
                    help="override an example's size (repeatable), e.g. --size batch=1")
     p.add_argument("--json", action="store_true", help="print one JSON document")
@@ -99,7 +141,7 @@ def _picture_args(p):
 
 
 def _mode_arg(p, default):
-    p.add_argument("--mode", default=default, choices=None,
+    p.add_argument("--mode", default=default, type=str.lower,
                    help="eager | compiled | cudagraph")
 
 
@@ -130,10 +172,7 @@ def cmd_search(a) -> int:
 def cmd_whatif(a) -> int:
     from .report import dumps, search_text
     from .search import whatif
-    if not a.fuse:
-        raise UserError("whatif needs at least one --fuse a,b,c (node names as `gpusim predict` prints them)")
-    groups = [[x.strip() for x in f.split(",") if x.strip()] for f in a.fuse]
-    r = whatif(_graph(a), groups, gpu=a.gpu, mode=a.mode)
+    r = whatif(_graph(a), a.fuse, gpu=a.gpu, mode=a.mode)
     if a.json:
         print(dumps(r.to_dict()))
     else:
@@ -215,7 +254,11 @@ def cmd_calibrate(a) -> int:
 
 
 def cmd_validate(a) -> int:
-    from validation import runner
+    from validation import measure, runner
+    try:
+        measure.require_cuda()          # before the results folder is made: nothing half-written
+    except RuntimeError as e:
+        raise UserError(str(e)) from None
     return runner.main(a)
 
 
@@ -232,8 +275,33 @@ def cmd_accuracy(a) -> int:
     return rc
 
 
+class _Once(argparse._StoreAction):
+    """A single-valued option given twice (``--gpu h100 --gpu v100``) is a mistake, not
+    "the last one wins": which GPU did the user mean?"""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", set())
+        if self.dest in given:
+            parser.error(f"{option_string} given twice; give it once")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (raised, so ``main`` prints them as every other
+    user error) and single-valued options that refuse a second value."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+
+    def error(self, message):
+        raise UserError(f"{message} (see `{self.prog} --help`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="gpusim", description=(
+    ap = _Parser(prog="gpusim", description=(
         "Predict how fast PyTorch computations run on NVIDIA GPUs and what operator "
         "fusion buys, before writing a kernel."))
     ap.set_defaults(outputs=(), takes_model=False)
@@ -249,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("search", help="find the best fusion partition")
     _add_model_args(s)
     _mode_arg(s, "compiled")
-    s.add_argument("--algo", default="auto", help="auto | greedy | bytes | exact")
+    s.add_argument("--algo", default="auto", type=str.lower, help="auto | greedy | bytes | exact")
     s.add_argument("--memory-limit", metavar="BYTES", default=None,
                    help="the fastest partition whose weights, inputs and activation peak fit "
                         "in BYTES (units allowed: 40GiB)")
@@ -267,12 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="measure the GPU at hand and write a spec file")
     c.add_argument("--out", required=True)
     c.add_argument("--base", default=None, help="datasheet spec to start from")
-    c.add_argument("--host-only", action="store_true",
-                   help="measure only the host figures ([host]) of this machine, on top of --base "
-                        "(default: this GPU's calibrated spec)")
-    c.add_argument("--forward-only", action="store_true",
-                   help="re-time only the host's in-forward speed (eager_forward_factor, about 30 "
-                        "s) on top of --base: run it right before the runs you compare")
+    only = c.add_mutually_exclusive_group()     # refused here, not by the lab's own parser
+    only.add_argument("--host-only", action="store_true",
+                      help="measure only the host figures ([host]) of this machine, on top of "
+                           "--base (default: this GPU's calibrated spec)")
+    only.add_argument("--forward-only", action="store_true",
+                      help="re-time only the host's in-forward speed (eager_forward_factor, about "
+                           "30 s) on top of --base: run it right before the runs you compare")
     c.set_defaults(fn=cmd_calibrate, outputs=("out",))
     v = sub.add_parser("validate", help="measure the built-in cases on this machine's GPU")
     v.add_argument("--out", required=True, help="results folder")
@@ -280,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--quick", action="store_true", help="fewer sizes and dtypes")
     v.set_defaults(fn=cmd_validate)
     acc = sub.add_parser("accuracy", help="compare predictions with recorded measurements")
-    acc.add_argument("--gpu", action="append", help="results folder name (h100, h200)")
+    acc.add_argument("--gpu", action="append", type=str.lower,
+                     help="results folder name (h100, h200)")
     acc.add_argument("--results", default=None, help="validation/results folder")
     acc.add_argument("--json", action="store_true")
     acc.add_argument("--markdown", action="store_true", help="print the README table")
@@ -293,8 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="one self-contained HTML report")
     _add_model_args(r)
     _mode_arg(r, "compiled")
-    r.add_argument("--out", required=True)
-    r.add_argument("--algo", default="auto")
+    r.add_argument("--out", required=True, help="the page (.html)")
+    r.add_argument("--algo", default="auto", type=str.lower, help="auto | greedy | bytes | exact")
     r.set_defaults(fn=cmd_report, outputs=("out",))
     return ap
 
@@ -303,22 +373,42 @@ def _one_line(e: Exception) -> str:
     return " ".join(str(e).split("\n")) or type(e).__name__
 
 
+def _error(message: str, as_json: bool) -> int:
+    """Print a user error (one line, or one JSON document under --json); exit status 2."""
+    if as_json:
+        print(json.dumps({"error": message, "exit": 2}))
+    else:
+        print(f"gpusim: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
-    ap = build_parser()
-    a = ap.parse_args(argv)
-    if not getattr(a, "cmd", None):
-        a = ap.parse_args(["predict"])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    as_json = "--json" in argv
     try:
+        ap = build_parser()
+        cmds = next(x.choices for x in ap._actions if isinstance(x, argparse._SubParsersAction))
+        if argv and argv[0].lower() in cmds:        # a command is a choice: PREDICT works
+            argv[0] = argv[0].lower()
+        a, extra = ap.parse_known_args(argv)
+        if extra:                       # name the command whose options these are not
+            prog = " ".join(["gpusim"] + ([a.cmd] if a.cmd else []))
+            raise UserError(f"unrecognized arguments: {' '.join(extra)} (see `{prog} --help`)")
+        if not getattr(a, "cmd", None):
+            a = ap.parse_args(["predict"])
+        as_json = bool(getattr(a, "json", as_json))
         _check_args(a)
         return int(a.fn(a) or 0)
     except GpusimError as e:
-        print(f"gpusim: error: {_one_line(e)}", file=sys.stderr)
-        return 2
+        return _error(_one_line(e), as_json)
+    except BrokenPipeError:
+        # the reader left (`gpusim predict | head`): nothing to report, and stdout is gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as e:
         # the machine said no (a full disk, a folder that went away): not a gpusim bug
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        print(f"gpusim: error: {where}{e.strerror or e}", file=sys.stderr)
-        return 2
+        return _error(f"{where}{e.strerror or e}", as_json)
     except KeyboardInterrupt:
         print("gpusim: interrupted", file=sys.stderr)
         return 130

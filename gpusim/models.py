@@ -15,13 +15,14 @@ message that says what to do.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import math
 import os
 
 import torch
 
-from .capture import capture
+from .capture import CaptureError, capture
 from .errors import UserError
 from .examples import EXAMPLES, ModelError, build_example
 from .graph import OpGraph
@@ -33,12 +34,14 @@ ZOO_PREFIXES = ("tv:", "timm:", "hf:")
 
 
 def parse_dtype(name) -> torch.dtype:
-    """``"bf16"`` -> ``torch.bfloat16``; a torch dtype passes through."""
+    """``"bf16"`` (or ``"BF16"``: a choice, not a name) -> ``torch.bfloat16``; a torch
+    dtype passes through."""
     if isinstance(name, torch.dtype):
         return name
-    if name not in DTYPES:
+    key = name.lower() if isinstance(name, str) else name
+    if key not in DTYPES:
         raise UserError(f"unknown dtype {name!r}; choose float32, float16 or bfloat16")
-    return DTYPES[name]
+    return DTYPES[key]
 
 
 def parse_sizes(items) -> dict:
@@ -51,10 +54,15 @@ def parse_sizes(items) -> dict:
         k, v = (x.strip() for x in it.split("=", 1))
         if not k:
             raise UserError(f"--size {it!r} has no key; write KEY=VALUE")
+        if k in out:
+            raise UserError(f"--size {k} given twice; give each size once")
         try:
-            f = float(v)
+            f = int(v)                  # exactly: a float would round 2**53 + 1
         except ValueError:
-            raise UserError(f"--size {k}: {v!r} is not a number") from None
+            try:
+                f = float(v)            # 1e6, 4096.0
+            except ValueError:
+                raise UserError(f"--size {k}: {v!r} is not a number") from None
         if not math.isfinite(f) or f != int(f):
             raise UserError(f"--size {k}={v}: sizes are whole numbers")
         if f < 1:
@@ -76,7 +84,9 @@ def load_model(spec: str, device="meta", dtype=torch.float32, **sizes):
         fn, args = zoo.build(spec, device=device, dtype=dtype, **sizes)
         return fn, args, spec
     if ":" not in spec:
-        raise ModelError(f"unknown model {spec!r}: give a built-in example ({', '.join(EXAMPLES)}), "
+        close = difflib.get_close_matches(spec.lower(), list(EXAMPLES), n=1, cutoff=0.7)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ModelError(f"unknown model {spec!r}{hint}: give a built-in example ({', '.join(EXAMPLES)}), "
                          "a zoo model (tv:NAME, timm:NAME, hf:NAME; `gpusim examples` lists them) "
                          "or path/to/file.py:NAME, where NAME() returns (callable_or_module, args)")
     return _load_file(spec, sizes)
@@ -96,7 +106,7 @@ def _load_file(spec: str, sizes: dict):
         modspec = importlib.util.spec_from_file_location("_gpusim_user_model", path)
         mod = importlib.util.module_from_spec(modspec)
         modspec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 - user code
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - user code (sys.exit too)
         raise ModelError(f"{path} failed to import: {type(e).__name__}: {_first_line(e)}") from None
     if not hasattr(mod, name):
         have = [k for k, v in vars(mod).items() if callable(v) and not k.startswith("_")
@@ -107,7 +117,7 @@ def _load_file(spec: str, sizes: dict):
         raise ModelError(f"{path}:{name} is not callable; it must be a function returning (model, args)")
     try:
         out = factory()
-    except Exception as e:  # noqa: BLE001 - user code
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - user code (sys.exit too)
         raise ModelError(f"{path}:{name}() raised {type(e).__name__}: {_first_line(e)}") from None
     if not (isinstance(out, tuple) and len(out) == 2 and callable(out[0])
             and isinstance(out[1], (tuple, list))):
@@ -120,4 +130,17 @@ def model_graph(spec: str, dtype="float32", sizes=None, python: bool = False) ->
     """Load a model by name and capture it on meta tensors (``python``: also clock the
     model's own Python, :func:`gpusim.capture`)."""
     fn, args, label = load_model(spec, device="meta", dtype=parse_dtype(dtype), **(sizes or {}))
-    return capture(fn, args, name=label, python=python)
+    try:
+        return capture(fn, args, name=label, python=python)
+    except CaptureError as e:
+        # a built-in or zoo model traces at its defaults, so a failure with the user's
+        # --size is the sizes' doing (torch's words blame the model): say which knob to turn
+        if not sizes:
+            raise
+        given = " ".join(f"{k}={v}" for k, v in sizes.items())
+        if "overflow" in str(e).lower():
+            raise UserError(f"--size {given}: a tensor of {spec} would hold more bytes than a "
+                            "64-bit size can count; give smaller sizes") from None
+        why = str(e).split("; check that")[0]
+        raise UserError(f"{spec} does not trace with --size {given} ({why}); check that the "
+                        "sizes fit together (`gpusim examples` lists the defaults)") from None

@@ -42,9 +42,13 @@ def memory_lines(pred) -> list[str]:
         ops = m.peak_ops
         where = f"kernel {m.peak_kernel + 1} of {len(m.timeline)} ({ops[0]}" + (
             f" +{len(ops) - 1} ops)" if len(ops) > 1 else ")")
+    # reserved over the same baseline as the peak (never below it); what the call itself
+    # added to the cache is the smaller figure a memory_reserved() delta shows
+    new = (f", {fmt_bytes(m.peak_reserved_bytes)} of it new" if m.peak_reserved_bytes
+           != m.reserved_for_peak_bytes else "")
     return [f"weights / inputs {fmt_bytes(m.weights_bytes)} / {fmt_bytes(m.inputs_bytes)}",
             f"peak memory      {fmt_bytes(m.peak_bytes)} activations above weights and inputs "
-            f"(reserved {fmt_bytes(m.peak_reserved_bytes)}), at {where}",
+            f"(reserved {fmt_bytes(m.reserved_for_peak_bytes)}{new}), at {where}",
             f"memory           {fit_line(m, pred.spec)}"]
 
 
@@ -106,11 +110,16 @@ def modes_line(ranked) -> str:
             f"over the slowest ({parts}, end to end per call)")
 
 
+NO_FIT_ADVICE = ("to fit           smaller --size values (`gpusim examples` lists each model's), "
+                 "a 16-bit --dtype (bfloat16), a GPU with more memory (`gpusim specs`), or "
+                 "`gpusim search --memory-limit` for a fusion that needs less")
+
+
 def prediction_text(pred, top: int | None = None) -> str:
     if not pred.fits:       # a time for a run that cannot happen would mislead
         return "\n".join([f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), "
                           f"mode {pred.mode}: {fit_line(pred.memory, pred.spec)}"]
-                         + memory_lines(pred)[:2])
+                         + memory_lines(pred)[:2] + [NO_FIT_ADVICE])
     ks = pred.kernels
     shown = sorted(ks, key=lambda k: -k.us)[:top] if top else ks
     out = [f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), mode {pred.mode}",
@@ -162,6 +171,8 @@ def search_text(res, top: int | None = None) -> str:
     m = f.memory
     out.append(f"memory: weights {fmt_bytes(m.weights_bytes)}, inputs {fmt_bytes(m.inputs_bytes)}; "
                f"fused {fit_line(m, f.spec)}")
+    if not f.fits:
+        out.append(NO_FIT_ADVICE)
     if res.optimal_over:
         out.append(f"exact: {'optimal' if res.optimal else 'best found'} over {res.optimal_over}"
                    + (f" (gap {res.gap:.2%})" if res.gap else ""))

@@ -20,8 +20,8 @@ plot (``gpusim accuracy --plot``) lives with the accuracy data, in
 :mod:`validation.plot`.
 """
 
-from .common import (BOUND_COLOURS, BOUNDS, check_target, kernel_tip, ops_text, plot_format,
-                     runs_of, write_atomic)
+from .common import (BOUND_COLOURS, BOUNDS, check_target, html_target, kernel_tip, ops_text,
+                     plot_format, runs_of, write_atomic)
 from .graph import dot_document, dot_output, graph_svg, kernel_graph, render_dot
 from .html import kernel_table, report_html, timeline_page
 from .roofline import (FusionMove, RoofPoint, fusion_moves, plot_output, roofline_figure,
@@ -31,7 +31,7 @@ from .trace import (TID_GPU, TID_HOST, TID_IDLE, TID_MEASURED, record_kernels, t
                     trace_output)
 
 __all__ = [
-    "BOUND_COLOURS", "BOUNDS", "check_target", "kernel_tip", "ops_text", "plot_format",
+    "BOUND_COLOURS", "BOUNDS", "check_target", "html_target", "kernel_tip", "ops_text", "plot_format",
     "runs_of", "write_atomic",
     "dot_document", "dot_output", "graph_svg", "kernel_graph", "render_dot",
     "kernel_table", "report_html", "timeline_page",

@@ -86,6 +86,14 @@ def plot_format(path: str) -> str:
     return ext[1:]
 
 
+def html_target(path: str) -> None:
+    """``gpusim report --out`` writes HTML: a ``.png`` or ``.pdf`` name would hold a page
+    no viewer opens as what its name says."""
+    if os.path.splitext(path)[1].lower() not in (".html", ".htm"):
+        raise UserError(f"cannot write the report to {path}: it is an HTML page, give a "
+                        ".html file name")
+
+
 def save_figure(fig, path: str, fmt: str) -> None:
     """Save a matplotlib figure to ``path`` atomically."""
     try:
