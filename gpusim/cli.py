@@ -63,7 +63,19 @@ def _check_args(a) -> None:
         parse_sizes(a.size)
         parse_dtype(a.dtype)
         check_mode(a.mode)
-        load_spec(a.gpu)
+        if a.cmd == "predict" and "," in a.gpu:     # one model on several GPUs
+            from .compare import parse_gpus
+            a.gpus = parse_gpus(a.gpu)
+            for g in a.gpus:
+                load_spec(g)
+            if any(getattr(a, o, None) for o in OUTPUTS):
+                raise UserError("--trace/--plot/--dot draw one GPU's run; name one --gpu "
+                                "or drop them")
+        elif "," in a.gpu:
+            raise UserError(f"--gpu {a.gpu!r}: only predict compares several GPUs; "
+                            f"give {a.cmd} one GPU")
+        else:
+            load_spec(a.gpu)
     if getattr(a, "memory_limit", None) is not None:
         a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
@@ -122,7 +134,8 @@ def _add_model_args(p, gpu_default="h100"):
                    help=f"built-in example name or path/to/file.py:NAME (default {DEFAULT_MODEL}; "
                         "`gpusim examples` lists them)")
     p.add_argument("--gpu", default=gpu_default, help="GPU spec name, alias or .toml path "
-                   "(`gpusim specs` lists them)")
+                   "(`gpusim specs` lists them); predict takes several, a100,v100,h100, "
+                   "and prints one comparison")
     p.add_argument("--dtype", default="float32", type=str.lower,
                    help="float32 | float16 | bfloat16")
     p.add_argument("--size", action="append", metavar="KEY=VALUE",
@@ -149,6 +162,8 @@ def cmd_predict(a) -> int:
     from .predict import modes_by_speed, predict
     from .report import dumps, modes_line, prediction_text
     g = _graph(a, python=a.mode == "eager" and not a.no_python)
+    if getattr(a, "gpus", None):
+        return _compare(a, g)
     p = predict(g, gpu=a.gpu, mode=a.mode)
     if a.json:
         print(dumps(p.to_dict()))
@@ -157,6 +172,18 @@ def cmd_predict(a) -> int:
         if p.fits:
             print(modes_line(modes_by_speed(g, a.gpu, have=p)))
     _extras(a, pred=p)
+    return 0
+
+
+def _compare(a, g) -> int:
+    """``predict MODEL --gpu a,b,c``: one table, the same host for every GPU."""
+    from .compare import compare, compare_rows, compare_text
+    from .report import dumps
+    preds = compare(g, a.gpus, mode=a.mode)
+    if a.json:
+        print(dumps({"model": g.name, "mode": a.mode, "gpus": compare_rows(preds)}))
+    else:
+        print(compare_text(preds))
     return 0
 
 

@@ -30,3 +30,23 @@ def test_bad_gpu_lists_are_refused_in_one_line(bad):
     with pytest.raises(GpusimError) as e:
         parse_gpus(bad)
     assert "\n" not in str(e.value)
+
+
+def test_cli_predict_several_gpus_prints_one_table(capsys):
+    from gpusim.cli import main
+    assert main(["predict", "add_relu_mul", "--gpu", "h100,a100"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("add_relu_mul, mode eager: 2 GPUs (speed-up over h100-sxm")
+    assert [ln.split()[0] for ln in out[3:]] == ["h100-sxm", "a100-sxm4-80gb"]
+
+
+@pytest.mark.parametrize("argv", [["search", "add_relu_mul", "--gpu", "h100,a100"],
+                                  ["predict", "add_relu_mul", "--gpu", "h100,a100", "--trace", "t.json"],
+                                  ["predict", "add_relu_mul", "--gpu", "h100,nosuch"]])
+def test_cli_several_gpus_mistakes_are_one_line(argv, capsys, tmp_path, monkeypatch):
+    from gpusim.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpusim: error:")
+    assert not list(tmp_path.iterdir())
