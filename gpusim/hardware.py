@@ -19,7 +19,9 @@ from .errors import GpusimError
 from .fmt import table
 
 ALIASES = {"a100": "a100-sxm4-80gb", "v100": "v100-sxm2-16gb", "h100": "h100-sxm",
-           "h200": "h200-sxm"}
+           "h200": "h200-sxm", "a100-40gb": "a100-sxm4-40gb", "a100-80gb": "a100-sxm4-80gb",
+           "v100-16gb": "v100-sxm2-16gb", "v100-32gb": "v100-sxm2-32gb", "a6000": "rtx-a6000",
+           "3090": "rtx3090", "3090ti": "rtx3090ti", "4090": "rtx4090"}
 UNITS = ("fp64", "fp32", "tf32_tc", "fp16_tc", "bf16_tc")
 REQUIRED_UNITS = ("fp64", "fp32", "fp16_tc")
 
@@ -519,4 +521,5 @@ def specs_table(specs) -> str:
     aliases = ", ".join(f"{a} = {c}" for a, c in sorted(ALIASES.items()))
     return table(rows, ["name", "GPU", "GB/s", "L2 MiB", "SMs", "FP32", "TF32", "FP16",
                         "BF16", "source", "figures by source"], "llrrrrrrrll") + \
-        f"\n\nTFLOP/s dense; TF32/FP16/BF16 on tensor cores. Aliases: {aliases}."
+        f"\n\nTFLOP/s dense; TF32/FP16/BF16 on tensor cores. Aliases: {aliases}.\n" \
+        "`gpusim specs GPU` lists a spec's every figure with its source and ref."
