@@ -1,8 +1,16 @@
 """Hardware: GPU spec files (``hwspecs/*.toml``) loaded into a frozen, validated dataclass.
 
-The device is data, not code: no ``if gpu == "a100"`` anywhere. Every datasheet figure
-cites its source in the TOML; ``[model]`` and ``[host]`` hold the cost-model parameters,
-assumed for datasheet specs and measured for calibrated ones (``gpusim calibrate``).
+The device is data, not code: no ``if gpu == "a100"`` anywhere. Every figure says where it
+came from, in the data: ``bandwidth_gbs = { value = 936.0, source = "datasheet", ref =
+"..." }`` with source ``datasheet`` (document and table), ``measured`` (GPU, date, command
+or record), ``derived`` (rule and inputs) or ``assumed`` (the assumption and its
+uncertainty); the loader keeps it in ``GPUSpec.provenance``. Builtin specs must give it
+for every figure outside ``[host]``; a user's own spec file may give plain numbers, which
+load as source ``user`` (the user vouches for them; ``gpusim specs FILE`` shows which).
+Kernel-class figures are fitted per GPU by calibration; a GPU without one is priced by the
+class's neutral law (:func:`gpusim.cost.estimate_kernel`), never by another GPU's fit.
+What differs by generation rather than by product lives in the architecture table
+(``hwspecs/arch/``, :mod:`gpusim.arch`).
 """
 
 from __future__ import annotations
