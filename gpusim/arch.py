@@ -23,7 +23,8 @@ from .hardware import SOURCES, SpecError, builtin_dir
 #: the facts every generation's row gives
 FACTS = ("name", "tensor_core_dtypes", "cudnn_conv_tf32", "matmul_tf32", "mma_family",
          "max_smem_per_sm_kib", "max_smem_per_block_kib", "registers_per_sm",
-         "max_registers_per_thread", "attention_backends", "cp_async", "tma")
+         "max_registers_per_thread", "attention_backends", "cp_async", "tma",
+         "cublas_workspace_kib")
 #: SDPA backends, in PyTorch's names (sdp_utils.cpp); ``math`` is the unfused fallback
 BACKENDS = ("cudnn", "flash", "efficient", "math")
 
