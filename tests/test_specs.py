@@ -146,6 +146,8 @@ def test_every_builtin_spec_has_an_architecture_row(spec):
     # a spec's tensor-core peaks are the dtypes its generation's tensor cores take
     assert ("tf32_tc" in spec.peak_tflops) == ("tf32" in row.tensor_core_dtypes), spec.name
     assert ("bf16_tc" in spec.peak_tflops) == ("bfloat16" in row.tensor_core_dtypes), spec.name
+    assert spec.smem_per_sm_kib == row.max_smem_per_sm_kib, spec.name
+    assert spec.registers_per_sm == row.registers_per_sm, spec.name
 
 
 @pytest.mark.parametrize("gpu,tf32,fp16,bf16,fp32", [
