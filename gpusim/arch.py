@@ -25,6 +25,15 @@ FACTS = ("name", "tensor_core_dtypes", "cudnn_conv_tf32", "matmul_tf32", "mma_fa
          "max_smem_per_sm_kib", "max_smem_per_block_kib", "registers_per_sm",
          "max_registers_per_thread", "attention_backends", "cp_async", "tma",
          "cublas_workspace_kib")
+#: The rule a datasheet spec's kernel-class figures are derived by (source ``derived``):
+#: GPUs of one architecture row run the same cuDNN, cuBLAS and ATen kernels, so a class
+#: figure (a fraction of the datasheet peaks, or a floor) is taken from a calibrated GPU of
+#: the same row, never the GPU's own calibration (then it would be measured) and never a
+#: GPU of another row. Evidence, leave one GPU out: the zoo's eager device time predicted
+#: for the H100 from the H200's calibration is off by 7.7% median, the H200 from the
+#: H100's by 10.1% (tests/test_zoo_accuracy.py, the "unseen" rows). Rows with one
+#: calibrated GPU or none get no derived classes: they run at the neutral law.
+SAME_ARCH_RULE = "same-architecture rule"
 #: SDPA backends, in PyTorch's names (sdp_utils.cpp); ``math`` is the unfused fallback
 BACKENDS = ("cudnn", "flash", "efficient", "math")
 
@@ -111,4 +120,4 @@ def attention_backend(spec, dtype: str) -> str:
     return order[0] if order else "math"
 
 
-__all__ = ["Arch", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]
+__all__ = ["Arch", "SAME_ARCH_RULE", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]

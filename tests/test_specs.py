@@ -49,7 +49,16 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
             assert _gpu_token(spec) in who and not any(t in who for t in others), (key, ref)
     for key in CLASS_FIGURES:
         mine = getattr(spec, key)
-        if mine is None or spec.provenance.get(key, ("",))[0] == "derived":
+        if mine is None:
+            continue
+        source, ref = spec.provenance[key]
+        if source == "derived":
+            # the named rule: from a calibrated GPU of the same architecture row, not this GPU's
+            assert "gpusim.arch.SAME_ARCH_RULE" in ref, (spec.name, key, ref)
+            (cal,) = [c for c in CALIBRATED if f"{c.name} = " in ref]
+            assert cal.compute_capability == spec.compute_capability, (spec.name, key)
+            assert _gpu_token(cal) != _gpu_token(spec) or "pcie" in spec.name, (spec.name, key)
+            assert getattr(cal, key) == mine, (spec.name, key)
             continue
         for cal in CALIBRATED:
             assert mine != getattr(cal, key), (spec.name, key, cal.name)
