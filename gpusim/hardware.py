@@ -7,8 +7,10 @@ or record), ``derived`` (rule and inputs) or ``assumed`` (the assumption and its
 uncertainty); the loader keeps it in ``GPUSpec.provenance``. Builtin specs must give it
 for every figure outside ``[host]``; a user's own spec file may give plain numbers, which
 load as source ``user`` (the user vouches for them; ``gpusim specs FILE`` shows which).
-Kernel-class figures are fitted per GPU by calibration; a GPU without one is priced by the
-class's neutral law (:func:`gpusim.cost.estimate_kernel`), never by another GPU's fit.
+Kernel-class figures are fitted per GPU by calibration, or written into a datasheet spec as
+``derived`` by a named rule (:data:`gpusim.arch.SAME_ARCH_RULE`); a GPU without one is priced
+by the class's neutral law (:func:`gpusim.cost.estimate_kernel`), never by a default
+fitted on another GPU.
 What differs by generation rather than by product lives in the architecture table
 (``hwspecs/arch/``, :mod:`gpusim.arch`).
 """
@@ -151,7 +153,8 @@ class GPUSpec:
     # validation/fit_dispatch.py on that GPU's microbenchmark sweep. None: this GPU has no
     # figure for the class, and cost prices it by the class's neutral law (the plain
     # roofline, mem_efficiency, the common kernel floor: gpusim.cost.estimate_kernel). A
-    # figure fitted on one GPU is never another GPU's default (issue #21).
+    # figure fitted on one GPU is never another GPU's default (issue #21); a datasheet
+    # spec may carry one derived by gpusim.arch.SAME_ARCH_RULE, saying so in its ref.
     layout_transform_efficiency: float | None = None  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
     bn_eval_efficiency: float | None = None     # eager eval batch norm, of DRAM bandwidth
     depthwise_aten_efficiency: float | None = None  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
