@@ -61,6 +61,12 @@ OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
+#: kernel-class figures that are fractions of a datasheet peak (a kernel cannot beat it)
+FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
+              "depthwise_aten_efficiency", "depthwise_efficiency", "depthwise_efficiency_16bit",
+              "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
+              "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
+              "attention_mask_efficiency")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL, "host": HOST}
 
