@@ -251,8 +251,10 @@ def cmd_report(a) -> int:
 
 
 def cmd_specs(a) -> int:
-    from .hardware import list_specs, specs_table
-    print(specs_table(list_specs()))
+    """Without a GPU: the table of all specs; with one: its every figure, value, source
+    and ref (where each figure came from)."""
+    from .hardware import figures_table, list_specs, load_spec, specs_table
+    print(figures_table(load_spec(a.gpu)) if a.gpu else specs_table(list_specs()))
     return 0
 
 
@@ -355,7 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
     _mode_arg(w, "compiled")
     w.add_argument("--fuse", action="append", metavar="A,B,C", help="a group (repeatable)")
     w.set_defaults(fn=cmd_whatif)
-    sp = sub.add_parser("specs", help="list the GPU spec files")
+    sp = sub.add_parser("specs", help="list the GPU spec files, or one spec's figures and "
+                        "where each came from")
+    sp.add_argument("gpu", nargs="?", default=None,
+                    help="a GPU name, alias or .toml path: print its every figure with source and ref")
     sp.set_defaults(fn=cmd_specs)
     ex = sub.add_parser("examples", help="list the built-in examples")
     ex.set_defaults(fn=cmd_examples)

@@ -254,7 +254,16 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     libraries' own kernels (``impl`` ``aten``/``library``) reach the measured ATen
     efficiencies; generated kernels are timed as plain streams. Eager library kernel
     classes (``variant``) and helper kernels (``role == "aux"``) take their measured
-    fractions of the datasheet peaks (:mod:`gpusim.dispatch`)."""
+    fractions of the datasheet peaks (:mod:`gpusim.dispatch`).
+
+    A GPU without a figure for a class (None: no calibration has fitted it on that GPU,
+    and another GPU's figure is never a default) gets the class's neutral law: its bytes
+    at ``mem_efficiency`` (layout transforms, eval batch norm, weight streams), its FLOPs
+    at the plain roofline of :func:`estimate_group` (convolutions as a same-shape GEMM,
+    misaligned GEMMs, depthwise and fp32 attention), the common floor
+    (:func:`kernel_floor`) and no per-row or per-tap term. The neutral law is optimistic
+    where the fitted class is slow (the H100's align1 GEMM at 0.11 of the tensor peak):
+    calibrating that GPU is what closes the gap."""
     aten = kernel.impl != "generated"
     if aten != opts.aten:
         opts = replace(opts, aten=aten)
@@ -271,7 +280,7 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     floor = spec.gemm_min_us if est.kind in GEMM_KINDS and spec.gemm_min_us else spec.kernel_min_us
     if v == "bn_eval":
         eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
-        mem = mem * spec.mem_efficiency / eff * plane_padding(a)
+        mem = mem * spec.mem_efficiency / (eff or spec.mem_efficiency) * plane_padding(a)
     elif v == "depthwise" and spec.depthwise_efficiency:
         # cuDNN's depthwise kernels: a fixed part growing with the filter taps, and the
         # multiply-adds at a small fraction of the CUDA-core peak (cnn sweep)
@@ -290,22 +299,23 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
     elif v == "conv":
-        comp = comp * spec.conv_efficiency_scale
+        comp = comp * (spec.conv_efficiency_scale or 1.0)
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
-    elif v == "depthwise_aten":
+    elif v == "depthwise_aten" and spec.depthwise_aten_efficiency:
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
     elif v in ("gemm", "align1", "align2", "gemv", "gemm_lt"):
-        mem = est.mem_us * spec.mem_efficiency / spec.gemm_mem_efficiency
+        mem = est.mem_us * spec.mem_efficiency / (spec.gemm_mem_efficiency or spec.mem_efficiency)
         unit = unit_for(a["kind"], a["dtype"], spec, opts)
-        if v in ("align1", "align2"):
-            eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency
+        eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency
+        if v in ("align1", "align2") and eff:
             comp = a["flops"] / (spec.peak_flops(unit) * eff) * 1e6
         elif v == "gemv" and unit == "fp32":
             # cuBLAS gemv: streams the weight; no output tiles to quantise
-            mem = est.mem_us * spec.mem_efficiency / (spec.gemv_fp32_efficiency or spec.gemm_mem_efficiency)
+            mem = est.mem_us * spec.mem_efficiency / (spec.gemv_fp32_efficiency or spec.gemm_mem_efficiency
+                                                      or spec.mem_efficiency)
             comp = a["flops"] / (spec.peak_flops(unit) * spec.matmul_efficiency) * 1e6
         elif v == "gemm_lt" and unit == "fp32":
             g = a["gemm"]
@@ -314,7 +324,7 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         lib_floor = a["dtype"] in HALF_DTYPES or (v == "gemv" and unit == "fp32")
         return _retimed(est, spec, mem, comp,
                         (spec.gemm_eager_min_us if lib_floor else None) or floor, variant=v)
-    elif v == "attention_fp32":
+    elif v == "attention_fp32" and spec.attention_fp32_efficiency:
         comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
     elif v in ("attention", "attention_mask"):
         eff = spec.attention_mask_efficiency if v == "attention_mask" else spec.attention_efficiency
@@ -373,7 +383,8 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
     """A library helper kernel: a stream over ``kernel.bytes`` (cuDNN's layout
     transforms, mask conversions) or, with no bytes, a tiny setup kernel at the floor."""
     a = graph.g.nodes[kernel.ops[0]]
-    eff = spec.mem_efficiency if kernel.impl == "generated" else spec.layout_transform_efficiency
+    eff = spec.mem_efficiency if kernel.impl == "generated" else (spec.layout_transform_efficiency
+                                                                   or spec.mem_efficiency)
     if kernel.variant == "conv_bias":
         # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
         # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)

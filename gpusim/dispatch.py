@@ -11,8 +11,9 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
   counts and at batch 1 (its kernel writes NCHW directly). No transform under
   channels_last. 1x1 stride-1 convolutions run as cuBLAS GEMMs (no transform) unless the
   spatial size is tiny (7x7: input and output transforms). A first layer with fewer than
-  8 input channels at batch 1 runs a direct kernel. GPUs without TF32 (Volta) run fp32
-  convolutions NCHW-native.
+  8 input channels at batch 1 runs a direct kernel. GPUs whose architecture row says cuDNN
+  runs no TF32 (Volta, Turing: :func:`gpusim.arch.cudnn_conv_tf32`) run fp32 convolutions
+  NCHW-native.
 * **Depthwise convolutions** (groups == channels): NCHW fp32/bf16 run ATen's own
   ``conv_depthwise2d_forward_kernel``, far from bandwidth (class ``depthwise_aten``);
   NCHW fp16 and every channels_last case run cuDNN's depthwise kernels (memory-bound).
@@ -27,7 +28,8 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
 * **Misaligned 16-bit GEMMs**: when N or K breaks 16-byte alignment (not a multiple of
   8 elements) cuBLAS falls back to an ``align1`` CUTLASS kernel (``cutlass::Kernel2``)
   at a fraction of the tensor-core rate (class ``align1``): the GPT-2 LM head (N=50257).
-* **scaled_dot_product_attention**: 16-bit runs cuDNN's fused attention (Hopper) or
+* **scaled_dot_product_attention**: the backend is the architecture table's
+  (:func:`gpusim.arch.attention_backend`): 16-bit runs cuDNN's fused attention (Hopper) or
   flash; fp32 runs the memory-efficient CUTLASS kernel (class ``attention_fp32``); a
   boolean mask first costs three elementwise kernels over the mask (conversion to an
   additive bias).
@@ -39,6 +41,7 @@ kernels (``role`` ``"aux"``, with the bytes they move).
 
 from __future__ import annotations
 
+from .arch import attention_backend, cudnn_conv_tf32
 from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from .ops import is_eval_batch_norm, packet_name
 
@@ -102,10 +105,6 @@ def aten_depthwise(c: dict) -> bool:
     return c["layout"] == "nchw" and (c["dtype"] != "float16" or k > 5)
 
 
-def has_tf32(spec) -> bool:
-    return "tf32_tc" in spec.peak_tflops
-
-
 def nhwc_conv_kernels(c: dict, n: str, Kernel) -> list:
     """cuDNN on a channels-last convolution: no layout transform; a large-filter stem conv
     (fewer than 8 input channels, 7x7 and up) first pads its input to 8 channels and its
@@ -131,7 +130,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     main = Kernel((n,), "library", variant="conv_stem" if stem else "conv")
     if c["layout"] != "nchw":
         return nhwc_conv_kernels(c, n, Kernel)
-    tensor_core = c["dtype"] in HALF_DTYPES or (c["dtype"] == "float32" and has_tf32(spec))
+    tensor_core = c["dtype"] in HALF_DTYPES or (c["dtype"] == "float32" and cudnn_conv_tf32(spec))
     if not tensor_core:
         return [main]
     pointwise = c["kh"] == c["kw"] == 1 and c["groups"] == 1
@@ -217,22 +216,32 @@ def cublaslt_split_k(graph: OpGraph, n: str) -> bool:
     return g["k"] >= g["n"] and 2 ** 16 <= mn <= 2 ** 17
 
 
-def attention_variant(graph: OpGraph, n: str) -> str:
-    """The attention kernel class: fp32 runs the memory-efficient CUTLASS kernel; 16-bit
-    runs cuDNN's fused attention (Hopper), slower with an additive mask (a bool mask is
-    turned into one) than without or causal (sweeps: 37 vs 21 us at 8x12x512x64)."""
+def attention_variant(graph: OpGraph, n: str, spec=None) -> str:
+    """The attention kernel class, after the backend PyTorch picks on ``spec``'s GPU
+    (:func:`gpusim.arch.attention_backend`, the architecture table): fp32 runs the
+    memory-efficient CUTLASS kernel (``attention_fp32``); 16-bit runs cuDNN's fused
+    attention (Hopper) or flash (sm80-sm89): the GPU's ``attention`` class, slower with an
+    additive mask (a bool mask is turned into one) than without or causal (sweeps: 37 vs
+    21 us at 8x12x512x64). Before sm80, fp16 runs the memory-efficient kernel
+    (``attention_efficient``) and bf16 no fused kernel (``attention_math``): classes no
+    calibration has fitted, priced by the plain roofline. No spec: the Hopper order."""
     a = graph.g.nodes[n]
+    if a["dtype"] != "float32" and a["dtype"] not in HALF_DTYPES:
+        return ""
+    backend = attention_backend(spec, a["dtype"])
+    if backend == "math":
+        return "attention_math"
     if a["dtype"] == "float32":
         return "attention_fp32"
-    if a["dtype"] not in HALF_DTYPES:
-        return ""
+    if backend == "efficient":
+        return "attention_efficient"
     return "attention_mask" if (a.get("sdpa") or {}).get("mask") else "attention"
 
 
 def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     a = graph.g.nodes[n]
     info = a.get("sdpa") or {}
-    variant = attention_variant(graph, n)
+    variant = attention_variant(graph, n, spec)
     ks = []
     if info.get("mask") and info.get("mask_dtype") == "bool":
         shape = info.get("mask_shape") or ()

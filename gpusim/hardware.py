@@ -1,8 +1,18 @@
 """Hardware: GPU spec files (``hwspecs/*.toml``) loaded into a frozen, validated dataclass.
 
-The device is data, not code: no ``if gpu == "a100"`` anywhere. Every datasheet figure
-cites its source in the TOML; ``[model]`` and ``[host]`` hold the cost-model parameters,
-assumed for datasheet specs and measured for calibrated ones (``gpusim calibrate``).
+The device is data, not code: no ``if gpu == "a100"`` anywhere. Every figure says where it
+came from, in the data: ``bandwidth_gbs = { value = 936.0, source = "datasheet", ref =
+"..." }`` with source ``datasheet`` (document and table), ``measured`` (GPU, date, command
+or record), ``derived`` (rule and inputs) or ``assumed`` (the assumption and its
+uncertainty); the loader keeps it in ``GPUSpec.provenance``. Builtin specs must give it
+for every figure outside ``[host]``; a user's own spec file may give plain numbers, which
+load as source ``user`` (the user vouches for them; ``gpusim specs FILE`` shows which).
+Kernel-class figures are fitted per GPU by calibration, or written into a datasheet spec as
+``derived`` by a named rule (:data:`gpusim.arch.SAME_ARCH_RULE`); a GPU without one is priced
+by the class's neutral law (:func:`gpusim.cost.estimate_kernel`), never by a default
+fitted on another GPU.
+What differs by generation rather than by product lives in the architecture table
+(``hwspecs/arch/``, :mod:`gpusim.arch`).
 """
 
 from __future__ import annotations
@@ -19,7 +29,9 @@ from .errors import GpusimError
 from .fmt import table
 
 ALIASES = {"a100": "a100-sxm4-80gb", "v100": "v100-sxm2-16gb", "h100": "h100-sxm",
-           "h200": "h200-sxm"}
+           "h200": "h200-sxm", "a100-40gb": "a100-sxm4-40gb", "a100-80gb": "a100-sxm4-80gb",
+           "v100-16gb": "v100-sxm2-16gb", "v100-32gb": "v100-sxm2-32gb", "a6000": "rtx-a6000",
+           "3090": "rtx3090", "3090ti": "rtx3090ti", "4090": "rtx4090"}
 UNITS = ("fp64", "fp32", "tf32_tc", "fp16_tc", "bf16_tc")
 REQUIRED_UNITS = ("fp64", "fp32", "fp16_tc")
 
@@ -49,6 +61,12 @@ OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
+#: kernel-class figures that are fractions of a datasheet peak (a kernel cannot beat it)
+FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
+              "depthwise_aten_efficiency", "depthwise_efficiency", "depthwise_efficiency_16bit",
+              "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
+              "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
+              "attention_mask_efficiency")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL, "host": HOST}
 
@@ -65,6 +83,22 @@ OPTIONAL_MODEL += LEASE_MODEL
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",
                    "weight_transform_us", "layer_norm_row_ns", "layer_norm_row_ns_16bit")
+#: the eager kernel-class figures validation/fit_dispatch.py fits on one GPU's sweep: a
+#: GPU's own, or None (gpusim.cost's neutral law for the class); never another GPU's
+CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
+                 "depthwise_aten_efficiency", "depthwise_us", "depthwise_tap_us",
+                 "depthwise_efficiency", "depthwise_us_16bit", "depthwise_tap_us_16bit",
+                 "depthwise_efficiency_16bit", "weight_transform_us", "layer_norm_row_ns",
+                 "layer_norm_row_ns_16bit", "matmul_align1_efficiency", "matmul_align2_efficiency",
+                 "attention_fp32_efficiency", "conv_efficiency_scale", "conv_min_us", "conv_stem_us",
+                 "conv_stem_tflops", "gemm_eager_min_us", "gemm_mem_efficiency",
+                 "gemv_fp32_efficiency", "attention_efficiency", "attention_mask_efficiency",
+                 "attention_min_us")
+#: where a figure comes from. measured: ref names the GPU, date and command or record;
+#: derived: the rule and its inputs; assumed: the assumption and its uncertainty
+SOURCES = ("datasheet", "measured", "derived", "assumed")
+#: a plain number in a user's own spec file (builtin specs must say where each came from)
+USER_SOURCE = "user"
 
 
 @dataclass(frozen=True)
@@ -121,35 +155,37 @@ class GPUSpec:
     eager_forward_factor: float | None = None
     host_measured_on: str | None = None        # the machine the [host] figures came from
     compute_capability: float | None = None    # [compute] e.g. 9.0: library defaults that differ by generation
-    # Eager kernel classes (gpusim.dispatch), as fractions of the datasheet peaks so that
-    # they transfer across GPUs. Defaults: fitted by dispatch.fit_dispatch on the H100
-    # sweep (validation/sweeps/h100.json, 2026-11-23); calibrated specs carry their own.
-    layout_transform_efficiency: float = 0.5713  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
-    bn_eval_efficiency: float = 0.6924          # eager eval batch norm, of DRAM bandwidth
-    depthwise_aten_efficiency: float = 0.0272  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
+    # Eager kernel classes (gpusim.dispatch): figures fitted per GPU by
+    # validation/fit_dispatch.py on that GPU's microbenchmark sweep. None: this GPU has no
+    # figure for the class, and cost prices it by the class's neutral law (the plain
+    # roofline, mem_efficiency, the common kernel floor: gpusim.cost.estimate_kernel). A
+    # figure fitted on one GPU is never another GPU's default (issue #21); a datasheet
+    # spec may carry one derived by gpusim.arch.SAME_ARCH_RULE, saying so in its ref.
+    layout_transform_efficiency: float | None = None  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
+    bn_eval_efficiency: float | None = None     # eager eval batch norm, of DRAM bandwidth
+    depthwise_aten_efficiency: float | None = None  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
     # cuDNN depthwise kernels (channels-last; NCHW fp16 up to 5x5): fixed + per filter tap
-    # + FLOPs over this fraction of the fp32 CUDA-core peak; fp32 and 16-bit apart.
-    # Defaults: fitted on the H100 sweep (validation/sweeps/h100.json, cnn points)
-    depthwise_us: float | None = 1.6415
-    depthwise_tap_us: float | None = 0.0456
-    depthwise_efficiency: float | None = 0.0835
-    depthwise_us_16bit: float | None = 1.9439
-    depthwise_tap_us_16bit: float | None = 0.1279
-    depthwise_efficiency_16bit: float | None = 0.1723
-    weight_transform_us: float | None = 11.68    # cuDNN's generic weight transform (grouped convs)
-    layer_norm_row_ns: float | None = 1.6135      # ATen layer norm: time per row past the stream
-    layer_norm_row_ns_16bit: float | None = 1.242
-    matmul_align1_efficiency: float = 0.111    # misaligned 16-bit GEMM (align1), of tensor peak
-    attention_fp32_efficiency: float = 0.4523   # fp32 memory-efficient attention, of fp32 peak
-    bn_eval_efficiency_16bit: float = 0.4883       # 16-bit eval batch norm (ATen), of DRAM bandwidth
-    conv_efficiency_scale: float = 1.5734          # cuDNN conv kernel time over a same-shape GEMM's
-    conv_min_us: float | None = 7.008            # floor of cuDNN conv kernels
-    conv_stem_us: float | None = 34.4733           # stem conv (< 8 input channels): fixed time
-    conv_stem_tflops: float | None = 41.3404       # stem conv: rate (TFLOP/s, absolute)
-    matmul_align2_efficiency: float = 0.2315      # 16-bit GEMM with even but unaligned N/K
-    gemm_eager_min_us: float | None = 4.544      # floor of eager cuBLAS GEMMs
-    gemm_mem_efficiency: float = 0.5008            # skinny eager GEMMs: weight stream, of bandwidth
-    gemv_fp32_efficiency: float | None = 0.6733   # fp32 one-row products (cuBLAS gemv), of bandwidth
+    # + FLOPs over this fraction of the fp32 CUDA-core peak; fp32 and 16-bit apart
+    depthwise_us: float | None = None
+    depthwise_tap_us: float | None = None
+    depthwise_efficiency: float | None = None
+    depthwise_us_16bit: float | None = None
+    depthwise_tap_us_16bit: float | None = None
+    depthwise_efficiency_16bit: float | None = None
+    weight_transform_us: float | None = None    # cuDNN's generic weight transform (grouped convs)
+    layer_norm_row_ns: float | None = None      # ATen layer norm: time per row past the stream
+    layer_norm_row_ns_16bit: float | None = None
+    matmul_align1_efficiency: float | None = None  # misaligned 16-bit GEMM (align1), of tensor peak
+    attention_fp32_efficiency: float | None = None  # fp32 memory-efficient attention, of fp32 peak
+    bn_eval_efficiency_16bit: float | None = None  # 16-bit eval batch norm (ATen), of DRAM bandwidth
+    conv_efficiency_scale: float | None = None  # cuDNN conv kernel time over a same-shape GEMM's
+    conv_min_us: float | None = None            # floor of cuDNN conv kernels
+    conv_stem_us: float | None = None           # stem conv (< 8 input channels): fixed time
+    conv_stem_tflops: float | None = None       # stem conv: rate (TFLOP/s, absolute)
+    matmul_align2_efficiency: float | None = None  # 16-bit GEMM with even but unaligned N/K
+    gemm_eager_min_us: float | None = None      # floor of eager cuBLAS GEMMs
+    gemm_mem_efficiency: float | None = None    # skinny eager GEMMs: weight stream, of bandwidth
+    gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
     # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
     attention_efficiency: float | None = None
     attention_mask_efficiency: float | None = None
@@ -157,6 +193,10 @@ class GPUSpec:
     # steady-state wall of a full stream over its profiled kernel sum (gaps between
     # kernels, clocks under sustained load); None: the kernel sum (factor 1)
     stream_busy_factor: float | None = None
+    # field (``peak_tflops.<unit>`` for a peak) -> (source, ref): where each figure came
+    # from (:data:`SOURCES`; ``user`` for a plain number in a user's own spec file)
+    provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({}))
 
     @property
     def bandwidth(self) -> float:
@@ -180,7 +220,15 @@ class GPUSpec:
     def replace(self, **changes) -> "GPUSpec":
         if "peak_tflops" in changes:
             changes["peak_tflops"] = MappingProxyType(dict(changes["peak_tflops"]))
+        if "provenance" in changes:
+            changes["provenance"] = MappingProxyType(dict(changes["provenance"]))
         return dataclasses.replace(self, **changes)
+
+    def figure(self, key: str):
+        """A figure by provenance key (``bandwidth_gbs``, ``peak_tflops.fp32``)."""
+        if key.startswith("peak_tflops."):
+            return self.peak_tflops.get(key.split(".", 1)[1])
+        return getattr(self, key)
 
     def __hash__(self):
         return hash((self.name, self.path, self.bandwidth_gbs, self.kernel_fixed_us))
@@ -215,8 +263,35 @@ def _num(path, section, key, v, integer=False):
     return float(v)
 
 
-def parse_spec(data: dict, path: str) -> GPUSpec:
-    """Validate a parsed TOML document and build a GPUSpec."""
+def _figure(path, section, key, raw, prov: dict, pkey: str, builtin: bool, integer=False):
+    """One figure: ``{ value = ..., source = ..., ref = ... }`` (its provenance goes into
+    ``prov[pkey]``), or, in a user's own spec file, a plain number (source ``user``: the
+    user vouches for it). Builtin specs must say where every figure came from."""
+    where = f"{path}: field [{section}].{key}"
+    if isinstance(raw, dict):
+        extra = set(raw) - {"value", "source", "ref"}
+        if extra or "value" not in raw:
+            raise SpecError(f"{where} must be a number or {{ value = ..., source = ..., ref = ... }}, "
+                            f"got keys {sorted(raw)}")
+        src, ref = raw.get("source"), raw.get("ref")
+        if src not in SOURCES:
+            raise SpecError(f"{where}: source must be one of {', '.join(SOURCES)}, got {src!r}")
+        if not isinstance(ref, str) or not ref.strip():
+            raise SpecError(f"{where}: ref must say where the figure came from (a non-empty string)")
+        prov[pkey] = (src, ref)
+        raw = raw["value"]
+    elif builtin and section != "host":
+        raise SpecError(f"{where}: a builtin spec gives every figure as "
+                        "{ value = ..., source = ..., ref = ... }")
+    elif section != "host":
+        prov[pkey] = (USER_SOURCE, f"plain number in {path}")
+    return _num(path, section, key, raw, integer)
+
+
+def parse_spec(data: dict, path: str, builtin: bool = False) -> GPUSpec:
+    """Validate a parsed TOML document and build a GPUSpec. ``builtin``: a file of
+    ``hwspecs/``, which must give provenance for every figure outside ``[host]`` (host
+    figures move to host profiles: not this loader's rule yet)."""
     for key in ("name", "display_name"):
         if not isinstance(data.get(key), str) or not data.get(key):
             raise SpecError(f"{path}: field {key} is missing or not a string; add it")
@@ -224,6 +299,10 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
     if source not in ("datasheet", "measured"):
         raise SpecError(f"{path}: field source must be 'datasheet' or 'measured', got {source!r}")
     vals: dict = {}
+    prov: dict = {}
+
+    def fig(section, k, raw, pkey=None, integer=False):
+        return _figure(path, section, k, raw, prov, pkey or k, builtin, integer)
     for section, keys in SECTIONS.items():
         sec = data.get(section)
         if not isinstance(sec, dict):
@@ -231,7 +310,7 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
         for k in keys:
             if k not in sec:
                 raise SpecError(f"{path}: field [{section}].{k} is missing; add it")
-            vals[k] = _num(path, section, k, sec[k], k in INTS)
+            vals[k] = fig(section, k, sec[k], integer=k in INTS)
     peaks = (data.get("compute") or {}).get("peak_tflops")
     if not isinstance(peaks, dict):
         raise SpecError(f"{path}: section [compute.peak_tflops] is missing; add it")
@@ -242,21 +321,22 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
     for k in REQUIRED_UNITS:
         if k not in peaks:
             raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
-    pk = {k: _num(path, "compute.peak_tflops", k, v) for k, v in peaks.items()}
+    pk = {k: fig("compute.peak_tflops", k, v, f"peak_tflops.{k}") for k, v in peaks.items()}
     for k in OPTIONAL_HOST:
         if k in data["host"]:
-            vals[k] = _num(path, "host", k, data["host"][k])
+            vals[k] = fig("host", k, data["host"][k])
     if "compute_capability" in data["compute"]:
-        vals["compute_capability"] = _num(path, "compute", "compute_capability",
-                                          data["compute"]["compute_capability"])
+        vals["compute_capability"] = fig("compute", "compute_capability",
+                                         data["compute"]["compute_capability"])
     for k in OPTIONAL_MODEL:
         if k in data["model"]:
-            vals[k] = _num(path, "model", k, data["model"][k])
+            vals[k] = fig("model", k, data["model"][k])
     if vals["kernel_min_us"] <= 0:
         raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
     return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,
                    measured_on=data.get("measured_on"), measured_date=data.get("measured_date"),
-                   host_measured_on=data.get("host_measured_on"), path=str(path), peak_tflops=MappingProxyType(pk), **vals)
+                   host_measured_on=data.get("host_measured_on"), path=str(path),
+                   peak_tflops=MappingProxyType(pk), provenance=MappingProxyType(prov), **vals)
 
 
 def _read(path: Path) -> GPUSpec:
@@ -267,8 +347,9 @@ def _read(path: Path) -> GPUSpec:
         raise SpecError(f"{path}: not valid TOML ({e})") from None
     except OSError as e:
         raise SpecError(f"{path}: cannot read ({e.strerror})") from None
-    spec = parse_spec(data, str(path))
-    if path.parent == builtin_dir() and spec.name != path.stem:
+    builtin = path.resolve().parent == builtin_dir().resolve()
+    spec = parse_spec(data, str(path), builtin=builtin)
+    if builtin and spec.name != path.stem:
         raise SpecError(f"{path}: field name is {spec.name!r} but the file is {path.stem}.toml; "
                         "make them equal")
     return spec
@@ -329,10 +410,13 @@ def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
     with ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth
     stays ``source``'s: no datasheet gives it)."""
     ds = load_spec(datasheet_name(target_gpu))
-    return source.replace(name=f"{source.name}-as-{ds.name}", bandwidth_gbs=ds.bandwidth_gbs,
-                          l2_mib=ds.l2_mib, capacity_gib=ds.capacity_gib,
-                          sm_count=ds.sm_count, boost_clock_mhz=ds.boost_clock_mhz,
-                          peak_tflops=ds.peak_tflops, compute_capability=ds.compute_capability)
+    taken = ("bandwidth_gbs", "l2_mib", "capacity_gib", "sm_count", "boost_clock_mhz",
+             "compute_capability")
+    prov = {k: v for k, v in source.provenance.items() if not k.startswith("peak_tflops.")}
+    prov.update({k: v for k, v in ds.provenance.items()
+                 if k in taken or k.startswith("peak_tflops.")})
+    return source.replace(name=f"{source.name}-as-{ds.name}", provenance=prov,
+                          peak_tflops=ds.peak_tflops, **{k: getattr(ds, k) for k in taken})
 
 
 def with_host(spec: GPUSpec, host: GPUSpec) -> GPUSpec:
@@ -358,38 +442,88 @@ def _fmt(v) -> str:
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> None:
-    """Write ``spec`` as TOML in the hwspecs schema; ``comments[field]`` is written
-    beside that field (e.g. how it was measured)."""
-    comments = comments or {}
+def _figure_line(spec: GPUSpec, key: str, pkey: str | None = None) -> str:
+    """``key = { value = ..., source = ..., ref = ... }``, or ``key = value`` for a
+    figure without provenance (host figures)."""
+    v = spec.figure(pkey or key)
+    v = float(v) if (pkey or key).startswith("peak_tflops.") else v
+    p = spec.provenance.get(pkey or key)
+    if p is None:
+        return f"{key} = {_fmt(v)}"
+    return f"{key} = {{ value = {_fmt(v)}, source = {_fmt(p[0])}, ref = {_fmt(p[1])} }}"
 
-    def line(k, v):
-        c = comments.get(k)
-        return f"{k} = {_fmt(v)}" + (f"  # {c}" if c else "")
-    out = [f"# {spec.display_name}: written by gpusim", line("name", spec.name),
-           line("display_name", spec.display_name), line("source", spec.source)]
-    if spec.measured_on:
-        out.append(line("measured_on", spec.measured_on))
-    if spec.measured_date:
-        out.append(line("measured_date", spec.measured_date))
-    if spec.host_measured_on:
-        out.append(line("host_measured_on", spec.host_measured_on))
+
+def with_provenance(spec: GPUSpec, prov: Mapping[str, tuple[str, str]]) -> GPUSpec:
+    """``spec`` with these figures' provenance replaced (the figures a calibration
+    measured or fitted: the rest keep where they came from)."""
+    return spec.replace(provenance={**spec.provenance, **prov})
+
+
+def dump_spec(spec: GPUSpec, path) -> None:
+    """Write ``spec`` as TOML in the hwspecs schema, every figure as an inline table with
+    its provenance (``spec.provenance``; set it with :func:`with_provenance`)."""
+    out = [f"# {spec.display_name}: written by gpusim", f"name = {_fmt(spec.name)}",
+           f"display_name = {_fmt(spec.display_name)}", f"source = {_fmt(spec.source)}"]
+    for k in ("measured_on", "measured_date", "host_measured_on"):
+        if getattr(spec, k):
+            out.append(f"{k} = {_fmt(getattr(spec, k))}")
     for section, keys in SECTIONS.items():
         out += ["", f"[{section}]"]
-        out += [line(k, getattr(spec, k)) for k in keys]
+        out += [_figure_line(spec, k) for k in keys]
         if section == "model":
-            out += [line(k, getattr(spec, k)) for k in OPTIONAL_MODEL
-                    if getattr(spec, k) is not None]
+            out += [_figure_line(spec, k) for k in OPTIONAL_MODEL if _given(spec, k)]
         if section == "host":
-            out += [line(k, getattr(spec, k)) for k in OPTIONAL_HOST
-                    if getattr(spec, k) is not None]
+            out += [_figure_line(spec, k) for k in OPTIONAL_HOST if getattr(spec, k) is not None]
         if section == "compute":
             if spec.compute_capability is not None:
-                out.append(line("compute_capability", spec.compute_capability))
+                out.append(_figure_line(spec, "compute_capability"))
             out += ["", "[compute.peak_tflops]"]
-            out += [line(k, float(v)) for k, v in spec.peak_tflops.items()]
+            out += [_figure_line(spec, k, f"peak_tflops.{k}") for k in spec.peak_tflops]
     from .atomic import atomic_write
     atomic_write(str(path), "\n".join(out) + "\n")
+
+
+#: the dataclass defaults (neutral laws: 1.0 for the ATen fractions, else None)
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GPUSpec)}
+
+
+def _given(spec: GPUSpec, key: str) -> bool:
+    """Whether ``spec`` has a figure of its own for an optional field (else the field's
+    neutral law applies: None, or 1.0 for the ATen fractions)."""
+    return key in spec.provenance or getattr(spec, key) not in (None, _DEFAULTS.get(key))
+
+
+def figure_keys(spec: GPUSpec) -> list[str]:
+    """Every figure of ``spec`` a prediction may read, in file order (provenance keys)."""
+    keys = list(MEMORY + COMPUTE) + (["compute_capability"] if spec.compute_capability else [])
+    keys += [f"peak_tflops.{u}" for u in spec.peak_tflops] + list(MODEL)
+    keys += [k for k in OPTIONAL_MODEL if _given(spec, k)]
+    keys += list(HOST) + [k for k in OPTIONAL_HOST if getattr(spec, k) is not None]
+    return keys
+
+
+def figures_table(spec: GPUSpec) -> str:
+    """``gpusim specs GPU``: every figure with its value, source and ref."""
+    rows = []
+    for k in figure_keys(spec):
+        src, ref = spec.provenance.get(k, ("-", "[host]: see the host profile" if k in HOST + OPTIONAL_HOST
+                                           else "-"))
+        rows.append([k, f"{spec.figure(k):g}", src, ref])
+    shown = set(figure_keys(spec))
+    unset = [k for k in OPTIONAL_MODEL if k not in shown]
+    note = (f"\n\nNo figure for {', '.join(unset)}: each is priced by its neutral law (the plain "
+            "roofline, mem_efficiency, the common kernel floor; ATen kernels as fast as a plain "
+            "copy)." if unset else "")
+    return f"{spec.display_name} ({spec.path})\n" + table(rows, ["figure", "value", "source", "ref"],
+                                                           "lrll") + note
+
+
+def source_counts(spec: GPUSpec) -> str:
+    """``datasheet 14, assumed 9``: the spec's figures counted by source."""
+    counts: dict[str, int] = {}
+    for src, _ in spec.provenance.values():
+        counts[src] = counts.get(src, 0) + 1
+    return ", ".join(f"{s} {n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def specs_table(specs) -> str:
@@ -399,8 +533,10 @@ def specs_table(specs) -> str:
         rows.append([s.name, s.display_name, f"{s.bandwidth_gbs:g}", f"{s.l2_mib:g}",
                      str(s.sm_count), f"{pk['fp32']:g}"] +
                     [f"{pk[u]:g}" if u in pk else "-" for u in ("tf32_tc", "fp16_tc", "bf16_tc")] +
-                    [s.source + (f" ({s.measured_date})" if s.measured_date else "")])
+                    [s.source + (f" ({s.measured_date})" if s.measured_date else ""),
+                     source_counts(s)])
     aliases = ", ".join(f"{a} = {c}" for a, c in sorted(ALIASES.items()))
     return table(rows, ["name", "GPU", "GB/s", "L2 MiB", "SMs", "FP32", "TF32", "FP16",
-                        "BF16", "source"], "llrrrrrrrl") + \
-        f"\n\nTFLOP/s dense; TF32/FP16/BF16 on tensor cores. Aliases: {aliases}."
+                        "BF16", "source", "figures by source"], "llrrrrrrrll") + \
+        f"\n\nTFLOP/s dense; TF32/FP16/BF16 on tensor cores. Aliases: {aliases}.\n" \
+        "`gpusim specs GPU` lists a spec's every figure with its source and ref."

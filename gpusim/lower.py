@@ -103,7 +103,7 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
             out += (conv_kernels(graph, n, spec, Kernel) if c is None or not layout_opt
                     else nhwc_conv_kernels(c, n, Kernel))
         else:
-            variant = attention_variant(graph, n) if a["kind"] == "attention" else ""
+            variant = attention_variant(graph, n, spec) if a["kind"] == "attention" else ""
             if a["kind"] == "matmul" and not pads:
                 # an unpadded misaligned 16-bit GEMM is the same cuBLAS align1/align2
                 # kernel eager runs (Swin's 49-token window bmm: 46 us in both records);

@@ -516,12 +516,13 @@ def blas_workspace_bytes(spec=None) -> tuple[int, int]:
     the caching allocator at the first GEMM (the Lt one at the first GEMM with a bias
     epilogue) and keeps them for the process. Defaults of ``CublasHandlePool.cpp``
     (``CUBLAS_WORKSPACE_CONFIG`` unset): ``:4096:8`` = 32 MiB on compute capability 9.0
-    and newer, else ``:4096:2:16:8`` = 8 MiB + 128 KiB; cuBLASLt 1 MiB. A fresh H100
+    and newer, else ``:4096:2:16:8`` = 8 MiB + 128 KiB (the architecture table's
+    ``cublas_workspace_kib``; a spec without a row: 32 MiB); cuBLASLt 1 MiB. A fresh H100
     process holds 33.0 MiB after a first call with bias GEMMs and 32.0 MiB without
     (``validation/results/h100/fresh/``, all 103 cases)."""
-    cc = getattr(spec, "compute_capability", None)
-    big = cc is None or cc >= 9.0
-    return (32 << 20) if big else ((8 << 20) + (128 << 10)), 1 << 20
+    from .arch import arch_of
+    row = arch_of(spec) if spec is not None else None
+    return (row.cublas_workspace_kib << 10) if row else (32 << 20), 1 << 20
 
 
 def _workspace_allocs(low, spec) -> dict[int, list[int]]:

@@ -39,6 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from .arch import attention_backend
+
 _SDPA = (F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
 
 
@@ -46,8 +48,13 @@ def _arg(args, kwargs, i, name, default=None):
     return args[i] if len(args) > i else kwargs.get(name, default)
 
 
-def fused_backend_possible(q, k, v, mask=None) -> bool:
-    """Whether some fused SDPA kernel can run these inputs on an sm80+ GPU (else math)."""
+def fused_backend_possible(q, k, v, mask=None, spec=None) -> bool:
+    """Whether some fused SDPA kernel can run these inputs (else math): on ``spec``'s GPU
+    when given (its architecture row may have no fused backend for the dtype: bf16 before
+    sm80, :func:`gpusim.arch.attention_backend`), else on an sm80+ GPU (capture traces
+    once for every GPU; dispatch then prices the row's backend)."""
+    if spec is not None and attention_backend(spec, str(q.dtype).removeprefix("torch.")) == "math":
+        return False
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False
     if not all(t.stride(-1) == 1 or t.size(-1) == 1 for t in (q, k, v)):
@@ -126,7 +133,12 @@ class MathAttention(TorchFunctionMode):
     kernel accepts (:func:`fused_backend_possible`) are traced as the math fallback's ops
     (:func:`math_attention`); the others stay one attention op. ``matmul`` of a >=3-D
     operand is traced as ATen runs it (:func:`_matmul`: reshapes, then ``mm``/``bmm``),
-    so its operand copies are kernels (pre-dispatch tracing keeps ``matmul`` whole)."""
+    so its operand copies are kernels (pre-dispatch tracing keeps ``matmul`` whole).
+    ``spec``: trace for that GPU's architecture row (None: sm80+)."""
+
+    def __init__(self, spec=None):
+        super().__init__()
+        self.spec = spec
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -135,7 +147,7 @@ class MathAttention(TorchFunctionMode):
         if func in _SDPA:
             q, k, v = args[0], args[1], args[2]
             mask = _arg(args, kwargs, 3, "attn_mask")
-            if not fused_backend_possible(q, k, v, mask):
+            if not fused_backend_possible(q, k, v, mask, self.spec):
                 return math_attention(q, k, v, mask, _arg(args, kwargs, 4, "dropout_p", 0.0),
                                       _arg(args, kwargs, 5, "is_causal", False),
                                       _arg(args, kwargs, 6, "scale"),

@@ -24,7 +24,7 @@ from gpusim.capture import capture_full
 from gpusim.cost import NORM_CALIBRATION_COLS
 from validation.fit_dispatch import fit_dispatch
 from gpusim.errors import GpusimError
-from gpusim.hardware import GPUSpec, calibrated_name, dump_spec, load_spec
+from gpusim.hardware import GPUSpec, calibrated_name, dump_spec, load_spec, with_provenance
 from validation import measure
 from validation.runner import partitioned_callable
 from validation.microbench import run_sweeps
@@ -623,9 +623,25 @@ def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
     spec, diag = fit_spec(raw, base, name=stem)
     raw["fit"] = diag
     atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
-    day = spec.measured_date
-    dump_spec(spec, out_path, {k: f"measured {day}: {v}" for k, v in COMMENTS.items()})
+    changed = [k for k in list(COMMENTS) + ["sm_count", "l2_mib"]
+               if getattr(spec, k, None) != getattr(base, k, None)]
+    prov = measured_provenance(spec, changed, spec.measured_date)
+    prov.update({k: ("measured", f"{spec.measured_on}, {spec.measured_date}, "
+                     f"validation/fit_dispatch.py (fit_dispatch) on {sweeps_path}")
+                 for k in diag.get("dispatch", {})})
+    spec = with_provenance(spec, prov)
+    dump_spec(spec, out_path)
     return spec
+
+
+def measured_provenance(spec: GPUSpec, keys, day: str) -> dict:
+    """The provenance of figures this calibration measured: the GPU, the day and what
+    was timed (:data:`COMMENTS`), so the written spec says where each came from."""
+    gpu = spec.measured_on or spec.display_name
+    what = {**COMMENTS, "sm_count": "device properties: multi_processor_count",
+            "l2_mib": "device properties: L2_cache_size"}
+    return {k: ("measured", f"{gpu}, {day}, gpusim calibrate (validation/calibrate.py): {what[k]}")
+            for k in keys if k in what}
 
 
 def calibrate_host(out_path: str, base_name: str | None = None) -> GPUSpec:
@@ -656,9 +672,8 @@ def _write_host_spec(out_path: str, base: GPUSpec, changes: dict, raw: dict) -> 
     stem = os.path.splitext(os.path.basename(out_path))[0]
     spec = base.replace(name=stem, **changes)
     atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
-    day = date.today().isoformat()
-    dump_spec(spec, out_path, {k: f"measured {day}: {v}" for k, v in COMMENTS.items()
-                               if k in changes})
+    spec = with_provenance(spec, measured_provenance(spec, changes, date.today().isoformat()))
+    dump_spec(spec, out_path)
     return spec
 
 

@@ -1,0 +1,123 @@
+"""Architecture table: what a GPU generation can do, as data (``hwspecs/arch/*.toml``).
+
+Library defaults and kernel families change by generation, not by product: cuDNN runs fp32
+convolutions on TF32 tensor cores from Ampere (PyTorch's ``cudnn.allow_tf32`` is on by
+default), flash attention needs sm80, bf16 attention has no fused kernel before sm80,
+cuDNN's attention comes first on Hopper. Dispatch rules read these facts through a spec's
+``compute_capability`` instead of comparing capability numbers in code, so a new GPU is
+a row in a table. Every fact carries its source like a spec figure does
+(``{ value, source, ref }``, :data:`gpusim.hardware.SOURCES`).
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .hardware import SOURCES, SpecError, builtin_dir
+
+#: the facts every generation's row gives
+FACTS = ("name", "tensor_core_dtypes", "cudnn_conv_tf32", "matmul_tf32", "mma_family",
+         "max_smem_per_sm_kib", "max_smem_per_block_kib", "registers_per_sm",
+         "max_registers_per_thread", "attention_backends", "cp_async", "tma",
+         "cublas_workspace_kib")
+#: The rule a datasheet spec's kernel-class figures are derived by (source ``derived``):
+#: GPUs of one architecture row run the same cuDNN, cuBLAS and ATen kernels, so a class
+#: figure (a fraction of the datasheet peaks, or a floor) is taken from a calibrated GPU of
+#: the same row, never the GPU's own calibration (then it would be measured) and never a
+#: GPU of another row. Evidence, leave one GPU out: the zoo's eager device time predicted
+#: for the H100 from the H200's calibration is off by 7.7% median, the H200 from the
+#: H100's by 10.1% (tests/test_zoo_accuracy.py, the "unseen" rows). Rows with one
+#: calibrated GPU or none get no derived classes: they run at the neutral law.
+SAME_ARCH_RULE = "same-architecture rule"
+#: SDPA backends, in PyTorch's names (sdp_utils.cpp); ``math`` is the unfused fallback
+BACKENDS = ("cudnn", "flash", "efficient", "math")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One generation's row: ``sm`` (``"sm_86"``), its facts and their provenance."""
+    sm: str
+    facts: Mapping[str, Any]
+    provenance: Mapping[str, tuple[str, str]]
+
+    def __getattr__(self, key):
+        try:
+            return self.facts[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+def arch_dir() -> Path:
+    return builtin_dir() / "arch"
+
+
+def _row(path: Path, sm: str, row) -> Arch:
+    if not isinstance(row, dict):
+        raise SpecError(f"{path}: [{sm}] must be a table of facts")
+    facts, prov = {}, {}
+    for k in FACTS:
+        f = row.get(k)
+        if not isinstance(f, dict) or set(f) != {"value", "source", "ref"}:
+            raise SpecError(f"{path}: [{sm}].{k} must be {{ value = ..., source = ..., ref = ... }}")
+        if f["source"] not in SOURCES or not isinstance(f["ref"], str) or not f["ref"].strip():
+            raise SpecError(f"{path}: [{sm}].{k}: source must be one of {', '.join(SOURCES)} "
+                            "and ref a non-empty string")
+        facts[k], prov[k] = f["value"], (f["source"], f["ref"])
+    for dtype, order in facts["attention_backends"].items():
+        if not order or order[-1] != "math" or set(order) - set(BACKENDS):
+            raise SpecError(f"{path}: [{sm}].attention_backends.{dtype} must list backends of "
+                            f"{', '.join(BACKENDS)} ending with math, got {order!r}")
+    return Arch(sm, MappingProxyType(facts), MappingProxyType(prov))
+
+
+@functools.lru_cache(maxsize=None)
+def table() -> Mapping[str, Arch]:
+    """Every generation, ``{"sm_70": Arch, ...}``, from the files under ``hwspecs/arch``."""
+    out = {}
+    for path in sorted(arch_dir().glob("*.toml")):
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        for sm, row in data.items():
+            out[sm] = _row(path, sm, row)
+    return MappingProxyType(out)
+
+
+def sm_name(compute_capability: float) -> str:
+    """``8.6`` -> ``"sm_86"``."""
+    return f"sm_{round(compute_capability * 10)}"
+
+
+def arch_of(spec) -> Arch | None:
+    """The row of ``spec``'s generation, or None when the spec gives no compute
+    capability or the table has no row for it (callers then use their fallback law)."""
+    cc = getattr(spec, "compute_capability", None)
+    return None if cc is None else table().get(sm_name(cc))
+
+
+def cudnn_conv_tf32(spec) -> bool:
+    """Whether cuDNN runs fp32 convolutions on TF32 tensor cores under PyTorch's
+    defaults. Without a row: whether the spec has a TF32 tensor-core peak (TF32 hardware
+    and cuDNN's default arrived together, with Ampere)."""
+    a = arch_of(spec)
+    if a is None:
+        return "tf32_tc" in spec.peak_tflops
+    return bool(a.cudnn_conv_tf32) and "tf32" in a.tensor_core_dtypes
+
+
+def attention_backend(spec, dtype: str) -> str:
+    """The SDPA backend PyTorch picks first for ``dtype`` inputs on ``spec``'s GPU (when
+    the inputs suit it: :func:`gpusim.sdpa.fused_backend_possible`). Without a row or a
+    spec: the calibrated Hopper GPUs' order (cuDNN for 16-bit, memory-efficient for fp32)."""
+    a = arch_of(spec) if spec is not None else None
+    if a is None:
+        a = table()["sm_90"]
+    order = a.attention_backends.get(dtype)
+    return order[0] if order else "math"
+
+
+__all__ = ["Arch", "SAME_ARCH_RULE", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]
