@@ -12,8 +12,8 @@ from gpusim.cli import main
 from gpusim.graph import GraphBuilder
 from gpusim.legality import FusionError
 from gpusim.lower import lower
-from gpusim.memory import (CachingAllocator, round_size, segment_size, simulate_memory,
-                           storage_roots)
+from gpusim.allocator import CachingAllocator, round_size, segment_size
+from gpusim.memory import simulate_memory, storage_roots
 
 MiB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -425,7 +425,7 @@ def test_first_call_keeps_cublas_workspaces_by_compute_capability():
     first call and kept; a graph without GEMMs allocates neither; the measured call after
     empty_cache sees them as resident."""
     from gpusim.hardware import load_spec
-    from gpusim.memory import blas_workspace_bytes
+    from gpusim.allocator import blas_workspace_bytes
 
     torch = pytest.importorskip("torch")
     from gpusim.capture import capture
