@@ -53,7 +53,8 @@ def write_records(path: str, rows) -> str:
     with atomic_path(path, suffix=suffix) as tmp:
         # mtime=0: the same rows give the same bytes, so re-packing changes nothing in git
         raw = open(tmp, "wb")
-        f = (gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else raw)
+        f = (gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz")
+             else raw)
         try:
             for r in rows:
                 f.write((json.dumps(r, default=str) + "\n").encode())

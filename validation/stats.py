@@ -39,3 +39,19 @@ def by_run_family(rows: list[dict], summary) -> dict:
             fams = [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]
             out[run] = {f: summary([r for r in rr if f in ("all", r["family"])]) for f in fams}
     return out
+
+
+def worse_than(got: dict, limits: dict, where: str) -> list[str]:
+    """One line per statistic of ``got`` (``{"median": .., "p90": ..}``, percent) above its
+    threshold in ``limits``, naming the figure: ``h200 e2e eager p90 30.29% > threshold
+    30.2%``. The accuracy guards print these lines and nothing else, so a failure reads
+    as which figure moved by how much."""
+    return [f"{where} {stat} {got[stat]:.2f}% > threshold {lim}%"
+            for stat, lim in limits.items() if got[stat] > lim + 1e-9]
+
+
+def fail_if_worse(worse: list[str], what: str) -> None:
+    """Fail the calling test with ``worse``'s lines only (no traceback, no locals)."""
+    if worse:
+        import pytest
+        pytest.fail(f"{what} regressed:\n" + "\n".join(worse), pytrace=False)
