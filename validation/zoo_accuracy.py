@@ -141,7 +141,7 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
     what the host's drift within the lease costs), and without the factor
     (``pred_flat_us``: tight-loop figures alone). The model's Python is clocked."""
     from gpusim import zoo            # optional extra
-    from validation.calibrate import forward_factor, reference_predictions
+    from validation.reference_forwards import forward_factor, reference_predictions
     rows = []
     for toml, walls in host_leases(results_dir, gpu):
         s = with_host(spec, load_spec(toml))
