@@ -80,3 +80,26 @@ def test_the_lab_has_no_import_cycle_and_the_predictor_never_imports_it():
     for p in glob.glob(os.path.join(ROOT, "gpusim", "**", "*.py"), recursive=True):
         if os.path.basename(p) != "cli.py":       # the CLI's lab commands import it lazily
             assert not _imports(p, "validation"), p
+
+
+def _chatty_loggers() -> dict:
+    import logging
+    return {n: lg.level for n, lg in logging.Logger.manager.loggerDict.items()
+            if isinstance(lg, logging.Logger) and lg.propagate and lg.level
+            and lg.level < logging.WARNING}
+
+
+def test_scoring_a_record_leaves_logging_as_it_found_it():
+    """Re-capturing a zoo record as the accuracy guards do (torch.compile's path, and eager
+    with the model's Python clocked) leaves no logger below WARNING that reaches the root
+    (pytest would show its chatter under a failing assertion)."""
+    import logging
+    from validation.records import record_graph, zoo_available
+    if not zoo_available():
+        pytest.skip("zoo extra not installed")
+    before, root = _chatty_loggers(), logging.getLogger().level
+    rec = {"model": "tv:resnet18", "sizes": {"batch": 1, "hw": 64}, "dtype": "bfloat16",
+           "run": "compiled"}
+    record_graph(rec)
+    record_graph(dict(rec, run="eager"), python=True)
+    assert _chatty_loggers() == before and logging.getLogger().level == root
