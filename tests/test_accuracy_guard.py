@@ -11,6 +11,7 @@ import os
 import pytest
 
 from validation.accuracy import RESULTS_DIR, accuracy_report
+from validation.stats import fail_if_worse, worse_than
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THRESHOLDS = os.path.join(ROOT, "validation", "thresholds.json")
@@ -45,13 +46,13 @@ def test_accuracy_not_worse_than_thresholds(report, gpu, label, lim):
     got = report[gpu][label]
     worse = []
     for c in CATS:
-        for stat in ("median", "p90"):
-            if got[c][stat] > lim[c][stat] + 1e-9:
-                worse.append(f"{c} {stat} {got[c][stat]:.2f}% > {lim[c][stat]}%")
+        worse += worse_than(got[c], {s: lim[c][s] for s in ("median", "p90")}, f"{gpu} {label} {c}")
     v = got["verdict_right"]
     frac = v["right"] / (v["right"] + v["wrong"])
     if frac < lim["verdict_right_fraction"] - 1e-9:
-        worse.append(f"helps/hurts right {frac:.3f} < {lim['verdict_right_fraction']}")
+        worse.append(f"{gpu} {label} helps/hurts right {frac:.3f} "
+                     f"< threshold {lim['verdict_right_fraction']}")
     if got["tau"]["median"] < lim["tau_median"] - 1e-9:
-        worse.append(f"Kendall tau median {got['tau']['median']:.2f} < {lim['tau_median']}")
-    assert not worse, f"{gpu}/{label} accuracy regressed: " + "; ".join(worse)
+        worse.append(f"{gpu} {label} Kendall tau median {got['tau']['median']:.2f} "
+                     f"< threshold {lim['tau_median']}")
+    fail_if_worse(worse, "accuracy")

@@ -1,8 +1,6 @@
 """The zoo runner's and sweeps' GPU-independent parts, on CPU: case planning and order,
 file names, splitting profiler events by call, counting syncs / launches / aten ops."""
 
-import json
-import os
 import re
 from types import SimpleNamespace
 
@@ -162,16 +160,18 @@ def test_sweep_points_cover_the_brief():
                    "ones", "new_zeros", "cumsum", "cat", "add_broadcast", "softmax"}
 
 
-def test_record_written_atomically_and_tarred(tmp_path):
-    rec = {"case_id": "hf:gpt2__large__bfloat16__nchw__eager", "failed": "RuntimeError: x"}
-    p = zoo_run.write_record(str(tmp_path), rec)
-    assert os.path.basename(p) == "hf_gpt2__large__bfloat16__nchw__eager.json"
-    assert json.load(open(p)) == rec
-    tar = str(tmp_path / "zoo.tar.gz")
-    zoo_run.write_tar(str(tmp_path), tar)
-    import tarfile
-    assert tarfile.open(tar).getnames() == [os.path.basename(p)]
-    assert zoo_run.done_ids(str(tmp_path)) == set()          # failed cases are re-run
+def test_records_appended_one_row_per_case(tmp_path):
+    from validation.records import read_records
+    failed = {"case_id": "hf:gpt2__large__bfloat16__nchw__eager", "failed": "RuntimeError: x"}
+    ok = {"case_id": "tv:resnet18__default__float16__nchw__eager", "kernel_sum_us": 1.5}
+    out = str(tmp_path / "zoo.jsonl.gz")
+    zoo_run.write_record(out, failed)
+    zoo_run.write_record(out, ok)
+    assert read_records(out) == [failed, ok]
+    assert zoo_run.done_ids(out) == {ok["case_id"]}          # failed cases are re-run
+    with open(out, "ab") as f:                                # a run killed mid-append
+        f.write(b"\x1f\x8b\x08\x00garbage")
+    assert read_records(out) == [failed, ok]
 
 
 def test_inputs_match_zoo_build_on_meta():

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from validation.stats import fail_if_worse, worse_than
 from validation.zoo_accuracy import zoo_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,11 +31,6 @@ def reports(limits):
     return {gpu: holdout_report(RESULTS, gpu) for gpu in limits}
 
 
-def _worse(got: dict, lim: dict, where: str) -> list:
-    return [f"{where} {stat} {got[stat]:.2f}% > {v}%" for stat, v in lim.items()
-            if got[stat] > v + 1e-9]
-
-
 def test_holdout_accuracy_not_worse_than_thresholds(reports, limits):
     worse = []
     for gpu, by in limits.items():
@@ -42,18 +38,17 @@ def test_holdout_accuracy_not_worse_than_thresholds(reports, limits):
         assert rep["records"] >= by["records"], f"{gpu}: held-out records went missing"
         for run, cats in by["calibrated"].items():
             for cat, lim in cats.items():
-                worse += _worse(rep["calibrated"][run]["all"][cat], lim, f"{gpu}/{run} {cat}")
+                worse += worse_than(rep["calibrated"][run]["all"][cat], lim, f"{gpu} {run} {cat}")
         for run, cats in by["memory"].items():
             for cat, lim in cats.items():
-                worse += _worse(rep["memory"]["summary"][run]["all"][cat], lim,
-                                f"{gpu}/{run} memory {cat}")
+                worse += worse_than(rep["memory"]["summary"][run]["all"][cat], lim,
+                                    f"{gpu} {run} memory {cat}")
         sp = rep["speedup"]["summary"]["device"]
-        worse += _worse(sp, {k: v for k, v in by["speedup"]["device"].items()},
-                        f"{gpu} compile speed-up")
+        worse += worse_than(sp, by["speedup"]["device"], f"{gpu} compile speed-up")
         if sp["verdict_right"] < by["speedup"]["verdict_right"]:
-            worse.append(f"{gpu}: compile helps/hurts right {sp['verdict_right']} "
-                         f"< {by['speedup']['verdict_right']}")
-    assert not worse, "held-out accuracy regressed: " + "; ".join(worse)
+            worse.append(f"{gpu} compile helps/hurts right {sp['verdict_right']} "
+                         f"< threshold {by['speedup']['verdict_right']}")
+    fail_if_worse(worse, "held-out accuracy")
 
 
 def test_every_holdout_record_is_predicted(reports):

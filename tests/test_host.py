@@ -221,7 +221,7 @@ def test_the_forward_factor_ramps_with_program_size(f, a, b):
 
 
 def test_forward_kernels_is_the_reference_gpt2s_kernel_count():
-    from validation.calibrate import _reference_graphs
+    from validation.reference_forwards import _reference_graphs
     g = _reference_graphs()["gpt2"]
     assert predict(g, gpu=SPEC, mode="eager").kernel_count == FORWARD_KERNELS
 
@@ -232,7 +232,7 @@ def test_forward_factor_refits_from_the_recorded_reference_walls():
     clocked on this machine, so within 10%), and the calibrated spec carries a factor."""
     import json
     import os
-    from validation.calibrate import forward_factor
+    from validation.reference_forwards import forward_factor
     from gpusim.hardware import with_host
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results", "h100", "host", "2026-11-24-lease7.toml")
@@ -279,7 +279,8 @@ def test_host_fit_reproduces_a_recorded_lease():
     here), fitted on the medians of the three reference rounds."""
     import json
     import os
-    from validation.calibrate import fit_forward, fit_host, median_walls
+    from validation.calibrate import fit_host
+    from validation.reference_forwards import fit_forward, median_walls
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
     with open(here + ".raw.json") as fh:

@@ -12,8 +12,8 @@ from gpusim.cli import main
 from gpusim.graph import GraphBuilder
 from gpusim.legality import FusionError
 from gpusim.lower import lower
-from gpusim.memory import (CachingAllocator, round_size, segment_size, simulate_memory,
-                           storage_roots)
+from gpusim.allocator import CachingAllocator, round_size, segment_size
+from gpusim.memory import simulate_memory, storage_roots
 
 MiB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -271,6 +271,7 @@ def test_search_api_memory_limit_picks_a_fitting_partition():
 
 # ---------------------------------------------------------------- recorded zoo memory
 def test_zoo_memory_not_worse_than_thresholds():
+    from validation.stats import fail_if_worse, worse_than
     from validation.zoo_accuracy import memory_report, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
@@ -283,16 +284,13 @@ def test_zoo_memory_not_worse_than_thresholds():
     def check(where, got_of, runs):
         for run, cats in runs.items():
             for cat, stats in cats.items():
-                got = got_of(run)[cat]
-                for stat, lim in stats.items():
-                    if got[stat] > lim + 1e-9:
-                        worse.append(f"{where}/{run} {cat} {stat} {got[stat]:.2f}% > {lim}%")
+                worse.extend(worse_than(got_of(run)[cat], stats, f"{where} {run} memory {cat}"))
     for gpu, runs in limits.items():
         check(gpu, lambda run: rep[gpu]["summary"][run]["all"], runs)
     for key, runs in fresh.items():       # "h100" (zoo models) or "h100-holdout"
         gpu, _, which = key.partition("-")
         check(key, lambda run: rep[gpu]["fresh"][which or "zoo"][run]["all"], runs)
-    assert not worse, "zoo memory accuracy regressed: " + "; ".join(worse)
+    fail_if_worse(worse, "zoo memory accuracy")
 
 
 # ---------------------------------------------------------------- Python lifetimes (eager)
@@ -425,7 +423,7 @@ def test_first_call_keeps_cublas_workspaces_by_compute_capability():
     first call and kept; a graph without GEMMs allocates neither; the measured call after
     empty_cache sees them as resident."""
     from gpusim.hardware import load_spec
-    from gpusim.memory import blas_workspace_bytes
+    from gpusim.allocator import blas_workspace_bytes
 
     torch = pytest.importorskip("torch")
     from gpusim.capture import capture

@@ -420,7 +420,8 @@ def _results_dir(root, arm_graph, pred):
     rec = {"case": "add_relu_mul/small/float32", "graph": arm_graph.to_dict(),
            "runs": {"eager": {"profile": {"kernels": kernels + [{"name": "gpusim:r", "us": 1.0}]},
                               "wall": {"median_us": 30.0}}}}
-    (d / "add_relu_mul__small__float32.json").write_text(json.dumps(rec))
+    from validation.records import write_records
+    write_records(str(d / "classic.jsonl.gz"), [rec])
     return root
 
 

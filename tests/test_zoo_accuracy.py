@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from validation.stats import fail_if_worse, worse_than
 from validation.zoo_accuracy import zoo_available, zoo_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,11 +37,9 @@ def test_zoo_accuracy_not_worse_than_thresholds(report, limits):
                 continue
             for run, cats in runs.items():
                 for cat, stats in cats.items():
-                    got = report[gpu][label][run]["all"][cat]
-                    for stat, lim in stats.items():
-                        if got[stat] > lim + 1e-9:
-                            worse.append(f"{gpu}/{label}/{run} {cat} {stat} {got[stat]:.2f}% > {lim}%")
-    assert not worse, "zoo accuracy regressed: " + "; ".join(worse)
+                    worse += worse_than(report[gpu][label][run]["all"][cat], stats,
+                                        f"{gpu} {label} {run} {cat}")
+    fail_if_worse(worse, "zoo accuracy")
 
 
 def test_every_zoo_record_is_predicted(report):

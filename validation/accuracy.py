@@ -24,7 +24,6 @@ each group pays a region entry's host cost).
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import os
@@ -39,20 +38,19 @@ from gpusim.errors import UserError
 from gpusim.graph import OpGraph
 from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
 from gpusim.predict import predict
-from validation.zoo_accuracy import (ape, e2e_markdown, lease_walls_markdown, speedup_markdown,
-                           zoo_available, zoo_markdown, zoo_report)
+from validation.records import read_records
+from validation.stats import ape
+from validation.zoo_accuracy import (e2e_markdown, lease_walls_markdown, speedup_markdown,
+                                     zoo_available, zoo_markdown, zoo_report)
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def load_records(folder: str) -> list[dict]:
-    recs = []
-    for p in sorted(glob.glob(os.path.join(folder, "*__*.json"))):
-        with open(p) as f:
-            r = json.load(f)
-        if not r.get("failed") and r.get("graph"):
-            recs.append(r)
-    return recs
+    """The measured classic cases of one GPU's results folder (``<folder>/classic.jsonl.gz``,
+    written by ``gpusim validate``); failed cases and rows without a graph left out."""
+    return [r for r in read_records(os.path.join(folder, "classic.jsonl.gz"))
+            if not r.get("failed") and r.get("graph")]
 
 
 @dataclass

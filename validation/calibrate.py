@@ -9,7 +9,6 @@ names the benchmark and the date.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -21,13 +20,14 @@ import torch.nn.functional as F
 
 from gpusim.atomic import atomic_write
 from gpusim.capture import capture_full
-from gpusim.cost import NORM_CALIBRATION_COLS
 from validation.fit_dispatch import fit_dispatch
 from gpusim.errors import GpusimError
 from gpusim.hardware import GPUSpec, calibrated_name, dump_spec, load_spec, with_provenance
 from validation import measure
 from validation.runner import partitioned_callable
 from validation.microbench import run_sweeps
+from validation.aten_bench import aten_microbenchmarks, fit_aten
+from validation.reference_forwards import fit_forward, median_walls, reference_walls
 from gpusim.viz import check_target
 
 
@@ -282,85 +282,6 @@ def host_probe(modules: bool = True) -> dict:
     return {"eager_op_us": op, "module_us": (mc[64] - mc[1]) / 63}
 
 
-def reference_forwards(device: str = "cuda") -> list[tuple[str, torch.nn.Module, tuple]]:
-    """gpusim's reference forwards for ``eager_forward_factor``: its own GPT-2 and
-    ResNet-50 (:mod:`gpusim.examples`, not models the accuracy tables score) in bf16 at
-    sizes so small that the host bounds them (6 blocks of d=64 over 32 tokens; a 32x32
-    image): a realistic mix of ops, views and module calls whose wall is host time."""
-    from gpusim.examples import GPT2, ResNet50, _module
-    gpt = _module(GPT2, device, torch.bfloat16, layers=6, d=64, heads=2, vocab=512, ctx=64)
-    res = _module(ResNet50, device, torch.bfloat16, classes=10)
-    with torch.device(device):
-        return [("gpt2", gpt, (torch.randint(0, 512, (1, 32)),)),
-                ("resnet50", res, (torch.randn(1, 3, 32, 32, dtype=torch.bfloat16),))]
-
-
-def reference_walls() -> dict:
-    """Steady-state eager wall per call of each reference forward on this machine."""
-    out = {}
-    for name, m, args in reference_forwards("cuda"):
-        with torch.no_grad():
-            out[name] = measure.time_wall(m, args)["median_us"]
-    return out
-
-
-def median_walls(rounds: list[dict]) -> dict:
-    """Each reference forward's median over several :func:`reference_walls` rounds."""
-    return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
-
-
-@functools.lru_cache(maxsize=1)
-def _reference_graphs() -> dict:
-    """The reference forwards captured on meta tensors, their Python clocked (as
-    ``gpusim predict`` captures a model for eager)."""
-    from gpusim.capture import capture
-    return {name: capture(m, args, name=name, python=True)
-            for name, m, args in reference_forwards("meta")}
-
-
-def reference_predictions(spec: GPUSpec) -> dict:
-    """``{name: (end-to-end us, device us)}``: gpusim's eager prediction of each reference
-    forward with ``spec``'s tight-loop host figures (its own factor left out). Pure: the
-    forwards are captured on meta tensors."""
-    from gpusim.predict import predict
-    plain = spec.replace(eager_forward_factor=None)
-    out = {}
-    for name, g in _reference_graphs().items():
-        p = predict(g, gpu=plain, mode="eager")
-        out[name] = (p.end_to_end_us, p.device_us)
-    return out
-
-
-def forward_factor(walls: dict, spec: GPUSpec, predicted: dict | None = None
-                   ) -> tuple[float, dict]:
-    """``eager_forward_factor``: the reference forwards' measured walls (``walls``:
-    :func:`reference_walls`) over gpusim's eager prediction of them with ``spec``'s
-    tight-loop host figures, summed. ``predicted``: :func:`reference_predictions` of
-    ``spec``, when the caller fits many walls against one spec. Returns (factor,
-    per-forward predicted and measured)."""
-    predicted = predicted if predicted is not None else reference_predictions(spec)
-    diag, meas, pred = {}, 0.0, 0.0
-    for name, (e2e, device) in predicted.items():
-        if name not in walls:
-            continue
-        diag[name] = {"wall_us": walls[name], "predicted_us": e2e, "predicted_device_us": device}
-        meas += walls[name]
-        pred += e2e
-    if not pred:
-        raise GpusimError("no reference forward was measured: cannot fit eager_forward_factor")
-    return meas / pred, diag
-
-
-def fit_forward(h: dict, spec: GPUSpec, diag: dict) -> dict:
-    """``{"eager_forward_factor": ...}`` from raw host timings that timed the reference
-    forwards (``h["reference_walls"]``), against ``spec``'s tight-loop figures; {} when
-    they did not. The per-forward fit goes into ``diag``."""
-    if not h.get("reference_walls"):
-        return {}
-    f, diag["reference_forwards"] = forward_factor(h["reference_walls"], spec)
-    return {"eager_forward_factor": float(f)}
-
-
 def chain_inputs(k: int, mats):
     """k extern matmuls (plus Triton epilogues) on the sum of the inputs."""
     def f(*xs):
@@ -371,68 +292,6 @@ def chain_inputs(k: int, mats):
             x = torch.relu(x @ mats[i])
         return x
     return f
-
-
-def aten_microbenchmarks() -> dict:
-    """Eager PyTorch's kernel classes against a contiguous elementwise add on the same
-    dtype and about 512 MiB (far past L2), plus floors of tiny reductions and GEMMs.
-    Times are profiled kernel durations, L2 flushed."""
-    dev = "cuda"
-
-    def kern(fn, *a):
-        ks = measure.profile_kernels(lambda: fn(*a), flush=True, reps=5)["kernels"]
-        return sum(k["us"] for k in ks)
-    out = {}
-    cols = NORM_CALIBRATION_COLS
-    for dt in (torch.float32, torch.bfloat16):
-        name = str(dt).replace("torch.", "")
-        rows = (256 << 20) // (cols * dt.itemsize)          # 256 MiB per operand
-        x = torch.randn(rows, cols, device=dev, dtype=dt)
-        y = torch.randn(rows, cols, device=dev, dtype=dt)
-        b = torch.randn(cols, device=dev, dtype=dt)
-        w = torch.randn(cols, device=dev, dtype=dt)
-        nb = x.numel() * dt.itemsize
-        r = {"bytes_operand": nb}
-        r["add_contiguous_us"] = kern(torch.add, x, y)       # reads 2, writes 1 operand
-        r["add_broadcast_us"] = kern(torch.add, x, b)        # reads 1, writes 1
-        r["sum_rows_us"] = kern(lambda t: t.sum(-1), x)     # reads 1
-        r["layer_norm_us"] = kern(lambda t: torch.nn.functional.layer_norm(t, (cols,), w, b), x)
-        out[name] = r
-        del x, y
-    small = torch.randn(8, 128, device=dev)
-    out["floor_sum_us"] = kern(lambda t: t.sum(-1), small)
-    out["floor_layer_norm_us"] = kern(lambda t: torch.nn.functional.layer_norm(t, (128,)), small)
-    floors = []
-    for dt in (torch.float32, torch.bfloat16):
-        a = torch.randn(8, 128, device=dev, dtype=dt)
-        m = torch.randn(128, 128, device=dev, dtype=dt)
-        floors.append(kern(torch.mm, a, m))
-    out["floor_mm_us"] = floors
-    return out
-
-
-def fit_aten(aten: dict) -> dict:
-    """Fractions of a plain stream's bandwidth for ATen's kernel classes, and floors.
-
-    A contiguous add moves 3 operands' bytes; a broadcast add 2, a row sum 1 and a layer
-    norm 2 (reads x, writes y): each class's bandwidth over the add's.
-    """
-    out = {}
-    for name, key in (("float32", ""), ("bfloat16", "_16bit")):
-        r = aten.get(name)
-        if not r:
-            continue
-        nb = r["bytes_operand"]
-        stream = 3 * nb / r["add_contiguous_us"]
-        out["aten_strided_efficiency" + key] = min(1.0, 2 * nb / r["add_broadcast_us"] / stream)
-        out["aten_norm_efficiency" + key] = min(1.0, 2 * nb / r["layer_norm_us"] / stream)
-        if name == "float32":
-            out["aten_reduction_efficiency"] = min(1.0, nb / r["sum_rows_us"] / stream)
-    if "floor_sum_us" in aten:
-        out["reduction_min_us"] = float(np.median([aten["floor_sum_us"], aten["floor_layer_norm_us"]]))
-    if "floor_mm_us" in aten:
-        out["gemm_min_us"] = float(min(aten["floor_mm_us"]))
-    return out
 
 
 def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:

@@ -7,14 +7,13 @@ committed spec files. Numbers quoted in the README come from this script.
     python validation/compare_leases.py
 """
 
-import glob
-import json
 import os
 
 import numpy as np
 
 from gpusim.hardware import load_spec
 from validation.accuracy import _device_measured
+from validation.records import read_records
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OLD = os.path.join(HERE, "archive", "h200-leases-1-2")
@@ -26,12 +25,11 @@ SPECS = [("lease 2", os.path.join(OLD, "h200-sxm-calibrated-lease2.toml")),
 
 def main():
     dev, wall = [], []
-    for p in sorted(glob.glob(os.path.join(NEW, "*__*.json"))):
-        q = os.path.join(OLD, os.path.basename(p))
-        if not os.path.exists(q):
+    old_by_case = {r["case"]: r for r in read_records(os.path.join(OLD, "classic.jsonl.gz"))}
+    for rec in read_records(os.path.join(NEW, "classic.jsonl.gz")):
+        if rec["case"] not in old_by_case:
             continue
-        with open(p) as f, open(q) as g:
-            new, old = json.load(f)["runs"], json.load(g)["runs"]
+        new, old = rec["runs"], old_by_case[rec["case"]]["runs"]
         for run in ("eager", "compiled"):
             if run in new and run in old:
                 dev.append(_device_measured(new[run]) / _device_measured(old[run]) - 1)

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Run on the GPU machine (repo root): optionally calibrate, then validate; results tarred
-# into $OUT. Resumable: cases already recorded under validation/results/TAG are skipped.
+# Run on the GPU machine (repo root): optionally calibrate, then validate; the records
+# (classic.jsonl.gz) land in $OUT. Resumable: cases already in validation/results/TAG are skipped.
 # usage: bash validation/device_run.sh TAG SECONDS [calibrate|no] [cases|all] [--quick]
 set -u
 TAG=$1; SECS=$2; CAL=${3:-no}; CASES=${4:-all}; QUICK=${5:-}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
 RES=/tmp/gpusim_results/$TAG
 mkdir -p "$RES" "$OUT"
-[ -d "validation/results/$TAG" ] && cp validation/results/$TAG/*.json "$RES"/ 2>/dev/null
-BEFORE=$(ls "$RES" | wc -l)
+[ -f "validation/results/$TAG/classic.jsonl.gz" ] && cp validation/results/$TAG/classic.jsonl.gz "$RES"/
+count() { python3 -c "from validation.records import read_records as r; print(len(r('$RES/classic.jsonl.gz')))"; }
+BEFORE=$(count)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/smi_before.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 T0=$(date +%s)
@@ -20,8 +21,8 @@ export GPUSIM_VALIDATE_SECONDS=$LEFT
 ARGS=(--out "$RES")
 [ "$CASES" != "all" ] && ARGS+=(--cases "$CASES")
 [ -n "$QUICK" ] && ARGS+=(--quick)
-# hard stop a little after the soft deadline, so the tarball below is always written
+# hard stop a little after the soft deadline, so the records below are always copied
 timeout $(( LEFT + 90 )) python3 -m gpusim validate "${ARGS[@]}" 2>&1 | tail -60
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
-(cd "$RES" && ls *.json | grep -v '^env' > /dev/null) && tar czf "$OUT/results-$TAG.tgz" -C /tmp/gpusim_results "$TAG"
-echo "records: before $BEFORE, after $(ls "$RES" | wc -l)"
+cp "$RES"/classic.jsonl.gz "$RES"/env.json "$OUT"/ 2>/dev/null
+echo "records: before $BEFORE, after $(count)"

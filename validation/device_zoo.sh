@@ -4,14 +4,13 @@
 # 1. smoke test (one small zoo model on the GPU; fails fast if the environment is broken)
 # 2. eager dispatch sweeps              -> $OUT/sweeps-TAG.json
 # 3. optionally `gpusim calibrate`      -> $OUT/TAG-sxm-calibrated.toml (+ .raw.json)
-# 4. the zoo, until a deadline          -> $OUT/zoo.tar.gz (re-written after every case)
-# At most 8 files come back from $OUT: the per-case JSONs travel inside zoo.tar.gz.
+# 4. the zoo, until a deadline          -> $OUT/zoo.jsonl.gz (a row appended after every case)
 set -u
 TAG=$1; SECS=$2; CAL=${3:-no}; shift 3 || shift $#
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
 T0=$(date +%s)
 left() { echo $(( SECS - ($(date +%s) - T0) )); }
-mkdir -p "$OUT" /tmp/zoo_$TAG
+mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_before.txt"
 cat "$OUT/smi_before.txt"
 echo "== smoke"
@@ -42,8 +41,8 @@ fi
 L=$(left)
 ZD=$(( L - ${MARGIN_S:-40} ))
 echo "== zoo (left $L s, deadline $ZD s)"
-timeout $(( L - 10 )) python3 -m validation.zoo_run --out /tmp/zoo_$TAG --deadline-s $ZD \
-  --tar "$OUT/zoo.tar.gz" "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice"
+timeout $(( L - 10 )) python3 -m validation.zoo_run --out "$OUT/zoo.jsonl.gz" --deadline-s $ZD \
+  "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
-ls /tmp/zoo_$TAG | wc -l
+python3 -c "from validation.records import read_records as r; print(len(r('$OUT/zoo.jsonl.gz')), 'records')"
 echo "total $(( $(date +%s) - T0 )) s"

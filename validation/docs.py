@@ -39,7 +39,7 @@ correlation of predicted and measured device time across the partitions of one g
 HOLDOUT_HEAD = """## Held-out models and shapes
 
 Architectures the zoo lacks (`gpusim.zoo.HOLDOUT`), at sizes the zoo never measures, fp32
-and bf16, measured once on an H100 (`validation/results/h100/holdout/`). They are a test
+and bf16, measured once on an H100 (`validation/results/h100/holdout.jsonl.gz`). They are a test
 set only: nothing is fitted on them (`python -m validation.holdout_accuracy`).
 """
 

@@ -21,14 +21,13 @@ only this model's weights and inputs. Per case it records (bytes):
 
 Usage (on the GPU machine; one JSON line per case, written as each finishes):
 
-    python3 validation/fresh_memory.py --run eager --jobs 8 --deadline 240 OUT.jsonl
+    python3 validation/fresh_memory.py --run eager --jobs 8 --deadline 240 OUT.jsonl.gz
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import glob
 import json
 import os
 import subprocess
@@ -41,10 +40,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def cases(run: str, gpu: str = "h100", sub: str = "zoo") -> list[dict]:
     """The cases of the ``gpu``'s records (``sub``: zoo or holdout) of this run kind (model,
     sizes, dtype, layout)."""
+    from validation.records import read_records, run_set
     out = []
-    for f in sorted(glob.glob(os.path.join(ROOT, "validation", "results", gpu, sub, "*.json"))):
-        with open(f) as fh:
-            r = json.load(fh)
+    for r in read_records(run_set(os.path.join(ROOT, "validation", "results"), gpu, sub)):
         if r.get("run") == run:
             out.append({k: r[k] for k in ("case_id", "model", "family", "sizes", "dtype",
                                            "channels_last", "run")})
@@ -173,11 +171,12 @@ def main(argv=None) -> int:
             return dict(case, error=f"no record (rc {cp.returncode}): {cp.stderr.strip()[-300:]}")
         return json.loads(line[7:])
 
+    from validation.records import append_record, write_records
     n_ok = 0
-    with open(a.out, "w") as fh, cf.ThreadPoolExecutor(a.jobs) as ex:
+    write_records(a.out, [])            # OUT.jsonl.gz: the records format; a row per case as it ends
+    with cf.ThreadPoolExecutor(a.jobs) as ex:
         for rec in ex.map(run, todo):
-            fh.write(json.dumps(rec) + "\n")
-            fh.flush()
+            append_record(a.out, rec)
             n_ok += "error" not in rec
             print(f"{rec['case_id']}: {rec.get('error') or 'ok'} ({time.time() - t0:.0f} s)", flush=True)
     print(f"{n_ok} of {len(todo)} cases measured in {time.time() - t0:.0f} s")

@@ -1,7 +1,7 @@
 """Accuracy on the held-out models (``gpusim.zoo.HOLDOUT``): the zoo's scoring on models
 and sizes gpusim was never developed or fitted on.
 
-Records: ``validation/results/<gpu>/holdout/*.json``, written by
+Records: ``validation/results/<gpu>/holdout.jsonl.gz``, written by
 ``python3 -m validation.zoo_run --holdout`` on a real GPU. Each case is re-captured
 on meta tensors from its held-out entry and scored exactly as the zoo is
 (:mod:`validation.zoo_accuracy`: ``case_rows``, ``summarise``, ``memory_rows``,
@@ -22,8 +22,10 @@ import sys
 import numpy as np
 
 from gpusim.hardware import calibrated_name, load_spec
-from validation.zoo_accuracy import (_by_family, _cell, _stats, case_rows, load_zoo_records, memory_rows,
-                           memory_summary, speedup_rows, speedup_summary)
+from validation.records import load_zoo_records
+from validation.stats import _cell, _stats
+from validation.zoo_accuracy import (_by_family, case_rows, memory_rows, memory_summary, speedup_rows,
+                                     speedup_summary)
 
 
 def holdout_report(results_dir: str, gpu: str = "h100") -> dict:

@@ -32,7 +32,7 @@ import statistics
 
 from gpusim import capture, predict, pytime, zoo
 from gpusim.hardware import calibrated_name, load_spec, with_host
-from validation.zoo_accuracy import _cell, _stats, ape
+from validation.stats import _cell, _stats, ape
 
 #: host figures that scale with the host's speed (per-op dispatch, views, launches, modules)
 SCALED = ("eager_op_us", "eager_library_op_us", "eager_view_us", "kernel_launch_us",

@@ -9,7 +9,7 @@ top-level torch call; the forward's wall time minus the clocked time, minus the 
 own cost per call), and host probes taken right before and after the case
 (``validation.calibrate.host_probe``: an eager add and one nn.Module call, measured as
 calibrate measures them) so each case carries the host speed it ran at, plus the walls
-of gpusim's reference forwards right before the case (``calibrate.reference_walls``: what
+of gpusim's reference forwards right before the case (``reference_forwards.reference_walls``: what
 ``eager_forward_factor`` is fitted on). ``--walls``: only the walls, kernel sums, the
 eager-add probe and the reference walls (no GC-off wall, profiled top-level ops, Python
 clock or module probe), every model's default size first, then large.
@@ -28,7 +28,8 @@ from torch.profiler import ProfilerActivity, profile
 from torch.overrides import TorchFunctionMode
 
 from gpusim import zoo
-from validation.calibrate import host_probe, reference_walls
+from validation.calibrate import host_probe
+from validation.reference_forwards import reference_walls
 from validation import measure
 
 

@@ -17,12 +17,11 @@ Compiled records skip ``first`` (compilation allocates during it).
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 
 from gpusim.hardware import calibrated_name, load_spec
-from validation.zoo_accuracy import _cell, _stats, ape, by_run_family, record_graph
+from validation.records import read_records, record_graph
+from validation.stats import _cell, _stats, ape, by_run_family
 
 #: record files of ``<gpu>/fresh/``: (file stem, run kind)
 FRESH_FILES = {"eager": "eager", "compiled": "compiled", "holdout_eager": "eager"}
@@ -33,13 +32,8 @@ def load_fresh(results_dir: str, gpu: str, stem: str) -> list[dict]:
     """The measured cases of ``<results_dir>/<gpu>/fresh/<stem>.jsonl[.gz]`` (failed ones
     left out; the records are stored gzipped)."""
     path = os.path.join(results_dir, gpu, "fresh", f"{stem}.jsonl")
-    opener = open
-    if not os.path.exists(path):
-        path, opener = path + ".gz", gzip.open
-        if not os.path.exists(path):
-            return []
-    with opener(path, "rt") as f:
-        return [r for r in (json.loads(ln) for ln in f if ln.strip()) if "error" not in r]
+    rows = read_records(path) or read_records(path + ".gz")
+    return [r for r in rows if "error" not in r]
 
 
 def fresh_rows(records: list[dict], spec) -> list[dict]:

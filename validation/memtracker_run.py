@@ -2,7 +2,7 @@
 
 ``torch.distributed._tools.mem_tracker.MemTracker`` under ``FakeTensorMode`` is what a
 user would reach for instead of gpusim to predict an eager peak without a GPU. For each
-eager zoo record (``validation/results/<gpu>/zoo/*.json``) this builds the same model
+eager zoo record (``validation/results/<gpu>/zoo.jsonl.gz``) this builds the same model
 (``gpusim.zoo.build``) with fake ``cuda`` tensors and runs one no-grad forward inside the
 tracker; it records the tracker's peak above the pre-call total (weights, buffers and
 inputs), or the one-line reason it failed, next to the measured peak and gpusim's.
@@ -190,8 +190,8 @@ def _attempt(rec: dict, fused_sdpa: bool, key: str, timeout_s: int) -> dict:
 
 
 def _records(results: str, gpu: str, sub: str) -> list[dict]:
-    """Measured, non-failed records of ``<results>/<gpu>/<sub>/*.json`` with a memory peak."""
-    from validation.zoo_accuracy import load_zoo_records
+    """Measured, non-failed records of ``<results>/<gpu>/<sub>.jsonl.gz`` with a memory peak."""
+    from validation.records import load_zoo_records
     return [r for r in load_zoo_records(results, gpu, sub)
             if (r.get("memory") or {}).get("peak_allocated_above_pre_call") is not None]
 
@@ -212,7 +212,7 @@ def gpusim_peaks(recs: list[dict], gpu: str) -> dict:
 def refresh_gpusim(out_dir: str, results: str, gpu: str) -> None:
     """Rewrite the ``gpusim`` column of ``<out_dir>/<gpu>/memtracker.json`` with the
     current model (MemTracker's figures unchanged)."""
-    from validation.zoo_accuracy import load_zoo_records
+    from validation.records import load_zoo_records
     p = os.path.join(out_dir, gpu, "memtracker.json")
     with open(p) as f:
         doc = json.load(f)

@@ -11,8 +11,8 @@ predicts it, then measures on the GPU:
   on its own, so every group is its own compiled region; the profiler counts how many
   kernels each group actually became.
 
-Each case is written as one JSON record (atomically) as soon as it is done, so a run
-that is cut off keeps what it measured; a failing case (OOM, compile error) is recorded
+Each case is appended as one row to ``<out>/classic.jsonl.gz`` (:mod:`validation.records`)
+as soon as it is done, so a run that is cut off keeps what it measured; a failing case (OOM, compile error) is recorded
 with its error and the run goes on. Measured numbers are only ever written here.
 """
 
@@ -38,6 +38,7 @@ from gpusim.progress import progress
 from gpusim.scoring import Scorer
 from gpusim.search import greedy, search
 from validation import measure
+from validation.records import append_record, read_records
 
 PARTITION_ALGOS = ("greedy", "bytes", "exact")
 
@@ -258,10 +259,11 @@ def main(a) -> int:
     env = measure.env_info()
     _atomic_json(os.path.join(a.out, "env.json"), env)
     deadline = time.time() + float(os.environ.get("GPUSIM_VALIDATE_SECONDS", "1e9"))
+    out = os.path.join(a.out, "classic.jsonl.gz")
+    measured = {r.get("case") for r in read_records(out)}
     done = 0
     for i, (name, preset, dt) in enumerate(progress(cases, "validating")):
-        fname = os.path.join(a.out, f"{name}__{preset}__{dt}.json")
-        if os.path.exists(fname):
+        if f"{name}/{preset}/{dt}" in measured:
             done += 1
             continue
         if time.time() > deadline:
@@ -276,7 +278,7 @@ def main(a) -> int:
                    "traceback": traceback.format_exc()[-2000:]}
         rec["seconds"] = time.time() - t0
         rec["env"] = {k: env.get(k) for k in ("gpu", "gpu_name", "torch", "cuda")}
-        _atomic_json(fname, rec)
+        append_record(out, rec)
         done += 1
         msg = f"[{done}/{len(cases)}] {name}/{preset}/{dt} {rec['seconds']:.1f}s" + (
             " FAILED" if rec.get("failed") or rec.get("errors") else "")

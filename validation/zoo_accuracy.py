@@ -1,6 +1,6 @@
 """Accuracy on the real-model zoo, by family and GPU.
 
-Zoo records (``validation/results/<gpu>/zoo/*.json``, written by
+Zoo records (``validation/results/<gpu>/zoo.jsonl.gz``, one row per case, written by
 :mod:`validation.zoo_run` on a real GPU) hold what ran: the profiler's kernel list,
 kernel sum, wall time and memory per case. The graph is re-captured here from the zoo
 entry (``gpusim.zoo.build`` on meta tensors: the same model, sizes and dtype), so a change
@@ -31,55 +31,10 @@ import os
 
 import numpy as np
 
-from gpusim.capture import capture
 from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec, with_host
-from gpusim.models import parse_dtype
 from gpusim.predict import predict
-
-FAMILIES = ("cnn", "vit", "encoder", "decoder", "encdec")
-#: a record's ``run`` is the gpusim mode it is predicted in
-RUNS = ("eager", "compiled", "cudagraph")
-
-
-def zoo_available() -> bool:
-    """Whether the zoo extra (torchvision, timm, transformers) imports here."""
-    try:
-        from gpusim import zoo  # noqa: F401
-        import timm, torchvision, transformers  # noqa: F401,E401
-    except ImportError:
-        return False
-    return True
-
-
-def load_zoo_records(results_dir: str, gpu: str, sub: str = "zoo") -> list[dict]:
-    """The measured (not failed) records of ``<results_dir>/<gpu>/<sub>/*.json``, sorted
-    by file name: the zoo's, or the held-out models' (``sub="holdout"``)."""
-    out = []
-    for p in sorted(glob.glob(os.path.join(results_dir, gpu, sub, "*.json"))):
-        with open(p) as f:
-            r = json.load(f)
-        if not r.get("failed") and r.get("kernel_sum_us"):
-            out.append(r)
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
-           python: bool = False):
-    from gpusim import zoo            # optional extra
-    fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
-                         channels_last=channels_last, **dict(sizes))
-    return capture(fn, args, name=model, compiling=compiling, python=python)
-
-
-def record_graph(rec: dict, python: bool = False):
-    """The record's model captured on meta tensors, along the code path its run took
-    (``torch.compile``'s for compiled and CUDA-graph runs); ``python``: eager, with the
-    model's own Python clocked (:mod:`gpusim.pytime`, about a second per model)."""
-    return _graph(rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
-                  bool(rec.get("channels_last")), rec["run"] != "eager",
-                  python and rec["run"] == "eager")
-
+from validation.records import load_zoo_records, record_graph, zoo_available  # noqa: F401
+from validation.stats import FAMILIES, RUNS, _cell, _stats, ape, by_run_family  # noqa: F401
 
 #: A host calibration belongs to the records measured after it on the same lease, within
 #: this many seconds (``validation/device_compiled.sh`` runs ``calibrate --host-only``
@@ -119,10 +74,6 @@ def lease_host(results_dir: str, gpu: str, rec: dict) -> str | None:
         if tc <= t and (t - tc).total_seconds() <= LEASE_WINDOW_S:
             best = p
     return best
-
-
-def ape(pred: float, meas: float) -> float:
-    return abs(pred - meas) / meas * 100.0
 
 
 def case_rows(records: list[dict], spec) -> list[dict]:
@@ -190,7 +141,7 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
     what the host's drift within the lease costs), and without the factor
     (``pred_flat_us``: tight-loop figures alone). The model's Python is clocked."""
     from gpusim import zoo            # optional extra
-    from validation.calibrate import forward_factor, reference_predictions
+    from validation.reference_forwards import forward_factor, reference_predictions
     rows = []
     for toml, walls in host_leases(results_dir, gpu):
         s = with_host(spec, load_spec(toml))
@@ -201,8 +152,8 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
         for r in recs:
             if "error" in r or not r.get("wall_us"):
                 continue
-            g = _graph(r["model"], tuple(sorted(r["sizes"].items())), "bfloat16", False,
-                       python=True)
+            g = record_graph(dict(r, dtype="bfloat16", channels_last=False, run="eager"),
+                             python=True)
             case_f, _ = forward_factor(r["reference_walls"], s, refs)
             p = predict(g, gpu=s, mode="eager")
             rows.append({"case": f"{r['model']}__{r['size']}", "model": r["model"],
@@ -227,18 +178,6 @@ def lease_wall_summary(rows: list[dict]) -> dict:
     """``{"eager": {family|"all": {prediction key: stats}}}`` of :func:`lease_wall_rows`."""
     return by_run_family(rows, lambda sel: {k: _stats([ape(r[k], r["meas_us"]) for r in sel])
                                             for k, _ in LEASE_PREDICTIONS})
-
-
-def by_run_family(rows: list[dict], summary) -> dict:
-    """``{run: {family|"all": summary(rows of that run and family)}}``, for the runs and
-    families the rows have, in :data:`RUNS` and :data:`FAMILIES` order."""
-    out = {}
-    for run in RUNS:
-        rr = [r for r in rows if r["run"] == run]
-        if rr:
-            fams = [f for f in FAMILIES if any(r["family"] == f for r in rr)] + ["all"]
-            out[run] = {f: summary([r for r in rr if f in ("all", r["family"])]) for f in fams}
-    return out
 
 
 def e2e_summary(rows: list[dict]) -> dict:
@@ -305,17 +244,6 @@ def speedup_summary(rows: list[dict]) -> dict:
         if e:
             out[key] = dict(_stats(e), verdict_right=sum(r[key]["verdict_right"] for r in rows))
     return out
-
-
-def _stats(errs: list[float]) -> dict | None:
-    """Count, median and p90 of absolute percentage errors (None when there are none)."""
-    if not errs:
-        return None
-    return {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
-
-
-def _cell(s: dict | None) -> str:
-    return "-" if not s else f"{s['median']:.1f}% / {s['p90']:.1f}%"
 
 
 def summarise(rows: list[dict], key: str = "device") -> dict | None:

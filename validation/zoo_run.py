@@ -1,7 +1,7 @@
 """Measure the model zoo (``gpusim.zoo``) on the CUDA GPU at hand.
 
-``python3 -m validation.zoo_run --out DIR [--cases PATTERNS] [--deadline-s N]
-[--compiled NAMES] [--compiled-reserve-s N] [--skip-done DIR] [--tar FILE]``
+``python3 -m validation.zoo_run --out FILE.jsonl.gz [--cases PATTERNS] [--deadline-s N]
+[--compiled NAMES] [--compiled-reserve-s N] [--skip-done FILE.jsonl.gz]``
 
 One case = zoo model x size (``default``: batch 1; ``large``) x dtype x layout (NCHW, and
 channels_last where the entry says) x run (``eager``; ``compiled`` for the models named in
@@ -9,8 +9,8 @@ channels_last where the entry says) x run (``eager``; ``compiled`` for the model
 PyTorch's default flags (TF32 and cuDNN settings untouched), random weights and inputs,
 under ``torch.no_grad()``.
 
-Per case one JSON record, written atomically as soon as it is measured
-(``DIR/<safe case id>.json``), holding: the case (id, model, family, sizes, dtype,
+Per case one row appended to the records file (:mod:`validation.records`) as soon as it is
+measured, holding: the case (id, model, family, sizes, dtype,
 channels_last, run), the environment, the per-kernel list in launch order (profiler, L2
 flushed before each call, median per kernel over the profiled calls), kernel count and
 sum, steady-state wall time per call, peak memory above the pre-call baseline, and what
@@ -28,11 +28,8 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import gc
-import json
-import os
 import re
 import sys
-import tarfile
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -374,34 +371,17 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
     return rec
 
 
-def write_record(out_dir: str, rec: dict) -> str:
-    from gpusim.atomic import atomic_write
-    path = os.path.join(out_dir, safe_name(rec["case_id"]) + ".json")
-    atomic_write(path, json.dumps(rec, indent=1, default=str))
-    return path
+def write_record(out: str, rec: dict) -> str:
+    """Append the case's row to the records file ``out``; a run cut off keeps every case
+    it finished (no per-case files: one file travels back from the GPU machine)."""
+    from validation.records import append_record
+    return append_record(out, rec)
 
 
-def write_tar(out_dir: str, tar_path: str) -> None:
-    from gpusim.atomic import atomic_path
-    with atomic_path(tar_path, suffix=".tar.gz") as tmp:
-        with tarfile.open(tmp, "w:gz") as tf:
-            for f in sorted(os.listdir(out_dir)):
-                if f.endswith(".json"):
-                    tf.add(os.path.join(out_dir, f), arcname=f)
-
-
-def done_ids(d: str) -> set:
-    out = set()
-    if d and os.path.isdir(d):
-        for f in os.listdir(d):
-            if f.endswith(".json"):
-                try:
-                    r = json.load(open(os.path.join(d, f)))
-                except Exception:  # noqa: BLE001
-                    continue
-                if "case_id" in r and not r.get("failed"):
-                    out.add(r["case_id"])
-    return out
+def done_ids(path: str) -> set:
+    """Case ids measured (not failed) in the records file ``path``: failed cases run again."""
+    from validation.records import read_records
+    return {r["case_id"] for r in read_records(path) if "case_id" in r and not r.get("failed")}
 
 
 def interleaved(zoo: dict) -> list:
@@ -418,12 +398,11 @@ def interleaved(zoo: dict) -> list:
     return out
 
 
-def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=None,
+def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda",
         cache_gb=24.0, zoo_mod=None, t_start=None, warm_only=False):
     import torch
     if zoo_mod is None:
         from gpusim import zoo as zoo_mod
-    os.makedirs(out_dir, exist_ok=True)
     t_start = t_start or time.time()
     deadline = t_start + (deadline_s if deadline_s else 1e12)
     cache = ModelCache(int(cache_gb * (1 << 30)))
@@ -461,9 +440,7 @@ def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=
             print(f"[warm {time.time() - t_start:5.0f}s] {c.case_id}: "
                   f"{rec.get('failed') or 'compile %.0fs' % rec.get('compile_s', 0)}", flush=True)
             continue
-        write_record(out_dir, rec)
-        if tar_path:
-            write_tar(out_dir, tar_path)
+        write_record(out, rec)
         if rec.get("failed"):
             summary["failed"][c.case_id] = rec["failed"]
             print(f"[{i}/{n_total} {time.time() - t_start:5.0f}s] {c.case_id}: FAILED {rec['failed']}",
@@ -483,7 +460,8 @@ def run(out_dir, cases, deadline_s=None, reserve_s=0.0, device="cuda", tar_path=
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.zoo_run")
-    ap.add_argument("--out", required=True, help="folder for one JSON record per case")
+    ap.add_argument("--out", required=True,
+                    help="records file (.jsonl.gz): one row appended per case")
     ap.add_argument("--cases", default=None,
                     help="comma-separated fnmatch patterns on case ids or model names")
     ap.add_argument("--deadline-s", type=float, default=None,
@@ -499,8 +477,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shard", default=None, help="I/N: run only every N-th case from the I-th")
     ap.add_argument("--compiled-reserve-s", type=float, default=0.0,
                     help="run compiled cases first once the deadline is this close")
-    ap.add_argument("--skip-done", default=None, help="skip cases recorded (not failed) here")
-    ap.add_argument("--tar", default=None, help="re-write this .tar.gz of --out after every case")
+    ap.add_argument("--skip-done", default=None,
+                    help="skip cases recorded (not failed) in this records file")
     ap.add_argument("--cache-gb", type=float, default=24.0)
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
     ap.add_argument("--holdout", action="store_true",
@@ -548,10 +526,8 @@ def main(argv=None) -> int:
         from validation import measure
         measure.require_cuda()
     print(f"zoo_run: {len(cases)} cases, deadline {a.deadline_s} s, compiled {compiled}", flush=True)
-    s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, device, a.tar, a.cache_gb,
+    s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, device, a.cache_gb,
             zoo_mod, t_start, a.warm_only)
-    if a.tar:
-        write_tar(a.out, a.tar)
     print(f"zoo_run: {len(s['done'])} done, {len(s['failed'])} failed, "
           f"{len(s['not_reached'])} not reached, {time.time() - t_start:.0f} s", flush=True)
     for k, v in s["failed"].items():
