@@ -288,7 +288,8 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         taps = _filter_taps(graph, a)
         fixed, tap, eff = ((spec.depthwise_us_16bit, spec.depthwise_tap_us_16bit, spec.depthwise_efficiency_16bit)
                            if half else (spec.depthwise_us, spec.depthwise_tap_us, spec.depthwise_efficiency))
-        comp = fixed + tap * taps + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
+        # a GPU whose fraction is derived but whose fixed costs are not: none (neutral)
+        comp = (fixed or 0.0) + (tap or 0.0) * taps + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
         return _retimed(est, spec, mem, comp - spec.kernel_fixed_us, floor, variant=v)
     elif v == "layer_norm":
         # ATen's layer norm runs a block per row: a fixed cost per row on top of the
@@ -306,6 +307,11 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "depthwise_aten" and spec.depthwise_aten_efficiency:
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
+    elif v in ("depthwise", "depthwise_aten"):
+        # no figure: depthwise kernels (cuDNN's and ATen's alike, in the sweeps' profiler
+        # lists) run on CUDA cores with one filter per channel, so there is no GEMM to tile:
+        # the neutral law is the CUDA-core rate, not a K = kh*kw tensor-core GEMM's
+        comp = a["flops"] / (spec.peak_flops("fp32") * spec.cuda_core_efficiency) * 1e6
     elif v in ("gemm", "align1", "align2", "gemv", "gemm_lt"):
         mem = est.mem_us * spec.mem_efficiency / (spec.gemm_mem_efficiency or spec.mem_efficiency)
         unit = unit_for(a["kind"], a["dtype"], spec, opts)

@@ -319,7 +319,7 @@ ALIASES = {"timm:deit_small": "timm:deit_small_patch16_224",
 # Architectures the zoo does not have, at sizes it does not measure (vision 160 / 256
 # pixels, MaxViT 448 / 224; encoders 64 / 256 tokens, decoders 256 / 1024,
 # encoder-decoders 256 / 384), in fp32 and bf16. They score gpusim on models it never saw: nothing is developed or
-# fitted on their records (validation/results/h100/holdout/).
+# fitted on their records (validation/results/h100/holdout.jsonl.gz).
 _HO_DTYPES = ("float32", "bfloat16")
 _HO_CNN = ({"batch": 1, "hw": 256}, {"batch": 16, "hw": 160})
 _HO_VIT = ({"batch": 1, "hw": 256}, {"batch": 8, "hw": 160})

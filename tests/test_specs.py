@@ -52,6 +52,14 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
         if mine is None:
             continue
         source, ref = spec.provenance[key]
+        if source == "derived" and "gpusim.arch.UNIT_FRACTION_RULE" in ref:
+            # across generations: a bandwidth / CUDA-core fraction, the calibrated GPUs' mean
+            from validation.derive_specs import FIELDS
+            assert key in FIELDS, (spec.name, key)
+            vals = [getattr(c, key) for c in CALIBRATED if getattr(c, key) is not None]
+            assert mine == round(sum(vals) / len(vals), 4), (spec.name, key)
+            assert all(f"{c.name} = " in ref for c in CALIBRATED), (spec.name, key, ref)
+            continue
         if source == "derived":
             # the named rule: from a calibrated GPU of the same architecture row, not this GPU's
             assert "gpusim.arch.SAME_ARCH_RULE" in ref, (spec.name, key, ref)
@@ -66,8 +74,19 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
 
 @pytest.mark.parametrize("name", ["rtx3090", "v100", "t4", "rtx4090", "a100"])
 def test_datasheet_specs_have_no_fitted_class_figure(name):
+    """Off Hopper, a class figure exists only where the unit-fraction rule derived it."""
+    from validation.derive_specs import FIELDS
     spec = load_spec(name)
-    assert [k for k in CLASS_FIGURES if getattr(spec, k) is not None] == []
+    have = [k for k in CLASS_FIGURES if getattr(spec, k) is not None]
+    assert set(have) <= set(FIELDS)
+    assert all("UNIT_FRACTION_RULE" in spec.provenance[k][1] for k in have)
+    assert "conv_efficiency_scale" not in have and "conv_stem_tflops" not in have
+
+
+def test_derived_specs_are_up_to_date():
+    """The unit-fraction rule's figures in hwspecs/ are what the calibrated specs give now."""
+    from validation.derive_specs import main
+    assert main(["--check"]) == 0
 
 
 def test_calibrated_specs_keep_their_fitted_figures():
