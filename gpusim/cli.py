@@ -23,11 +23,10 @@ DEFAULT_MODEL = "transformer_block"
 OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and search
 
 
-def _graph(args, python: bool = False):
-    """The OpGraph a model-taking command works on (name, dtype and sizes from args;
-    ``python``: clock the model's own Python too)."""
+def _graph(args):
+    """The OpGraph a model-taking command works on (name, dtype and sizes from args)."""
     from .models import model_graph, parse_sizes
-    return model_graph(args.model, args.dtype, parse_sizes(args.size), python=python)
+    return model_graph(args.model, args.dtype, parse_sizes(args.size))
 
 
 def _check_args(a) -> None:
@@ -35,6 +34,7 @@ def _check_args(a) -> None:
     be written, and the sizes, dtype, mode, algorithm and GPU spec are ones gpusim knows."""
     from . import viz
     from .hardware import load_spec
+    from .host import load_host
     from .models import parse_dtype, parse_sizes
     from .search import ALGOS
     from .simulate import check_mode
@@ -50,6 +50,7 @@ def _check_args(a) -> None:
         parse_dtype(a.dtype)
         check_mode(a.mode)
         load_spec(a.gpu)
+        load_host(a.host)
     if getattr(a, "memory_limit", None) is not None:
         a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
@@ -82,6 +83,9 @@ def _add_model_args(p, gpu_default="h100"):
                         "`gpusim examples` lists them)")
     p.add_argument("--gpu", default=gpu_default, help="GPU spec name, alias or .toml path "
                    "(`gpusim specs` lists them)")
+    p.add_argument("--host", default=None, metavar="NAME|PATH",
+                   help="host profile that issues the work: name or .toml path (default: the "
+                        "reference host, the same for every GPU; `gpusim hosts` lists them)")
     p.add_argument("--dtype", default="float32", help="float32 | float16 | bfloat16")
     p.add_argument("--size", action="append", metavar="KEY=VALUE",
                    help="override an example's size (repeatable), e.g. --size batch=1")
@@ -106,14 +110,14 @@ def _mode_arg(p, default):
 def cmd_predict(a) -> int:
     from .predict import modes_by_speed, predict
     from .report import dumps, modes_line, prediction_text
-    g = _graph(a, python=a.mode == "eager" and not a.no_python)
-    p = predict(g, gpu=a.gpu, mode=a.mode)
+    g = _graph(a)
+    p = predict(g, gpu=a.gpu, mode=a.mode, host=a.host)
     if a.json:
         print(dumps(p.to_dict()))
     else:
         print(prediction_text(p, None if a.all else 25))
         if p.fits:
-            print(modes_line(modes_by_speed(g, a.gpu, have=p)))
+            print(modes_line(modes_by_speed(g, a.gpu, have=p, host=a.host)))
     _extras(a, pred=p)
     return 0
 
@@ -121,7 +125,8 @@ def cmd_predict(a) -> int:
 def cmd_search(a) -> int:
     from .report import dumps, search_text
     from .search import search
-    r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo, memory_limit=a.memory_limit)
+    r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo, memory_limit=a.memory_limit,
+               host=a.host)
     print(dumps(r.to_dict()) if a.json else search_text(r, None if a.all else 25))
     _extras(a, result=r)
     return 0
@@ -133,7 +138,7 @@ def cmd_whatif(a) -> int:
     if not a.fuse:
         raise UserError("whatif needs at least one --fuse a,b,c (node names as `gpusim predict` prints them)")
     groups = [[x.strip() for x in f.split(",") if x.strip()] for f in a.fuse]
-    r = whatif(_graph(a), groups, gpu=a.gpu, mode=a.mode)
+    r = whatif(_graph(a), groups, gpu=a.gpu, mode=a.mode, host=a.host)
     if a.json:
         print(dumps(r.to_dict()))
     else:
@@ -177,7 +182,8 @@ def cmd_report(a) -> int:
     from .models import model_graph, parse_sizes
     from .search import search
     sizes = parse_sizes(a.size)
-    res = search(model_graph(a.model, a.dtype, sizes), gpu=a.gpu, mode=a.mode, algo=a.algo)
+    res = search(model_graph(a.model, a.dtype, sizes), gpu=a.gpu, mode=a.mode, algo=a.algo,
+                 host=a.host)
     page = viz.report_html(res, {"model": a.model, "dtype": a.dtype, "sizes": sizes})
     viz.write_atomic(a.out, page)
     print(f"wrote {a.out}", file=sys.stderr)
@@ -187,6 +193,12 @@ def cmd_report(a) -> int:
 def cmd_specs(a) -> int:
     from .hardware import list_specs, specs_table
     print(specs_table(list_specs()))
+    return 0
+
+
+def cmd_hosts(a) -> int:
+    from .host import hosts_table, list_hosts
+    print(hosts_table(list_hosts()))
     return 0
 
 
@@ -241,9 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="per-kernel time of a model on a GPU")
     _add_model_args(p)
     _mode_arg(p, "eager")
-    p.add_argument("--no-python", action="store_true",
-                   help="eager: price the model's own Python as a flat cost per nn.Module call "
-                        "instead of clocking it on this machine (faster, repeatable)")
     _picture_args(p)
     p.set_defaults(fn=cmd_predict)
     s = sub.add_parser("search", help="find the best fusion partition")
@@ -262,14 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(fn=cmd_whatif)
     sp = sub.add_parser("specs", help="list the GPU spec files")
     sp.set_defaults(fn=cmd_specs)
+    ho = sub.add_parser("hosts", help="list the host profiles (--host)")
+    ho.set_defaults(fn=cmd_hosts)
     ex = sub.add_parser("examples", help="list the built-in examples")
     ex.set_defaults(fn=cmd_examples)
     c = sub.add_parser("calibrate", help="measure the GPU at hand and write a spec file")
     c.add_argument("--out", required=True)
     c.add_argument("--base", default=None, help="datasheet spec to start from")
     c.add_argument("--host-only", action="store_true",
-                   help="measure only the host figures ([host]) of this machine, on top of --base "
-                        "(default: this GPU's calibrated spec)")
+                   help="measure only this machine's host figures and write them as a host "
+                        "profile (--base: the GPU spec to predict its reference forwards on)")
     c.add_argument("--forward-only", action="store_true",
                    help="re-time only the host's in-forward speed (eager_forward_factor, about 30 "
                         "s) on top of --base: run it right before the runs you compare")

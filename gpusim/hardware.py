@@ -1,8 +1,9 @@
 """Hardware: GPU spec files (``hwspecs/*.toml``) loaded into a frozen, validated dataclass.
 
 The device is data, not code: no ``if gpu == "a100"`` anywhere. Every datasheet figure
-cites its source in the TOML; ``[model]`` and ``[host]`` hold the cost-model parameters,
-assumed for datasheet specs and measured for calibrated ones (``gpusim calibrate``).
+cites its source in the TOML; ``[model]`` holds the cost-model parameters, assumed for
+datasheet specs and measured for calibrated ones (``gpusim calibrate``). The host that
+issues the work is not the GPU's: its figures live in host profiles (:mod:`gpusim.host`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ COMPUTE = ("sm_count", "boost_clock_mhz", "smem_per_sm_kib", "registers_per_sm")
 MODEL = ("mem_efficiency", "l2_bandwidth_gbs", "l2_resident_fraction", "kernel_fixed_us",
          "kernel_min_us", "cuda_core_efficiency", "matmul_efficiency", "matmul_tile_m",
          "matmul_tile_n")
-HOST = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel_us",
-        "cudagraph_call_us", "cudagraph_kernel_us", "launch_latency_us")
 # Optional [model] fields: effects of eager PyTorch's own (ATen) kernels and floors by
 # kernel class, measured by `gpusim calibrate`. A spec without them predicts as if
 # those kernels were as good as a plain copy (fraction 1) with the common floor.
@@ -43,14 +42,11 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
                   "attention_efficiency", "attention_mask_efficiency", "attention_min_us",
                   "gemv_fp32_efficiency")
-OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
-                 "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
-                 "cudagraph_tree_input_us", "kernel_launch_us", "eager_forward_factor")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
-SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL, "host": HOST}
+SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
 
 
 class SpecError(GpusimError):
@@ -58,8 +54,9 @@ class SpecError(GpusimError):
 
 
 # CNN/ViT kernel classes (gpusim.dispatch, fitted from the sweeps' cnn and norms points)
-# The GPU's steady state, measured by `gpusim calibrate --host-only` as well (so a lease's
-# host calibration carries it): wall of a stream kept full over its profiled kernel sum
+# The GPU's steady state: wall of a stream kept full over its profiled kernel sum. A GPU
+# figure (gaps between kernels on the device, clocks under sustained load), not a host's:
+# no CPU issues work inside a CUDA graph replay, so it stays in the GPU spec.
 LEASE_MODEL = ("stream_busy_factor",)
 OPTIONAL_MODEL += LEASE_MODEL
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
@@ -92,16 +89,6 @@ class GPUSpec:
     matmul_efficiency: float
     matmul_tile_m: int
     matmul_tile_n: int
-    eager_op_us: float
-    eager_view_us: float
-    compiled_call_us: float
-    compiled_kernel_us: float
-    cudagraph_call_us: float
-    cudagraph_kernel_us: float
-    launch_latency_us: float
-    # host cost of one call into a separately compiled region (validation harness);
-    # optional in files, defaults to compiled_call_us
-    compiled_region_us: float | None = None
     aten_strided_efficiency: float = 1.0       # ATen elementwise with a broadcast/strided operand
     aten_strided_efficiency_16bit: float = 1.0  # same, 2-byte elements
     aten_reduction_efficiency: float = 1.0     # ATen reduce kernels (sum, amax, ...)
@@ -109,17 +96,6 @@ class GPUSpec:
     aten_norm_efficiency_16bit: float = 1.0
     reduction_min_us: float | None = None      # floor of reduction/norm kernels
     gemm_min_us: float | None = None           # floor of library GEMM/conv kernels
-    eager_library_op_us: float | None = None   # eager host cost of a GEMM/conv/norm/attention op
-    eager_module_us: float | None = None       # eager host cost of one nn.Module call
-    compiled_input_us: float | None = None     # compiled call's cost per tensor input (guards)
-    sync_us: float | None = None               # host wait + copy of one host<->device sync
-    cudagraph_tree_call_us: float | None = None   # reduce-overhead replay: host cost per call
-    cudagraph_tree_input_us: float | None = None  # reduce-overhead: per tensor input (copy in)
-    kernel_launch_us: float | None = None      # one launch call: a library op's helper kernel
-    # eager host time inside a real forward over what the tight-loop figures above price
-    # (gpusim's reference forwards, calibrate.forward_factor); None: 1
-    eager_forward_factor: float | None = None
-    host_measured_on: str | None = None        # the machine the [host] figures came from
     compute_capability: float | None = None    # [compute] e.g. 9.0: library defaults that differ by generation
     # Eager kernel classes (gpusim.dispatch), as fractions of the datasheet peaks so that
     # they transfer across GPUs. Defaults: fitted by dispatch.fit_dispatch on the H100
@@ -194,17 +170,12 @@ def builtin_dir() -> Path:
     return Path(str(files("gpusim.hwspecs")))
 
 
-#: per-item host increments that calibrate may measure as zero (the extra inputs cost
-#: nothing the timer can see), so a file may hold 0 for them
-MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us")
-
-
 def _num(path, section, key, v, integer=False):
     where = f"{path}: field [{section}].{key}" if section else f"{path}: field {key}"
-    kind = "a non-negative" if key in MAY_BE_ZERO else "a positive"
+    kind = "a positive"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpecError(f"{where} must be {kind} number, got {v!r}; fix the spec file")
-    if not math.isfinite(v) or v < 0 or (v == 0 and key not in MAY_BE_ZERO):
+    if not math.isfinite(v) or v <= 0:
         raise SpecError(f"{where} must be {kind} number, got {v!r}; fix the spec file")
     if key in FRACTIONS and v > 1:
         raise SpecError(f"{where} is a fraction and must be in (0, 1], got {v!r}")
@@ -243,9 +214,6 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
         if k not in peaks:
             raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
     pk = {k: _num(path, "compute.peak_tflops", k, v) for k, v in peaks.items()}
-    for k in OPTIONAL_HOST:
-        if k in data["host"]:
-            vals[k] = _num(path, "host", k, data["host"][k])
     if "compute_capability" in data["compute"]:
         vals["compute_capability"] = _num(path, "compute", "compute_capability",
                                           data["compute"]["compute_capability"])
@@ -256,7 +224,7 @@ def parse_spec(data: dict, path: str) -> GPUSpec:
         raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
     return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,
                    measured_on=data.get("measured_on"), measured_date=data.get("measured_date"),
-                   host_measured_on=data.get("host_measured_on"), path=str(path), peak_tflops=MappingProxyType(pk), **vals)
+                   path=str(path), peak_tflops=MappingProxyType(pk), **vals)
 
 
 def _read(path: Path) -> GPUSpec:
@@ -325,23 +293,13 @@ def spec_for(gpu: str, calibrated: bool = True) -> GPUSpec:
 
 
 def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
-    """Predict a GPU no calibration has seen: ``source``'s fitted model and host figures
-    with ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth
+    """Predict a GPU no calibration has seen: ``source``'s fitted model figures with ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth
     stays ``source``'s: no datasheet gives it)."""
     ds = load_spec(datasheet_name(target_gpu))
     return source.replace(name=f"{source.name}-as-{ds.name}", bandwidth_gbs=ds.bandwidth_gbs,
                           l2_mib=ds.l2_mib, capacity_gib=ds.capacity_gib,
                           sm_count=ds.sm_count, boost_clock_mhz=ds.boost_clock_mhz,
                           peak_tflops=ds.peak_tflops, compute_capability=ds.compute_capability)
-
-
-def with_host(spec: GPUSpec, host: GPUSpec) -> GPUSpec:
-    """``spec``'s GPU with ``host``'s ``[host]`` figures (those it has): host costs belong
-    to the machine that ran the program, so a GPU's calibrated spec predicts another
-    lease's wall times with that lease's ``gpusim calibrate --host-only`` figures."""
-    return spec.replace(**{k: getattr(host, k) for k in HOST + OPTIONAL_HOST + LEASE_MODEL
-                           if getattr(host, k) is not None},
-                        host_measured_on=host.host_measured_on or spec.host_measured_on)
 
 
 def list_specs() -> list[GPUSpec]:
@@ -372,16 +330,11 @@ def dump_spec(spec: GPUSpec, path, comments: dict[str, str] | None = None) -> No
         out.append(line("measured_on", spec.measured_on))
     if spec.measured_date:
         out.append(line("measured_date", spec.measured_date))
-    if spec.host_measured_on:
-        out.append(line("host_measured_on", spec.host_measured_on))
     for section, keys in SECTIONS.items():
         out += ["", f"[{section}]"]
         out += [line(k, getattr(spec, k)) for k in keys]
         if section == "model":
             out += [line(k, getattr(spec, k)) for k in OPTIONAL_MODEL
-                    if getattr(spec, k) is not None]
-        if section == "host":
-            out += [line(k, getattr(spec, k)) for k in OPTIONAL_HOST
                     if getattr(spec, k) is not None]
         if section == "compute":
             if spec.compute_capability is not None:

@@ -1,4 +1,4 @@
-"""The model's own Python as gpusim clocks it offline (``gpusim.pytime``), for every zoo case.
+"""The model's own Python as gpusim clocks it offline (``validation.pyclock``), for every zoo case.
 
     python validation/python_replay.py OUT.jsonl [MODEL ...]
 
@@ -18,7 +18,8 @@ import sys
 
 import torch
 
-from gpusim import pytime, zoo
+from gpusim import zoo
+from validation import pyclock as pytime
 from validation.measure import host_info
 
 

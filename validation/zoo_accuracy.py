@@ -13,8 +13,8 @@ the kernel count, per run (eager, compiled), summarised by family. End to end
 ``gpusim calibrate --host-only`` (``<gpu>/host/*.toml``; host costs belong to the machine,
 so each record is predicted with its own lease's host figures): torch.compile and
 ``mode="reduce-overhead"`` runs, and the eager run measured beside each compiled one
-(``eager_same_lease``), predicted with the model's Python clocked offline
-(``capture(..., python=True)``, as ``gpusim predict`` does in eager). Memory
+(``eager_same_lease``), the model's Python priced from capture's counts by the lease's
+host profile (:func:`gpusim.host.python_us`). Memory
 (:func:`memory_rows`, :func:`memory_summary`): the activation peak above the pre-call
 baseline against ``torch.cuda.max_memory_allocated()`` of the measured call (cache emptied
 before it, output held); reserved memory is scored on fresh-process records
@@ -32,7 +32,8 @@ import os
 import numpy as np
 
 from gpusim.capture import capture
-from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec, with_host
+from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
+from gpusim.host import load_host
 from gpusim.models import parse_dtype
 from gpusim.predict import predict
 
@@ -64,21 +65,18 @@ def load_zoo_records(results_dir: str, gpu: str, sub: str = "zoo") -> list[dict]
 
 
 @functools.lru_cache(maxsize=256)
-def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
-           python: bool = False):
+def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False):
     from gpusim import zoo            # optional extra
     fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
                          channels_last=channels_last, **dict(sizes))
-    return capture(fn, args, name=model, compiling=compiling, python=python)
+    return capture(fn, args, name=model, compiling=compiling)
 
 
-def record_graph(rec: dict, python: bool = False):
+def record_graph(rec: dict):
     """The record's model captured on meta tensors, along the code path its run took
-    (``torch.compile``'s for compiled and CUDA-graph runs); ``python``: eager, with the
-    model's own Python clocked (:mod:`gpusim.pytime`, about a second per model)."""
+    (``torch.compile``'s for compiled and CUDA-graph runs)."""
     return _graph(rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
-                  bool(rec.get("channels_last")), rec["run"] != "eager",
-                  python and rec["run"] == "eager")
+                  bool(rec.get("channels_last")), rec["run"] != "eager")
 
 
 #: A host calibration belongs to the records measured after it on the same lease, within
@@ -121,6 +119,18 @@ def lease_host(results_dir: str, gpu: str, rec: dict) -> str | None:
     return best
 
 
+def lease_setup(spec, path: str):
+    """``(spec, host)`` to predict a lease's runs with: the lease's host profile (``path``,
+    a ``<gpu>/host/*.toml``) and ``spec`` with the GPU steady state the lease measured
+    beside it (its ``[gpu] stream_busy_factor``, when it has one): host costs belong to
+    the machine that ran the program."""
+    import tomllib
+    with open(path, "rb") as f:
+        gpu = tomllib.load(f).get("gpu") or {}
+    busy = (gpu.get("stream_busy_factor") or {}).get("value")
+    return (spec.replace(stream_busy_factor=busy) if busy else spec), load_host(path)
+
+
 def ape(pred: float, meas: float) -> float:
     return abs(pred - meas) / meas * 100.0
 
@@ -144,20 +154,20 @@ def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict
     (:func:`lease_host`): predicted (``spec``'s GPU, that lease's host figures) and
     measured steady-state wall per call, for torch.compile and CUDA-graph records and the
     eager run beside each compiled one (``eager_same_lease``; eager priced with the
-    model's clocked Python). Also the parts that explain an error: measured and
+    model's Python priced from capture's counts). Also the parts that explain an error: measured and
     predicted kernel sum, predicted host time and the host's counts per call."""
     rows = []
     for r in records:
         host = lease_host(results_dir, gpu, r)
         if host is None or r["run"] == "eager":
             continue                     # eager records' leases ran no host calibration
-        s = with_host(spec, load_spec(host))
+        s, hp = lease_setup(spec, host)
         runs = [(r["run"], r, record_graph(r))]
         es = r.get("eager_same_lease")
         if r["run"] == "compiled" and es and es.get("wall_us"):
-            runs.append(("eager", es, record_graph(dict(r, run="eager"), python=True)))
+            runs.append(("eager", es, record_graph(dict(r, run="eager"))))
         for run, m, g in runs:
-            p = predict(g, gpu=s, mode=run)
+            p = predict(g, gpu=s, mode=run, host=hp)
             h = m.get("host") or {}
             rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                          "run": run, "lease": os.path.basename(host).rsplit(".", 1)[0],
@@ -188,31 +198,31 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
     figures (``pred_us``: its ``eager_forward_factor`` too), with the factor re-fitted
     from the reference forwards' walls measured right before the case (``pred_case_us``:
     what the host's drift within the lease costs), and without the factor
-    (``pred_flat_us``: tight-loop figures alone). The model's Python is clocked."""
+    (``pred_flat_us``: tight-loop figures alone). The model's Python is priced from
+    capture's counts by the lease's host profile."""
     from gpusim import zoo            # optional extra
     from validation.calibrate import forward_factor, reference_predictions
     rows = []
     for toml, walls in host_leases(results_dir, gpu):
-        s = with_host(spec, load_spec(toml))
-        refs = reference_predictions(s)       # every case's walls are fitted against these
+        s, hp = lease_setup(spec, toml)
+        refs = reference_predictions(s, hp)   # every case's walls are fitted against these
         lease = os.path.basename(toml).rsplit(".", 1)[0]
         with open(walls) as f:
             recs = [json.loads(line) for line in f if line.strip()]
         for r in recs:
             if "error" in r or not r.get("wall_us"):
                 continue
-            g = _graph(r["model"], tuple(sorted(r["sizes"].items())), "bfloat16", False,
-                       python=True)
-            case_f, _ = forward_factor(r["reference_walls"], s, refs)
-            p = predict(g, gpu=s, mode="eager")
+            g = _graph(r["model"], tuple(sorted(r["sizes"].items())), "bfloat16", False)
+            case_f, _ = forward_factor(r["reference_walls"], s, hp, refs)
+            p = predict(g, gpu=s, mode="eager", host=hp)
             rows.append({"case": f"{r['model']}__{r['size']}", "model": r["model"],
                          "family": zoo.get(r["model"]).family, "size": r["size"], "lease": lease,
                          "run": "eager", "meas_us": r["wall_us"], "pred_us": p.end_to_end_us,
-                         "pred_case_us": predict(g, gpu=s.replace(eager_forward_factor=case_f),
-                                                 mode="eager").end_to_end_us,
-                         "pred_flat_us": predict(g, gpu=s.replace(eager_forward_factor=None),
-                                                 mode="eager").end_to_end_us,
-                         "case_factor": case_f, "lease_factor": s.eager_forward_factor,
+                         "pred_case_us": predict(g, gpu=s, mode="eager", host=hp.replace(
+                             eager_forward_factor=case_f)).end_to_end_us,
+                         "pred_flat_us": predict(g, gpu=s, mode="eager", host=hp.replace(
+                             eager_forward_factor=None)).end_to_end_us,
+                         "case_factor": case_f, "lease_factor": hp.eager_forward_factor,
                          "pred_device_us": p.device_us, "meas_kernel_sum_us": r["kernel_sum_us"]})
     return rows
 
@@ -271,8 +281,8 @@ def speedup_rows(records: list[dict], spec, e2e: list[dict] | None = None) -> li
     (kernel sums) and end to end (wall per call), each with its verdict (helps or
     hurts) and, when compile is predicted to hurt, the compiled kernels most slower
     than eager's. ``e2e``: :func:`e2e_rows`; where a case has its eager and compiled
-    rows there, the end-to-end speed-up is theirs (the lease's host figures, eager's
-    clocked Python), else ``spec``'s flat host pricing."""
+    rows there, the end-to-end speed-up is theirs (the lease's host profile), else the
+    reference host's."""
     by = {(x["case"], x["run"]): x for x in (e2e or [])}
     rows = []
     for r in records:
