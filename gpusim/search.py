@@ -84,7 +84,8 @@ class SearchResult:
             groups.append({"name": k.name, "ops": list(k.ops), "op_types": list(k.op_types),
                            "bytes_in": k.bytes_read, "bytes_out": k.bytes_written,
                            "flops": k.flops, "us": k.us, "bound": k.bound})
-        return {"gpu": self.fused.gpu, "mode": self.fused.mode, "algo": self.algo,
+        return {"gpu": self.fused.gpu, "host": self.fused.host.name, "mode": self.fused.mode,
+                "algo": self.algo,
                 "unfused_us": self.unfused.end_to_end_us, "fused_us": self.fused.end_to_end_us,
                 "unfused_device_us": self.unfused.device_us, "fused_device_us": self.fused.device_us,
                 "speedup_device": self.speedup_device,
