@@ -95,11 +95,14 @@ class HostProfile:
 def python_us(graph_meta: Mapping, host: HostProfile) -> float:
     """The model's own Python per eager forward on ``host``: capture's counts
     (``module_calls``, ``torch_calls``) times the host's per-call figures. A host without
-    the fitted law prices ``eager_module_us`` per module call (the bare call's cost, an
-    under-estimate: a real module's forward runs more Python than ``nn.Identity``);
-    without that, the model's Python is free."""
+    the fitted law, or a graph whose torch calls were not counted (recorded before capture
+    counted them: the law's two terms were fitted together and mean nothing apart), is
+    priced ``eager_module_us`` per module call (the bare call's cost, an under-estimate:
+    a real module's forward runs more Python than ``nn.Identity``); without that, the
+    model's Python is free."""
     modules = graph_meta.get("module_calls", 0)
-    if host.python_module_call_us is None and host.python_torch_call_us is None:
+    if "torch_calls" not in graph_meta or (host.python_module_call_us is None
+                                           and host.python_torch_call_us is None):
         return modules * (host.eager_module_us or 0.0)
     return (modules * (host.python_module_call_us or 0.0)
             + graph_meta.get("torch_calls", 0) * (host.python_torch_call_us or 0.0))

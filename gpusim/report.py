@@ -51,7 +51,7 @@ def memory_lines(pred) -> list[str]:
 def host_source(host) -> str:
     """The host profile a prediction used, and the machine it describes (host speed
     belongs to the machine, not the GPU)."""
-    return f"host profile {host.name}: {host.description}"
+    return f"host profile {host.name}"
 
 
 def forward_factor_used(pred) -> float | None:
@@ -70,7 +70,8 @@ def python_lines(pred) -> list[str]:
     tl, meta, host = pred.timeline, pred.graph.meta, pred.host
     k = forward_factor_used(pred)
     f = f" x {k:.2f}" if k else ""
-    if host.python_module_call_us is not None or host.python_torch_call_us is not None:
+    if "torch_calls" in meta and (host.python_module_call_us is not None
+                                  or host.python_torch_call_us is not None):
         how = (f"({meta.get('module_calls', 0)} nn.Module calls x "
                f"{host.python_module_call_us or 0.0:.2f} us + {meta.get('torch_calls', 0)} torch "
                f"calls x {host.python_torch_call_us or 0.0:.2f} us){f}")
