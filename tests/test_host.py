@@ -278,3 +278,31 @@ def test_host_fit_reproduces_a_recorded_lease():
     assert fitted["eager_forward_factor"] == pytest.approx(lease.eager_forward_factor, rel=1e-9)
     assert set(diag["reference_forwards"]) == {"gpt2", "resnet50"}
     assert fit_forward({}, SPEC, HOST, {}) == {}
+
+
+def test_calibrate_host_only_writes_a_loadable_host_profile(tmp_path):
+    """What calibrate --host-only writes from a lease's raw timings is a host profile
+    (not a GPU spec): the measured figures with their benchmark as provenance, the model's
+    Python law scaled to this host's module-call probe, and it loads back unchanged."""
+    import json
+    import os
+    from gpusim.host import dump_host
+    from validation.calibrate import fit_forward, fit_host, host_profile
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
+    with open(here + ".raw.json") as fh:
+        raw = json.load(fh)
+    changes, diag = fit_host(raw["host"], SPEC.kernel_min_us)
+    cmd = "gpusim calibrate --host-only"
+    changes.update(fit_forward(raw["host"], SPEC, host_profile(changes, "lease", diag, cmd), diag))
+    host = host_profile(changes, "lease", diag, cmd)
+    dump_host(host, tmp_path / "lease.toml")
+    back = load_host(str(tmp_path / "lease.toml"))
+    lease = load_host(here)
+    for k in ("eager_op_us", "eager_module_us", "eager_forward_factor", "python_torch_call_us"):
+        assert getattr(back, k) == pytest.approx(getattr(lease, k), rel=1e-9), k
+    assert back.provenance["eager_op_us"][0] == "measured"
+    assert cmd in back.provenance["eager_op_us"][1]
+    assert back.provenance["python_module_call_us"][0] == "derived"
+    assert back.python_module_call_us / back.eager_module_us == pytest.approx(
+        HOST.python_module_call_us / HOST.eager_module_us)
