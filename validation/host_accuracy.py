@@ -18,7 +18,7 @@ family); the host profiles carry ``A * eager_module_us`` and ``B * eager_module_
 ``python_module_call_us`` and ``python_torch_call_us`` (derived, naming this fit).
 
 For each case it also prints gpusim's eager end-to-end error with the calibrated H100 spec
-and that lease's own host profile (``<lease>.toml``); the same with the Python term
+and that lease's own host profile (``<lease>.toml``, :func:`validation.zoo_accuracy.lease_setup`); the same with the Python term
 replaced by the measured ``python_us`` (how much of the error the model's Python
 explains); with the lease's host figures scaled by the case's own eager-add probe (how
 much is the host's speed drifting within the lease); and both. Absolute % error, median
@@ -39,7 +39,7 @@ import torch
 from gpusim import capture, predict, zoo
 from gpusim.hardware import calibrated_name, load_spec
 from gpusim.host import load_host
-from validation.zoo_accuracy import _cell, _stats, ape
+from validation.zoo_accuracy import _cell, _stats, ape, lease_setup
 
 #: host figures that scale with the host's speed (per-op dispatch, views, launches,
 #: modules, the model's Python)
@@ -113,7 +113,7 @@ def held_out(rows: list[dict]) -> list[str]:
 
 
 def rows(tag: str) -> list[dict]:
-    spec, host = load_spec(calibrated_name("h100")), lease_host(tag)
+    spec, host = lease_setup(load_spec(calibrated_name("h100")), os.path.join(HERE, f"{tag}.toml"))
     out = []
     for r in records(tag):
         g = _graph(r["model"], json.dumps(r["sizes"], sort_keys=True))

@@ -123,12 +123,23 @@ def lease_setup(spec, path: str):
     """``(spec, host)`` to predict a lease's runs with: the lease's host profile (``path``,
     a ``<gpu>/host/*.toml``) and ``spec`` with the GPU steady state the lease measured
     beside it (its ``[gpu] stream_busy_factor``, when it has one): host costs belong to
-    the machine that ran the program."""
+    the machine that ran the program.
+    A figure the lease did not measure (its ``eager_forward_factor`` when it timed no
+    reference forwards, its ``kernel_launch_us`` when it predates that benchmark) is its
+    machine kind's (``hosts/<datasheet>-host.toml``, the GPU being ``path``'s results
+    folder), as it was the calibrated spec's before host profiles were apart."""
     import tomllib
+    from gpusim.host import FIELDS, host_names
     with open(path, "rb") as f:
         gpu = tomllib.load(f).get("gpu") or {}
     busy = (gpu.get("stream_busy_factor") or {}).get("value")
-    return (spec.replace(stream_busy_factor=busy) if busy else spec), load_host(path)
+    host = load_host(path)
+    kind = f"{datasheet_name(os.path.basename(os.path.dirname(os.path.dirname(path))))}-host"
+    if kind in host_names():
+        base = load_host(kind)
+        host = host.replace(**{k: getattr(base, k) for k in FIELDS
+                               if getattr(host, k) is None and getattr(base, k) is not None})
+    return (spec.replace(stream_busy_factor=busy) if busy else spec), host
 
 
 def ape(pred: float, meas: float) -> float:
