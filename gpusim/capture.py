@@ -10,7 +10,7 @@ that can also be run for real (the validation harness does that).
 Host reads of device values (``if mask.all():``, ``.item()``) are answered as eager
 typically takes them and recorded as ``sync`` nodes (``graph.meta["syncs"]``), so models
 whose Python checks tensor values still capture, along eager's code path (see
-:class:`HostReads`). Conv nodes carry ``layout`` (``"nhwc"``/``"nchw"``), attention nodes
+:class:`gpusim.pycalls.HostReads`). Conv nodes carry ``layout`` (``"nhwc"``/``"nchw"``), attention nodes
 ``sdpa`` (mask, causal, dropout, head dims): what eager's kernel choice depends on.
 """
 
