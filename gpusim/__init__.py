@@ -24,9 +24,10 @@ from .errors import GpusimError
 # `gpusim --help` stay cheap and never import torch.
 _API = {"predict": "predict", "Prediction": "predict", "search": "search", "whatif": "search",
         "SearchResult": "search", "capture": "capture", "lower": "lower",
-        "load_spec": "hardware", "load_model": "models", "Partition": "partition"}
+        "load_spec": "hardware", "load_host": "host", "load_model": "models",
+        "Partition": "partition"}
 
-__all__ = ["predict", "search", "whatif", "capture", "lower", "load_spec", "load_model",
+__all__ = ["predict", "search", "whatif", "capture", "lower", "load_spec", "load_host", "load_model",
            "Partition", "Prediction", "SearchResult", "GpusimError"]
 
 

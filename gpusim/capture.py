@@ -10,7 +10,7 @@ that can also be run for real (the validation harness does that).
 Host reads of device values (``if mask.all():``, ``.item()``) are answered as eager
 typically takes them and recorded as ``sync`` nodes (``graph.meta["syncs"]``), so models
 whose Python checks tensor values still capture, along eager's code path (see
-:class:`HostReads`). Conv nodes carry ``layout`` (``"nhwc"``/``"nchw"``), attention nodes
+:class:`gpusim.pycalls.HostReads`). Conv nodes carry ``layout`` (``"nhwc"``/``"nchw"``), attention nodes
 ``sdpa`` (mask, causal, dropout, head dims): what eager's kernel choice depends on.
 """
 
@@ -30,6 +30,7 @@ import torch  # noqa: E402  (torch is a hard dependency of capture only)
 from .errors import GpusimError
 from .lifetimes import PythonLifetimes, python_frees
 from .ops import SYNC_OPS   # host reads: capture records them as sync nodes
+from .pycalls import Compiling, HostReads, TorchCalls
 
 
 class CaptureError(GpusimError):
@@ -115,24 +116,6 @@ def _quiet_fake_tensor_logger():
     return lambda: log.setLevel(level)
 
 
-class Compiling:
-    """Context for tracing what ``torch.compile`` would trace: ``torch.compiler.is_compiling()``
-    answers True, so library code takes its compile-time branch (Hugging Face then builds
-    its attention masks as tensors instead of checking ``mask.all()`` on the host, and
-    passes them to attention)."""
-
-    def __enter__(self):
-        import torch.compiler as tc
-        self._saved = tc.is_compiling
-        tc.is_compiling = lambda: True
-        return self
-
-    def __exit__(self, *exc):
-        import torch.compiler as tc
-        tc.is_compiling = self._saved
-        return False
-
-
 def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool = False):
     """Trace to an FX GraphModule of aten ops (pre-dispatch). Returns (gm, flat_inputs, names).
     ``compiling``: trace the code path ``torch.compile`` takes (:class:`Compiling`)."""
@@ -146,6 +129,11 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     fn, full_args, pnames = _wrap(fn_or_module, args)
     flat = _flatten_tensors(full_args, [])
     calls = [0]
+    torch_calls = TorchCalls()
+
+    def counted(*a):    # inside the traced function: the tracer's own calls are not counted
+        with torch_calls:
+            return fn(*a)
 
     def count(module, inputs):      # eager pays Python's nn.Module.__call__ per call
         calls[0] += 1
@@ -155,7 +143,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     tries: list[dict] = [{}]
     first_error = None
     for forced in tries:
-        calls[0] = 0
+        calls[0] = torch_calls.calls = 0
         reads = HostReads(forced)
         hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
         quiet = _quiet_fake_tensor_logger()
@@ -164,7 +152,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
             # MathAttention: attention no fused CUDA kernel takes is traced as its math ops
             with torch.no_grad(), reads, lives, MathAttention(), \
                     (Compiling() if compiling else contextlib.nullcontext()):
-                gm = make_fx(fn, tracing_mode=tracing_mode, pre_dispatch=True,
+                gm = make_fx(counted, tracing_mode=tracing_mode, pre_dispatch=True,
                              _allow_non_fake_inputs=True)(*full_args)
             break
         except CaptureError:
@@ -180,6 +168,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     else:
         raise CaptureError(_explain_trace_failure(first_error)) from None
     gm.meta["module_calls"] = calls[0]
+    gm.meta["torch_calls"] = torch_calls.calls
     gm.meta["host_reads"] = reads.sites
     gm.meta["py_deaths"] = lives.deaths
     return gm, flat, pnames
@@ -188,96 +177,6 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
 #: Ops that allocate an uninitialised buffer: no kernel, no bytes, and not a view of
 #: their tensor argument (which gives only dtype and device).
 _ALLOCATIONS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
-
-#: Reductions whose typical answer, read on the host, is False (``if x.isnan().any():``);
-#: every other host-read boolean is assumed True (``if mask.all():``, padding absent).
-_FALSE_BY_DEFAULT = ("any", "isnan", "isinf", "isneginf", "isposinf")
-
-
-class HostReads:
-    """Context for tracing: answers host reads of device values as eager PyTorch meets them.
-
-    On fake tensors ``bool(t)`` / ``t.item()`` have no value. Inside this context a
-    boolean read of a traced fake tensor records an ``aten._local_scalar_dense`` node
-    (the device-to-host copy eager runs, which waits for the stream), and returns the
-    typical answer: False when the value comes from ``any``/``isnan``/``isinf``, else
-    True (``mask.all()``: no padding), or the answer ``forced[i]`` for the i-th read.
-    Numeric ``.item()`` is recorded but left symbolic. ``sites`` lists each read:
-    ``{"op": producer aten op, "answer": bool or None}``.
-
-    Hugging Face transformers takes its traced code path when it sees a FakeTensor
-    (``is_tracing``): materialised masks instead of eager's ``.all()`` checks and
-    ``is_causal`` attention. Inside this context it sees no FakeTensor, so the captured
-    graph is what eager runs.
-    """
-
-    def __init__(self, forced: dict | None = None):
-        self.forced = dict(forced or {})
-        self.sites: list[dict] = []
-        self._saved: list = []
-
-    def __enter__(self):
-        import sys
-        from torch._subclasses.fake_tensor import FakeTensor
-
-        orig_bool, orig_item = torch.Tensor.__bool__, torch.Tensor.item
-        reads = self
-
-        def read_bool(t, orig):
-            if not isinstance(t, FakeTensor) or t.numel() != 1:
-                return orig(t)
-            v = torch.ops.aten._local_scalar_dense.default(t)
-            if not isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                return bool(v)          # a constant the fake tensor knows: no real read
-            return reads._answer(t)
-
-        def __bool__(self):
-            return read_bool(self, orig_bool)
-
-        def item(self):
-            if self.dtype == torch.bool:
-                return read_bool(self, orig_item)
-            if isinstance(self, FakeTensor):
-                reads.sites.append({"op": reads._producer(self), "answer": None})
-            return orig_item(self)
-
-        self._saved = [(torch.Tensor, "__bool__", torch.Tensor.__dict__.get("__bool__")),
-                       (torch.Tensor, "item", torch.Tensor.__dict__.get("item"))]
-        torch.Tensor.__bool__ = __bool__
-        torch.Tensor.item = item
-        hf = sys.modules.get("transformers.utils.import_utils")
-        if hf is not None and hasattr(hf, "is_fake_tensor"):
-            self._saved.append((hf, "is_fake_tensor", hf.is_fake_tensor))
-            hf.is_fake_tensor = lambda x: False
-        return self
-
-    def __exit__(self, *exc):
-        for obj, attr, old in reversed(self._saved):
-            if old is None:
-                delattr(obj, attr)
-            else:
-                setattr(obj, attr, old)
-        self._saved = []
-        return False
-
-    @staticmethod
-    def _producer(t) -> str:
-        try:
-            from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
-            mode = get_proxy_mode()
-            node = get_proxy_slot(t, mode.tracer).proxy.node
-            return str(node.target)
-        except Exception:  # noqa: BLE001 - the producer is a nicety, not a need
-            return "?"
-
-    def _answer(self, t) -> bool:
-        i = len(self.sites)
-        op = self._producer(t)
-        default = ops.packet_name(op) not in _FALSE_BY_DEFAULT
-        answer = self.forced.get(i, default)
-        self.sites.append({"op": op, "answer": answer})
-        return answer
-
 
 def _explain_trace_failure(e: Exception) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -295,8 +194,7 @@ def _explain_trace_failure(e: Exception) -> str:
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
 
 
-def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False,
-            python: bool = False) -> OpGraph:
+def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False) -> OpGraph:
     """Trace ``fn_or_module(*args)`` on fake tensors into an :class:`OpGraph`.
 
     Parameters
@@ -305,11 +203,10 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     args : tuple of example inputs (real, ``meta`` or fake tensors; Python scalars allowed)
     compiling : trace the code path the model takes under ``torch.compile`` (library
         code that asks ``torch.compiler.is_compiling()`` answers differently)
-    python : also clock the model's own Python outside torch calls
-        (:func:`gpusim.pytime.measure`, recorded as ``graph.meta["python_calls"]``;
-        eager predictions then price it instead of a flat cost per module call). It
-        runs the forward once more and replays it: ~0.3-2 s for a zoo model, and the
-        figure is a timing, so it varies by ~10% between captures.
+
+    ``graph.meta`` carries what the host profile prices the model's own Python by
+    (:func:`gpusim.host.python_us`): ``module_calls`` (nn.Module calls per forward) and
+    ``torch_calls`` (top-level torch calls per forward, :class:`gpusim.pycalls.TorchCalls`).
 
     Raises
     ------
@@ -321,12 +218,11 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     >>> [g.node(n)["op"] for n in g.compute_nodes]
     ['aten.add.Tensor', 'aten.relu.default']
     """
-    return capture_full(fn_or_module, args, name, compiling=compiling, python=python).graph
+    return capture_full(fn_or_module, args, name, compiling=compiling).graph
 
 
 def capture_full(fn_or_module, args=(), name: str | None = None,
-                 tracing_mode: str = "fake", compiling: bool = False,
-                 python: bool = False) -> Captured:
+                 tracing_mode: str = "fake", compiling: bool = False) -> Captured:
     t0 = time.perf_counter()
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
@@ -338,12 +234,10 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
         raise CaptureError(_explain_trace_failure(e)) from None
     _mark_tied(flat, pnames or [], graph)
     graph.meta["module_calls"] = gm.meta.get("module_calls", 0)
+    graph.meta["torch_calls"] = gm.meta.get("torch_calls", 0)
     graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
     graph.meta["compiling"] = compiling
-    if python:
-        from .pytime import measure
-        graph.meta.update(measure(fn_or_module, args if isinstance(args, (tuple, list)) else (args,)))
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
 
 

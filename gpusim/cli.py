@@ -33,11 +33,10 @@ DEFAULT_MODEL = "transformer_block"
 OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and search
 
 
-def _graph(args, python: bool = False):
-    """The OpGraph a model-taking command works on (name, dtype and sizes from args;
-    ``python``: clock the model's own Python too)."""
+def _graph(args):
+    """The OpGraph a model-taking command works on (name, dtype and sizes from args)."""
     from .models import model_graph, parse_sizes
-    return model_graph(args.model, args.dtype, parse_sizes(args.size), python=python)
+    return model_graph(args.model, args.dtype, parse_sizes(args.size))
 
 
 def _check_args(a) -> None:
@@ -45,6 +44,7 @@ def _check_args(a) -> None:
     be written, and the sizes, dtype, mode, algorithm and GPU spec are ones gpusim knows."""
     from . import viz
     from .hardware import load_spec
+    from .host import load_host
     from .models import parse_dtype, parse_sizes
     from .viz.common import load_matplotlib
     from .search import ALGOS
@@ -76,6 +76,7 @@ def _check_args(a) -> None:
                             f"give {a.cmd} one GPU")
         else:
             load_spec(a.gpu)
+        load_host(a.host)
     if getattr(a, "memory_limit", None) is not None:
         a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
@@ -136,6 +137,9 @@ def _add_model_args(p, gpu_default="h100"):
     p.add_argument("--gpu", default=gpu_default, help="GPU spec name, alias or .toml path "
                    "(`gpusim specs` lists them); predict takes several, a100,v100,h100, "
                    "and prints one comparison")
+    p.add_argument("--host", default=None, metavar="NAME|PATH",
+                   help="host profile that issues the work: name or .toml path (default: the "
+                        "reference host, the same for every GPU; `gpusim hosts` lists them)")
     p.add_argument("--dtype", default="float32", type=str.lower,
                    help="float32 | float16 | bfloat16")
     p.add_argument("--size", action="append", metavar="KEY=VALUE",
@@ -161,16 +165,16 @@ def _mode_arg(p, default):
 def cmd_predict(a) -> int:
     from .predict import modes_by_speed, predict
     from .report import dumps, modes_line, prediction_text
-    g = _graph(a, python=a.mode == "eager" and not a.no_python)
+    g = _graph(a)
     if getattr(a, "gpus", None):
         return _compare(a, g)
-    p = predict(g, gpu=a.gpu, mode=a.mode)
+    p = predict(g, gpu=a.gpu, mode=a.mode, host=a.host)
     if a.json:
         print(dumps(p.to_dict()))
     else:
         print(prediction_text(p, None if a.all else 25))
         if p.fits:
-            print(modes_line(modes_by_speed(g, a.gpu, have=p)))
+            print(modes_line(modes_by_speed(g, a.gpu, have=p, host=a.host)))
     _extras(a, pred=p)
     return 0
 
@@ -179,7 +183,7 @@ def _compare(a, g) -> int:
     """``predict MODEL --gpu a,b,c``: one table, the same host for every GPU."""
     from .compare import compare, compare_rows, compare_text
     from .report import dumps
-    preds = compare(g, a.gpus, mode=a.mode)
+    preds = compare(g, a.gpus, mode=a.mode, host=a.host)
     if a.json:
         print(dumps({"model": g.name, "mode": a.mode, "gpus": compare_rows(preds)}))
     else:
@@ -190,7 +194,8 @@ def _compare(a, g) -> int:
 def cmd_search(a) -> int:
     from .report import dumps, search_text
     from .search import search
-    r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo, memory_limit=a.memory_limit)
+    r = search(_graph(a), gpu=a.gpu, mode=a.mode, algo=a.algo, memory_limit=a.memory_limit,
+               host=a.host)
     print(dumps(r.to_dict()) if a.json else search_text(r, None if a.all else 25))
     _extras(a, result=r)
     return 0
@@ -199,7 +204,7 @@ def cmd_search(a) -> int:
 def cmd_whatif(a) -> int:
     from .report import dumps, search_text
     from .search import whatif
-    r = whatif(_graph(a), a.fuse, gpu=a.gpu, mode=a.mode)
+    r = whatif(_graph(a), a.fuse, gpu=a.gpu, mode=a.mode, host=a.host)
     if a.json:
         print(dumps(r.to_dict()))
     else:
@@ -243,7 +248,8 @@ def cmd_report(a) -> int:
     from .models import model_graph, parse_sizes
     from .search import search
     sizes = parse_sizes(a.size)
-    res = search(model_graph(a.model, a.dtype, sizes), gpu=a.gpu, mode=a.mode, algo=a.algo)
+    res = search(model_graph(a.model, a.dtype, sizes), gpu=a.gpu, mode=a.mode, algo=a.algo,
+                 host=a.host)
     page = viz.report_html(res, {"model": a.model, "dtype": a.dtype, "sizes": sizes})
     viz.write_atomic(a.out, page)
     print(f"wrote {a.out}", file=sys.stderr)
@@ -255,6 +261,12 @@ def cmd_specs(a) -> int:
     and ref (where each figure came from)."""
     from .hardware import figures_table, list_specs, load_spec, specs_table
     print(figures_table(load_spec(a.gpu)) if a.gpu else specs_table(list_specs()))
+    return 0
+
+
+def cmd_hosts(a) -> int:
+    from .host import hosts_table, list_hosts
+    print(hosts_table(list_hosts()))
     return 0
 
 
@@ -338,9 +350,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="per-kernel time of a model on a GPU")
     _add_model_args(p)
     _mode_arg(p, "eager")
-    p.add_argument("--no-python", action="store_true",
-                   help="eager: price the model's own Python as a flat cost per nn.Module call "
-                        "instead of clocking it on this machine (faster, repeatable)")
     _picture_args(p)
     p.set_defaults(fn=cmd_predict)
     s = sub.add_parser("search", help="find the best fusion partition")
@@ -362,6 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("gpu", nargs="?", default=None,
                     help="a GPU name, alias or .toml path: print its every figure with source and ref")
     sp.set_defaults(fn=cmd_specs)
+    ho = sub.add_parser("hosts", help="list the host profiles (--host)")
+    ho.set_defaults(fn=cmd_hosts)
     ex = sub.add_parser("examples", help="list the built-in examples")
     ex.set_defaults(fn=cmd_examples)
     c = sub.add_parser("calibrate", help="measure the GPU at hand and write a spec file")
@@ -369,8 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--base", default=None, help="datasheet spec to start from")
     only = c.add_mutually_exclusive_group()     # refused here, not by the lab's own parser
     only.add_argument("--host-only", action="store_true",
-                      help="measure only the host figures ([host]) of this machine, on top of "
-                           "--base (default: this GPU's calibrated spec)")
+                      help="measure only this machine's host figures and write them as a host "
+                           "profile (--base: the GPU spec to predict its reference forwards on)")
     only.add_argument("--forward-only", action="store_true",
                       help="re-time only the host's in-forward speed (eager_forward_factor, about "
                            "30 s) on top of --base: run it right before the runs you compare")

@@ -5,7 +5,7 @@ came from, in the data: ``bandwidth_gbs = { value = 936.0, source = "datasheet",
 "..." }`` with source ``datasheet`` (document and table), ``measured`` (GPU, date, command
 or record), ``derived`` (rule and inputs) or ``assumed`` (the assumption and its
 uncertainty); the loader keeps it in ``GPUSpec.provenance``. Builtin specs must give it
-for every figure outside ``[host]``; a user's own spec file may give plain numbers, which
+for every figure; a user's own spec file may give plain numbers, which
 load as source ``user`` (the user vouches for them; ``gpusim specs FILE`` shows which).
 Kernel-class figures are fitted per GPU by calibration, or written into a datasheet spec as
 ``derived`` by a named rule (:data:`gpusim.arch.SAME_ARCH_RULE`); a GPU without one is priced
@@ -13,6 +13,8 @@ by the class's neutral law (:func:`gpusim.cost.estimate_kernel`), never by a def
 fitted on another GPU.
 What differs by generation rather than by product lives in the architecture table
 (``hwspecs/arch/``, :mod:`gpusim.arch`).
+The host that issues the work is not the GPU's: its figures live in host profiles
+(:mod:`gpusim.host`).
 """
 
 from __future__ import annotations
@@ -40,8 +42,6 @@ COMPUTE = ("sm_count", "boost_clock_mhz", "smem_per_sm_kib", "registers_per_sm")
 MODEL = ("mem_efficiency", "l2_bandwidth_gbs", "l2_resident_fraction", "kernel_fixed_us",
          "kernel_min_us", "cuda_core_efficiency", "matmul_efficiency", "matmul_tile_m",
          "matmul_tile_n")
-HOST = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel_us",
-        "cudagraph_call_us", "cudagraph_kernel_us", "launch_latency_us")
 # Optional [model] fields: effects of eager PyTorch's own (ATen) kernels and floors by
 # kernel class, measured by `gpusim calibrate`. A spec without them predicts as if
 # those kernels were as good as a plain copy (fraction 1) with the common floor.
@@ -55,9 +55,6 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
                   "attention_efficiency", "attention_mask_efficiency", "attention_min_us",
                   "gemv_fp32_efficiency")
-OPTIONAL_HOST = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
-                 "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
-                 "cudagraph_tree_input_us", "kernel_launch_us", "eager_forward_factor")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -68,7 +65,7 @@ FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_effi
               "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
               "attention_mask_efficiency")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
-SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL, "host": HOST}
+SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
 
 
 class SpecError(GpusimError):
@@ -76,8 +73,9 @@ class SpecError(GpusimError):
 
 
 # CNN/ViT kernel classes (gpusim.dispatch, fitted from the sweeps' cnn and norms points)
-# The GPU's steady state, measured by `gpusim calibrate --host-only` as well (so a lease's
-# host calibration carries it): wall of a stream kept full over its profiled kernel sum
+# The GPU's steady state: wall of a stream kept full over its profiled kernel sum. A GPU
+# figure (gaps between kernels on the device, clocks under sustained load), not a host's:
+# no CPU issues work inside a CUDA graph replay, so it stays in the GPU spec.
 LEASE_MODEL = ("stream_busy_factor",)
 OPTIONAL_MODEL += LEASE_MODEL
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
@@ -126,16 +124,6 @@ class GPUSpec:
     matmul_efficiency: float
     matmul_tile_m: int
     matmul_tile_n: int
-    eager_op_us: float
-    eager_view_us: float
-    compiled_call_us: float
-    compiled_kernel_us: float
-    cudagraph_call_us: float
-    cudagraph_kernel_us: float
-    launch_latency_us: float
-    # host cost of one call into a separately compiled region (validation harness);
-    # optional in files, defaults to compiled_call_us
-    compiled_region_us: float | None = None
     aten_strided_efficiency: float = 1.0       # ATen elementwise with a broadcast/strided operand
     aten_strided_efficiency_16bit: float = 1.0  # same, 2-byte elements
     aten_reduction_efficiency: float = 1.0     # ATen reduce kernels (sum, amax, ...)
@@ -143,17 +131,6 @@ class GPUSpec:
     aten_norm_efficiency_16bit: float = 1.0
     reduction_min_us: float | None = None      # floor of reduction/norm kernels
     gemm_min_us: float | None = None           # floor of library GEMM/conv kernels
-    eager_library_op_us: float | None = None   # eager host cost of a GEMM/conv/norm/attention op
-    eager_module_us: float | None = None       # eager host cost of one nn.Module call
-    compiled_input_us: float | None = None     # compiled call's cost per tensor input (guards)
-    sync_us: float | None = None               # host wait + copy of one host<->device sync
-    cudagraph_tree_call_us: float | None = None   # reduce-overhead replay: host cost per call
-    cudagraph_tree_input_us: float | None = None  # reduce-overhead: per tensor input (copy in)
-    kernel_launch_us: float | None = None      # one launch call: a library op's helper kernel
-    # eager host time inside a real forward over what the tight-loop figures above price
-    # (gpusim's reference forwards, calibrate.forward_factor); None: 1
-    eager_forward_factor: float | None = None
-    host_measured_on: str | None = None        # the machine the [host] figures came from
     compute_capability: float | None = None    # [compute] e.g. 9.0: library defaults that differ by generation
     # Eager kernel classes (gpusim.dispatch): figures fitted per GPU by
     # validation/fit_dispatch.py on that GPU's microbenchmark sweep. None: this GPU has no
@@ -242,17 +219,12 @@ def builtin_dir() -> Path:
     return Path(str(files("gpusim.hwspecs")))
 
 
-#: per-item host increments that calibrate may measure as zero (the extra inputs cost
-#: nothing the timer can see), so a file may hold 0 for them
-MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us")
-
-
 def _num(path, section, key, v, integer=False):
     where = f"{path}: field [{section}].{key}" if section else f"{path}: field {key}"
-    kind = "a non-negative" if key in MAY_BE_ZERO else "a positive"
+    kind = "a positive"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpecError(f"{where} must be {kind} number, got {v!r}; fix the spec file")
-    if not math.isfinite(v) or v < 0 or (v == 0 and key not in MAY_BE_ZERO):
+    if not math.isfinite(v) or v <= 0:
         raise SpecError(f"{where} must be {kind} number, got {v!r}; fix the spec file")
     if key in FRACTIONS and v > 1:
         raise SpecError(f"{where} is a fraction and must be in (0, 1], got {v!r}")
@@ -322,9 +294,6 @@ def parse_spec(data: dict, path: str, builtin: bool = False) -> GPUSpec:
         if k not in peaks:
             raise SpecError(f"{path}: field [compute.peak_tflops].{k} is missing; add it")
     pk = {k: fig("compute.peak_tflops", k, v, f"peak_tflops.{k}") for k, v in peaks.items()}
-    for k in OPTIONAL_HOST:
-        if k in data["host"]:
-            vals[k] = fig("host", k, data["host"][k])
     if "compute_capability" in data["compute"]:
         vals["compute_capability"] = fig("compute", "compute_capability",
                                          data["compute"]["compute_capability"])
@@ -335,8 +304,8 @@ def parse_spec(data: dict, path: str, builtin: bool = False) -> GPUSpec:
         raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
     return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,
                    measured_on=data.get("measured_on"), measured_date=data.get("measured_date"),
-                   host_measured_on=data.get("host_measured_on"), path=str(path),
-                   peak_tflops=MappingProxyType(pk), provenance=MappingProxyType(prov), **vals)
+                   path=str(path), peak_tflops=MappingProxyType(pk),
+                   provenance=MappingProxyType(prov), **vals)
 
 
 def _read(path: Path) -> GPUSpec:
@@ -406,8 +375,7 @@ def spec_for(gpu: str, calibrated: bool = True) -> GPUSpec:
 
 
 def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
-    """Predict a GPU no calibration has seen: ``source``'s fitted model and host figures
-    with ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth
+    """Predict a GPU no calibration has seen: ``source``'s fitted model figures with ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth
     stays ``source``'s: no datasheet gives it)."""
     ds = load_spec(datasheet_name(target_gpu))
     taken = ("bandwidth_gbs", "l2_mib", "capacity_gib", "sm_count", "boost_clock_mhz",
@@ -417,15 +385,6 @@ def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
                  if k in taken or k.startswith("peak_tflops.")})
     return source.replace(name=f"{source.name}-as-{ds.name}", provenance=prov,
                           peak_tflops=ds.peak_tflops, **{k: getattr(ds, k) for k in taken})
-
-
-def with_host(spec: GPUSpec, host: GPUSpec) -> GPUSpec:
-    """``spec``'s GPU with ``host``'s ``[host]`` figures (those it has): host costs belong
-    to the machine that ran the program, so a GPU's calibrated spec predicts another
-    lease's wall times with that lease's ``gpusim calibrate --host-only`` figures."""
-    return spec.replace(**{k: getattr(host, k) for k in HOST + OPTIONAL_HOST + LEASE_MODEL
-                           if getattr(host, k) is not None},
-                        host_measured_on=host.host_measured_on or spec.host_measured_on)
 
 
 def list_specs() -> list[GPUSpec]:
@@ -464,7 +423,7 @@ def dump_spec(spec: GPUSpec, path) -> None:
     its provenance (``spec.provenance``; set it with :func:`with_provenance`)."""
     out = [f"# {spec.display_name}: written by gpusim", f"name = {_fmt(spec.name)}",
            f"display_name = {_fmt(spec.display_name)}", f"source = {_fmt(spec.source)}"]
-    for k in ("measured_on", "measured_date", "host_measured_on"):
+    for k in ("measured_on", "measured_date"):
         if getattr(spec, k):
             out.append(f"{k} = {_fmt(getattr(spec, k))}")
     for section, keys in SECTIONS.items():
@@ -472,8 +431,6 @@ def dump_spec(spec: GPUSpec, path) -> None:
         out += [_figure_line(spec, k) for k in keys]
         if section == "model":
             out += [_figure_line(spec, k) for k in OPTIONAL_MODEL if _given(spec, k)]
-        if section == "host":
-            out += [_figure_line(spec, k) for k in OPTIONAL_HOST if getattr(spec, k) is not None]
         if section == "compute":
             if spec.compute_capability is not None:
                 out.append(_figure_line(spec, "compute_capability"))
@@ -498,7 +455,6 @@ def figure_keys(spec: GPUSpec) -> list[str]:
     keys = list(MEMORY + COMPUTE) + (["compute_capability"] if spec.compute_capability else [])
     keys += [f"peak_tflops.{u}" for u in spec.peak_tflops] + list(MODEL)
     keys += [k for k in OPTIONAL_MODEL if _given(spec, k)]
-    keys += list(HOST) + [k for k in OPTIONAL_HOST if getattr(spec, k) is not None]
     return keys
 
 
@@ -506,8 +462,7 @@ def figures_table(spec: GPUSpec) -> str:
     """``gpusim specs GPU``: every figure with its value, source and ref."""
     rows = []
     for k in figure_keys(spec):
-        src, ref = spec.provenance.get(k, ("-", "[host]: see the host profile" if k in HOST + OPTIONAL_HOST
-                                           else "-"))
+        src, ref = spec.provenance.get(k, ("-", "-"))
         rows.append([k, f"{spec.figure(k):g}", src, ref])
     shown = set(figure_keys(spec))
     unset = [k for k in OPTIONAL_MODEL if k not in shown]

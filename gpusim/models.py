@@ -126,12 +126,11 @@ def _load_file(spec: str, sizes: dict):
     return out[0], tuple(out[1]), f"{os.path.basename(path)}:{name}"
 
 
-def model_graph(spec: str, dtype="float32", sizes=None, python: bool = False) -> OpGraph:
-    """Load a model by name and capture it on meta tensors (``python``: also clock the
-    model's own Python, :func:`gpusim.capture`)."""
+def model_graph(spec: str, dtype="float32", sizes=None) -> OpGraph:
+    """Load a model by name and capture it on meta tensors (:func:`gpusim.capture`)."""
     fn, args, label = load_model(spec, device="meta", dtype=parse_dtype(dtype), **(sizes or {}))
     try:
-        return capture(fn, args, name=label, python=python)
+        return capture(fn, args, name=label)
     except CaptureError as e:
         # a built-in or zoo model traces at its defaults, so a failure with the user's
         # --size is the sizes' doing (torch's words blame the model): say which knob to turn

@@ -1,4 +1,5 @@
-"""Predict: a graph (or a model to capture) -> lower -> cost -> simulate, on a GPU spec."""
+"""Predict: a graph (or a model to capture) -> lower -> cost -> simulate, on a GPU spec
+and a host profile (default the reference host, the same for every GPU)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from .capture import capture
 from .cost import CostOptions, KernelEstimate, estimate_kernel
 from .graph import OpGraph
 from .hardware import GPUSpec, load_spec
+from .host import HostProfile, load_host, python_us
 from .lower import Lowering, lower
 from .memory import MemoryEstimate, capacity_bytes, simulate_memory
 from .simulate import MODES, Timeline, check_mode, is_sync, region_entry_us, simulate
@@ -25,6 +27,7 @@ class Prediction:
     timeline: Timeline
     spec: GPUSpec
     lowering: Lowering | None = None
+    host: HostProfile | None = None
 
     @property
     def device_us(self) -> float:
@@ -87,7 +90,8 @@ class Prediction:
             "gpu": self.gpu, "mode": self.mode, "graph": self.graph.name,
             "device_us": self.device_us, "end_to_end_us": self.end_to_end_us,
             "latency_us": self.latency_us, "idle_us": self.idle_us,
-            "host_us": self.timeline.host_us, "n_kernels": len(self.kernels),
+            "host_us": self.timeline.host_us, "host": self.host.name if self.host else None,
+            "python_us": self.timeline.python_us, "n_kernels": len(self.kernels),
             "flops": self.flops, "bytes": self.bytes,
             "kernels": [k.to_dict() for k in self.kernels],
             "unmodelled_ops": self.unmodelled_ops,
@@ -126,19 +130,11 @@ def views_per_kernel(graph: OpGraph, kernels) -> tuple[list[int], int]:
     return counts, pending
 
 
-def python_us(graph: OpGraph, spec: GPUSpec) -> float | None:
-    """The model's own Python per eager forward on ``spec``'s host: the module-call
-    equivalents capture clocked (``capture(..., python=True)``, :mod:`gpusim.pytime`)
-    times the host's ``eager_module_us``; None when either is missing (the simulation
-    then prices ``eager_module_us`` per nn.Module call)."""
-    calls = graph.meta.get("python_calls")
-    if calls is None or not spec.eager_module_us:
-        return None
-    return calls * spec.eager_module_us
-
-
-def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptions()) -> Prediction:
-    """Cost and simulate the kernels of a lowering on ``spec``."""
+def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptions(),
+                     host=None) -> Prediction:
+    """Cost and simulate the kernels of a lowering on ``spec``, issued by ``host``
+    (a host profile, name or path; None: the reference host)."""
+    host = load_host(host)
     graph, mode = low.graph, low.mode
     kernels = [estimate_kernel(graph, k, spec, opts) for k in low.kernels]
     if mode == "eager":
@@ -146,14 +142,13 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     else:
         vb, trailing = None, 0
     regions = any(k.region_inputs is not None for k in low.kernels)
-    hb = [region_entry_us(spec, k.region_inputs) if k.region_inputs is not None else 0.0
+    hb = [region_entry_us(host, k.region_inputs) if k.region_inputs is not None else 0.0
           for k in low.kernels] if regions else None
-    run_spec = spec.replace(compiled_call_us=0.0) if regions else spec
-    tl = simulate(kernels, run_spec, mode, vb, trailing, host_before=hb,
-                  module_calls=graph.meta.get("module_calls", 0),
+    tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb,
                   inputs=0 if regions else graph.meta.get("inputs", 0),
-                  python_us=python_us(graph, spec))
-    return Prediction(spec.name, mode, graph, kernels, tl, spec, low)
+                  python_us=python_us(graph.meta, host), host=host,
+                  call_overhead=not regions)
+    return Prediction(spec.name, mode, graph, kernels, tl, spec, low, host)
 
 
 #: How users run each mode.
@@ -161,18 +156,18 @@ MODE_LABELS = {"eager": "eager", "compiled": "torch.compile",
                "cudagraph": "torch.compile(mode=\"reduce-overhead\")"}
 
 
-def modes_by_speed(graph: OpGraph, gpu="h100", have: "Prediction | None" = None
-                   ) -> list[tuple[str, "Prediction"]]:
+def modes_by_speed(graph: OpGraph, gpu="h100", have: "Prediction | None" = None,
+                   host=None) -> list[tuple[str, "Prediction"]]:
     """Eager, torch.compile and torch.compile with CUDA graphs on ``graph``, fastest end
     to end first. ``have``: a prediction of one of the modes already made (reused)."""
     spec = as_spec(gpu)
     preds = [(m, have if have is not None and have.mode == m
-              else predict_lowering(lower(graph, m, spec=spec), spec)) for m in MODES]
+              else predict_lowering(lower(graph, m, spec=spec), spec, host=host)) for m in MODES]
     return sorted(preds, key=lambda mp: mp[1].end_to_end_us)
 
 
 def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
-            opts: CostOptions = CostOptions(), regions: bool = False) -> Prediction:
+            opts: CostOptions = CostOptions(), regions: bool = False, host=None) -> Prediction:
     """Predict how long ``target`` takes on ``gpu``.
 
     Parameters
@@ -184,6 +179,9 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     partition : optional :class:`~gpusim.partition.Partition` or list of node-name
         groups, realised by ``mode``'s runtime; default: the runtime's own kernels
     regions : run each group of ``partition`` as its own compiled region
+    host : host profile name, path to a host .toml, or a HostProfile (default the
+        reference host, :mod:`gpusim.host`): who issues the kernels, the same for every
+        GPU so that a comparison of GPUs compares GPUs
 
     >>> import torch
     >>> p = predict(lambda x: x + 2, (torch.empty(2**26, device="meta"),), gpu="rtx3090ti")
@@ -193,4 +191,4 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     check_mode(mode)
     spec = as_spec(gpu)
     graph = as_graph(target, args)
-    return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts)
+    return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts, host)

@@ -52,40 +52,38 @@ def memory_lines(pred) -> list[str]:
             f"memory           {fit_line(m, pred.spec)}"]
 
 
-def host_source(spec) -> str:
-    """Which machine the spec's host figures were measured on (host speed belongs to the
-    machine, not the GPU)."""
-    if spec.host_measured_on:
-        return f"measured on {spec.host_measured_on}"
-    if spec.source == "measured":
-        return f"measured on the host of the {spec.measured_on} that calibrated this spec"
-    return "datasheet estimates"
+def host_source(host) -> str:
+    """The host profile a prediction used, and the machine it describes (host speed
+    belongs to the machine, not the GPU)."""
+    return f"host profile {host.name}"
 
 
 def forward_factor_used(pred) -> float | None:
     """The eager_forward_factor an eager prediction applied at its program's size (None:
-    not eager, or the spec has none)."""
-    if pred.mode != "eager" or not pred.spec.eager_forward_factor:
+    not eager, or the host has none)."""
+    if pred.mode != "eager" or not pred.host.eager_forward_factor:
         return None
-    return eager_forward_factor(pred.spec, len(pred.kernels))
+    return eager_forward_factor(pred.host, len(pred.kernels))
 
 
 def python_lines(pred) -> list[str]:
-    """Eager: the model's own Python per call, and where that figure came from."""
+    """Eager: the model's own Python per call, and how it was priced (capture's counts
+    times the host's per-call figures: the same on every run)."""
     if pred.mode != "eager":
         return []
-    tl, meta, spec = pred.timeline, pred.graph.meta, pred.spec
+    tl, meta, host = pred.timeline, pred.graph.meta, pred.host
     k = forward_factor_used(pred)
     f = f" x {k:.2f}" if k else ""
-    if "python_calls" in meta and spec.eager_module_us:
-        how = (f"clocked at capture: {meta['python_here_us']:.0f} us here, "
-               f"{meta['python_calls']:.0f} module-call equivalents x eager_module_us "
-               f"{spec.eager_module_us:.2f} us{f}")
-    elif spec.eager_module_us:
+    if "torch_calls" in meta and (host.python_module_call_us is not None
+                                  or host.python_torch_call_us is not None):
+        how = (f"({meta.get('module_calls', 0)} nn.Module calls x "
+               f"{host.python_module_call_us or 0.0:.2f} us + {meta.get('torch_calls', 0)} torch "
+               f"calls x {host.python_torch_call_us or 0.0:.2f} us){f}")
+    elif host.eager_module_us:
         how = (f"{meta.get('module_calls', 0)} nn.Module calls x eager_module_us "
-               f"{spec.eager_module_us:.2f} us{f}; not clocked")
+               f"{host.eager_module_us:.2f} us{f}")
     else:
-        how = "the spec has no eager_module_us (calibrate --host-only measures it): not priced"
+        how = "the host profile prices none"
     return [f"model's Python   {tl.python_us:.1f} us per call ({how})"]
 
 
@@ -97,7 +95,7 @@ def sync_lines(pred) -> list[str]:
     reads = pred.graph.meta.get("syncs") or []
     what = ", ".join(sorted(set(reads))) if reads else ", ".join(k for k, _ in sy)
     wait = sum(w for _, w in sy)
-    each = f", plus {pred.spec.sync_us:.1f} us per read" if pred.spec.sync_us else ""
+    each = f", plus {pred.host.sync_us:.1f} us per read" if pred.host.sync_us else ""
     return [f"host syncs       {len(sy)} per call (at {what}): the host waits "
             f"{wait:.1f} us for the GPU to drain{each}"]
 
@@ -137,8 +135,8 @@ def prediction_text(pred, top: int | None = None) -> str:
     ) + ")" if pred.device_us else "device time      0 us")
     k_used = forward_factor_used(pred)
     inside = f"; eager_forward_factor x{k_used:.2f}" if k_used else ""
-    out.append(f"host time        {pred.timeline.host_us:.1f} us per call (host figures: "
-               f"{host_source(pred.spec)}{inside})")
+    out.append(f"host time        {pred.timeline.host_us:.1f} us per call ({host_source(pred.host)}"
+               f"{inside})")
     out += python_lines(pred)
     out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
                f"{pred.idle_us:.1f} us of the first call)")

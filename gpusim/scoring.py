@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from .cost import CostOptions, estimate_kernel
 from .graph import OpGraph
+from .host import load_host
 from .lower import realize
 from .partition import Partition
 from .simulate import check_mode, kernel_overhead_us
@@ -36,9 +37,11 @@ class Scorer:
     spec: object
     mode: str = "compiled"
     opts: CostOptions = field(default_factory=CostOptions)
+    host: object = None     # a host profile (name, path); None: the reference host
 
     def __post_init__(self):
         check_mode(self.mode)
+        self.host = load_host(self.host)
         self._cache: dict = {}
 
     def group_cost(self, group) -> float:
@@ -49,7 +52,7 @@ class Scorer:
             v = 0.0
             for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec):
                 est = estimate_kernel(self.graph, k, self.spec, self.opts)
-                v += max(est.us, kernel_overhead_us(est, self.spec, self.mode,
+                v += max(est.us, kernel_overhead_us(est, self.host, self.mode,
                                                     len(self.graph.compute_nodes)))
             self._cache[key] = v
         return v

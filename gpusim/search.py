@@ -35,6 +35,7 @@ from .ops import is_eval_batch_norm
 from .partition import Partition, greedy
 from .predict import Prediction, as_graph, as_spec, predict
 from .scoring import Scorer
+from .host import load_host
 from .simulate import check_mode
 
 ALGOS = ("auto", "greedy", "bytes", "exact")
@@ -83,7 +84,8 @@ class SearchResult:
             groups.append({"name": k.name, "ops": list(k.ops), "op_types": list(k.op_types),
                            "bytes_in": k.bytes_read, "bytes_out": k.bytes_written,
                            "flops": k.flops, "us": k.us, "bound": k.bound})
-        return {"gpu": self.fused.gpu, "mode": self.fused.mode, "algo": self.algo,
+        return {"gpu": self.fused.gpu, "host": self.fused.host.name, "mode": self.fused.mode,
+                "algo": self.algo,
                 "unfused_us": self.unfused.end_to_end_us, "fused_us": self.fused.end_to_end_us,
                 "unfused_device_us": self.unfused.device_us, "fused_device_us": self.fused.device_us,
                 "speedup_device": self.speedup_device,
@@ -272,7 +274,8 @@ def enumerate_partitions(graph: OpGraph):
 # ---------------------------------------------------------------------------
 def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "auto",
            fold_bn: bool = True, opts: CostOptions = CostOptions(),
-           max_group: int | None = None, memory_limit: float | None = None) -> SearchResult:
+           max_group: int | None = None, memory_limit: float | None = None,
+           host=None) -> SearchResult:
     """Find a fusion partition for ``target`` and predict what it buys.
 
     ``unfused`` is eager PyTorch (one kernel per op); ``fused`` is the partition run in
@@ -280,16 +283,16 @@ def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "a
     ``mode``. ``memory_limit`` (bytes): the fused run must fit (weights, inputs and its
     activation peak, :mod:`gpusim.memory`): the fastest of the searched partition,
     Inductor's own grouping and one kernel per op that fits; :class:`SearchError` when
-    none does.
+    none does. ``host``: the host profile (name, path; default the reference host).
     """
     check_mode(mode)
     if algo not in ALGOS:
         raise SearchError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")
-    spec = as_spec(gpu)
+    spec, host = as_spec(gpu), load_host(host)
     graph0 = as_graph(target, args)
     t0 = time.perf_counter()
     graph, folded = fold_conv_bn(graph0) if fold_bn else (graph0, [])
-    scorer = Scorer(graph, spec, mode, opts)
+    scorer = Scorer(graph, spec, mode, opts, host)
     notes = []
     n = len(graph.compute_nodes)
     chosen = algo
@@ -313,16 +316,17 @@ def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "a
     if folded:
         part = Partition(part.groups, tuple(folded))
         notes.append(f"folded {len(folded)} batch norm(s) into their convolution")
-    unfused = predict(graph0, gpu=spec, mode="eager", opts=opts)
-    fused = predict(graph, gpu=spec, mode=mode, partition=part, opts=opts)
-    compiled = predict(graph0, gpu=spec, mode="compiled", opts=opts)
+    unfused = predict(graph0, gpu=spec, mode="eager", opts=opts, host=host)
+    fused = predict(graph, gpu=spec, mode=mode, partition=part, opts=opts, host=host)
+    compiled = predict(graph0, gpu=spec, mode="compiled", opts=opts, host=host)
     if memory_limit is not None:
-        part, fused = _fit_memory(graph, spec, mode, opts, part, fused, memory_limit, notes)
+        part, fused = _fit_memory(graph, spec, mode, opts, part, fused, memory_limit, notes,
+                                  host)
     return SearchResult(part, graph, unfused, fused, algo if algo != "auto" else f"auto:{chosen}",
                         time.perf_counter() - t0, optimal, over, gap, notes, compiled)
 
 
-def _fit_memory(graph, spec, mode, opts, part, fused, limit, notes):
+def _fit_memory(graph, spec, mode, opts, part, fused, limit, notes, host=None):
     """The fastest candidate partition whose run fits in ``limit`` bytes."""
     from .lower import inductor_groups
     from .memory import fmt_bytes
@@ -331,7 +335,8 @@ def _fit_memory(graph, spec, mode, opts, part, fused, limit, notes):
     cands = [("searched", part, fused)]
     for label, p in (("Inductor's grouping", Partition.of(inductor_groups(graph))),
                      ("one kernel per op", Partition.singletons(graph))):
-        cands.append((label, p, predict(graph, gpu=spec, mode=mode, partition=p, opts=opts)))
+        cands.append((label, p, predict(graph, gpu=spec, mode=mode, partition=p, opts=opts,
+                                        host=host)))
     fits = [c for c in cands if c[2].memory.total_bytes <= limit]
     if not fits:
         least = min(c[2].memory.total_bytes for c in cands)
@@ -345,10 +350,11 @@ def _fit_memory(graph, spec, mode, opts, part, fused, limit, notes):
 
 
 def whatif(target, fuse: list[list[str]], args=None, gpu="h100", mode: str = "compiled",
-           opts: CostOptions = CostOptions()) -> SearchResult:
-    """Predict the effect of fusing exactly the named groups (others stay alone)."""
+           opts: CostOptions = CostOptions(), host=None) -> SearchResult:
+    """Predict the effect of fusing exactly the named groups (others stay alone), issued
+    by ``host`` (a host profile name or path; default the reference host)."""
     check_mode(mode)
-    spec = as_spec(gpu)
+    spec, host = as_spec(gpu), load_host(host)
     graph = as_graph(target, args)
     t0 = time.perf_counter()
     named = set()
@@ -365,8 +371,8 @@ def whatif(target, fuse: list[list[str]], args=None, gpu="h100", mode: str = "co
     groups = [list(g) for g in fuse] + [[v] for v in graph.compute_nodes if v not in named]
     check_partition(graph, groups)
     part = Partition.of(groups)
-    unfused = predict(graph, gpu=spec, mode="eager", opts=opts)
-    fused = predict(graph, gpu=spec, mode=mode, partition=part, opts=opts)
-    compiled = predict(graph, gpu=spec, mode="compiled", opts=opts)
+    unfused = predict(graph, gpu=spec, mode="eager", opts=opts, host=host)
+    fused = predict(graph, gpu=spec, mode=mode, partition=part, opts=opts, host=host)
+    compiled = predict(graph, gpu=spec, mode="compiled", opts=opts, host=host)
     return SearchResult(part, graph, unfused, fused, "whatif", time.perf_counter() - t0,
                         compiled=compiled)

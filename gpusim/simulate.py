@@ -11,13 +11,16 @@ A host read of a device value (``.item()``, ``if mask.all():``; capture records 
 is a sync: the host issues the copy, then waits until the GPU has run everything queued
 before it (a "sync wait" event); the GPU then idles until the host issues more.
 
+Host figures come from a host profile (:mod:`gpusim.host`, default the reference host),
+GPU figures from the GPU spec: the same host for every GPU a comparison compares.
+
 Modes
     ``eager``     every non-view aten op is a kernel; ``eager_op_us`` of host time each,
                   plus ``eager_view_us`` for each view op dispatched on the way, plus
                   the model's own Python between its torch calls (``python_us``: what
-                  capture clocked, :mod:`gpusim.pytime`; else ``eager_module_us`` per
-                  nn.Module call), spread over the kernels. All of it times the
-                  spec's ``eager_forward_factor``: inside a real forward the host
+                  capture counted priced by the host, :func:`gpusim.host.python_us`),
+                  spread over the kernels. All of it times the
+                  host's ``eager_forward_factor``: inside a real forward the host
                   issues ops 1.5-1.8x slower than in calibrate's tight loops (measured
                   on gpusim's reference forwards, :func:`validation.calibrate.forward_factor`;
                   less for programs of fewer kernels, :func:`eager_forward_factor`).
@@ -100,13 +103,13 @@ def is_sync(kernel: KernelEstimate) -> bool:
     return any(t in SYNC_OPS for t in kernel.op_types)
 
 
-def eager_dispatch_us(kernel: KernelEstimate, spec) -> float:
+def eager_dispatch_us(kernel: KernelEstimate, host) -> float:
     """Host time eager PyTorch spends issuing one op: library ops (cuBLAS, cuDNN, fused
     norm and attention kernels) pass through more dispatch layers and are measured
     separately by `gpusim calibrate`."""
-    if kernel.kind in LIBRARY_KINDS and spec.eager_library_op_us:
-        return spec.eager_library_op_us
-    return spec.eager_op_us
+    if kernel.kind in LIBRARY_KINDS and host.eager_library_op_us:
+        return host.eager_library_op_us
+    return host.eager_op_us
 
 
 #: Eager kernels of the smaller of gpusim's reference forwards (the tiny GPT-2 of
@@ -119,10 +122,10 @@ FORWARD_KERNELS = 66
 LOOP_KERNELS = 13
 
 
-def eager_forward_factor(spec, kernels: int = FORWARD_KERNELS) -> float:
+def eager_forward_factor(host, kernels: int = FORWARD_KERNELS) -> float:
     """How much slower the host issues eager work inside a forward of ``kernels``
     kernels than the tight-loop figures say. ``eager_forward_factor`` (measured by
-    ``gpusim calibrate`` on gpusim's reference forwards; 1 when the spec has none)
+    ``gpusim calibrate`` on gpusim's reference forwards; 1 when the host has none)
     applies in full from :data:`FORWARD_KERNELS` kernels up, not at all up to
     :data:`LOOP_KERNELS`, linearly between: the slowdown comes from a forward's code
     footprint (many different ops and modules between two calls of one op), which a
@@ -130,81 +133,86 @@ def eager_forward_factor(spec, kernels: int = FORWARD_KERNELS) -> float:
     priced right without it and up to 175% too slow with all of it; the linear ramp
     between is an assumption no record tests closely). It scales every eager host cost:
     dispatch, views, syncs, the model's Python."""
-    f = spec.eager_forward_factor or 1.0
+    f = host.eager_forward_factor or 1.0
     ramp = (kernels - LOOP_KERNELS) / (FORWARD_KERNELS - LOOP_KERNELS)
     return 1.0 + (f - 1.0) * min(1.0, max(0.0, ramp))
 
 
-def kernel_overhead_us(kernel: KernelEstimate, spec, mode: str,
+def kernel_overhead_us(kernel: KernelEstimate, host, mode: str,
                        program_kernels: int = FORWARD_KERNELS) -> float:
     """The one per-kernel overhead table: host time to issue a kernel (eager, compiled)
     or, inside a CUDA graph, the GPU's gap between consecutive kernels, in a program of
     ``program_kernels`` kernels (eager: :func:`eager_forward_factor`). The simulation
     and the partition scorer both read it."""
     if mode == "eager":
-        return eager_forward_factor(spec, program_kernels) * _eager_issue_us(kernel, spec)
-    if mode != "cudagraph" and is_sync(kernel) and spec.sync_us:
-        return spec.sync_us
+        return eager_forward_factor(host, program_kernels) * _eager_issue_us(kernel, host)
+    if mode != "cudagraph" and is_sync(kernel) and host.sync_us:
+        return host.sync_us
     if mode == "compiled":
-        return spec.compiled_kernel_us
-    return spec.cudagraph_kernel_us
+        return host.compiled_kernel_us
+    return host.cudagraph_kernel_us
 
 
-def _eager_issue_us(kernel: KernelEstimate, spec) -> float:
+def _eager_issue_us(kernel: KernelEstimate, host) -> float:
     """An eager kernel's host cost at the tight-loop figures: a sync, a helper kernel
     launched inside its op's dispatch, or the op's own dispatch."""
-    if is_sync(kernel) and spec.sync_us:
-        return spec.sync_us
+    if is_sync(kernel) and host.sync_us:
+        return host.sync_us
     if kernel.role == "aux":        # launched inside the op's dispatch: a launch only
-        return spec.kernel_launch_us or spec.compiled_kernel_us
-    return eager_dispatch_us(kernel, spec)
+        return host.kernel_launch_us or host.compiled_kernel_us
+    return eager_dispatch_us(kernel, host)
 
 
-def region_entry_us(spec, inputs: int) -> float:
+def region_entry_us(host, inputs: int) -> float:
     """Host time to enter one separately compiled region with ``inputs`` tensor inputs."""
-    return (spec.compiled_region_us or spec.compiled_call_us) + inputs * (spec.compiled_input_us or 0.0)
+    return (host.compiled_region_us or host.compiled_call_us) + inputs * (host.compiled_input_us or 0.0)
 
 
 def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              views_before: list[int] | None = None, trailing_views: int = 0,
              calls: int = 6, host_before: list[float] | None = None,
-             module_calls: int = 0, inputs: int = 0,
-             python_us: float | None = None) -> Timeline:
+             inputs: int = 0, python_us: float = 0.0, host=None,
+             call_overhead: bool = True) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
     pays for them. ``host_before[i]``: further host time before launching kernel ``i``
     (entering a separately compiled region, in the validation harness).
-    ``module_calls``: nn.Module calls per forward, each costing ``eager_module_us`` in
-    eager mode (spread over the kernels). ``python_us``: the model's own Python per
-    forward on this host (eager; replaces the per-module-call cost, also spread).
-    ``inputs``: tensor inputs of the program, each
-    costing ``compiled_input_us`` per compiled call (Dynamo's guards and input handling).
+    ``python_us``: the model's own Python per forward on ``host`` (eager only; spread
+    over the kernels; :func:`gpusim.hp.python_us`). ``inputs``: tensor inputs of the
+    program, each costing ``compiled_input_us`` per compiled call (Dynamo's guards and
+    input handling). ``host``: a :class:`~gpusim.host.HostProfile` (None: the reference
+    host); ``spec`` gives the GPU's figures. ``call_overhead=False``: no compiled call
+    cost (the program's regions pay their own entry through ``host_before``).
     Returns the first call's events and the steady-state timing.
     """
     check_mode(mode)
+    if host is None:
+        from .host import load_host
+        host = load_host()
+    hp = host           # the profile: below, ``host`` is the host's clock
     n = len(kernels)
     views_before = views_before or [0] * n
     host_before = host_before or [0.0] * n
     python = 0.0
     if mode == "eager":
         call_us = 0.0
-        f = eager_forward_factor(spec, n)
-        python = f * (python_us if python_us is not None
-                      else module_calls * (spec.eager_module_us or 0.0))
+        f = eager_forward_factor(hp, n)
+        python = f * python_us
         spread = python / max(n, 1)
-        per_k = [kernel_overhead_us(k, spec, mode, n) + f * v * spec.eager_view_us + spread
+        per_k = [kernel_overhead_us(k, hp, mode, n) + f * v * hp.eager_view_us + spread
                  for k, v in zip(kernels, views_before)]
-        tail = f * trailing_views * spec.eager_view_us
+        tail = f * trailing_views * hp.eager_view_us
         gpu_gap = 0.0
     elif mode == "compiled":
-        call_us = spec.compiled_call_us + inputs * (spec.compiled_input_us or 0.0)
-        per_k, tail, gpu_gap = [kernel_overhead_us(k, spec, mode) for k in kernels], 0.0, 0.0
+        call_us = (hp.compiled_call_us + inputs * (hp.compiled_input_us or 0.0)
+                   if call_overhead else 0.0)
+        per_k, tail, gpu_gap = [kernel_overhead_us(k, hp, mode) for k in kernels], 0.0, 0.0
     else:
         # torch.compile(mode="reduce-overhead") replays through CUDA graph trees, whose
         # Python bookkeeping per call calibrate measures; a bare replay costs far less
-        call = spec.cudagraph_tree_call_us or spec.cudagraph_call_us
-        call_us, per_k, tail, gpu_gap = call, [0.0] * n, 0.0, spec.cudagraph_kernel_us
+        call = hp.cudagraph_tree_call_us or hp.cudagraph_call_us
+        call_us, per_k, tail, gpu_gap = call, [0.0] * n, 0.0, hp.cudagraph_kernel_us
     if mode != "cudagraph":
         per_k = [p + h for p, h in zip(per_k, host_before)]
 
@@ -233,7 +241,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
                 enqueue = host
             # a kernel starts once the stream is free and its launch has reached the GPU
             start = max(gpu_free + (gpu_gap if prev_end is not None else 0.0),
-                        enqueue + spec.launch_latency_us)
+                        enqueue + hp.launch_latency_us)
             if c == 0:
                 if first_start is None:
                     first_start = start

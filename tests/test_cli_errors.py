@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from gpusim.cli import main
 from gpusim.examples import EXAMPLES
-from gpusim.hardware import OPTIONAL_HOST, OPTIONAL_MODEL, SECTIONS, builtin_dir, known_names
+from gpusim.hardware import OPTIONAL_MODEL, SECTIONS, builtin_dir, known_names
 from gpusim.models import DTYPES
 from gpusim.search import ALGOS
 from gpusim.simulate import MODES
@@ -163,7 +163,7 @@ def test_unknown_gpus(capfd, gpu):
 
 
 _REAL_SPEC = (builtin_dir() / "h100-sxm.toml").read_text()
-_NUMERIC = {k for keys in SECTIONS.values() for k in keys} | set(OPTIONAL_HOST) | set(OPTIONAL_MODEL) \
+_NUMERIC = {k for keys in SECTIONS.values() for k in keys} | set(OPTIONAL_MODEL) \
     | {"fp64", "fp32", "tf32_tc", "fp16_tc", "bf16_tc"}
 _REQUIRED = {k for keys in SECTIONS.values() for k in keys} | {"name", "display_name", "fp64", "fp32",
                                                               "fp16_tc"}

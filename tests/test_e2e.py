@@ -1,6 +1,6 @@
 """End to end on real leases (issue #13): which host calibration belongs to which zoo
-record, a lease's host figures on a GPU's spec, and the stream's steady state
-(``stream_busy_factor``: measured by ``calibrate``, applied by the simulation)."""
+record, a lease's host profile beside a GPU's spec, and the stream's steady state
+(``stream_busy_factor``: measured by ``calibrate``, a GPU figure applied by the simulation)."""
 
 import json
 import os
@@ -9,8 +9,9 @@ import torch
 
 from gpusim import capture, predict
 from validation.calibrate import fit_host
-from gpusim.hardware import HOST, OPTIONAL_HOST, calibrated_name, load_spec, with_host
-from validation.zoo_accuracy import lease_host, load_zoo_records
+from gpusim.hardware import calibrated_name, load_spec
+from gpusim.host import FIELDS, load_host
+from validation.zoo_accuracy import lease_host, lease_setup, load_zoo_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")
@@ -36,13 +37,27 @@ def test_a_record_before_any_calibration_or_long_after_gets_none():
     assert lease_host(RESULTS, "h100", {}) is None
 
 
-def test_with_host_takes_the_hosts_figures_and_keeps_the_gpus():
-    gpu, host = load_spec(calibrated_name("h200")), load_spec(LEASE3["h200"])
-    s = with_host(gpu, host)
-    for k in HOST + OPTIONAL_HOST:
-        assert getattr(s, k) == (getattr(host, k) if getattr(host, k) is not None else getattr(gpu, k))
-    assert s.mem_efficiency == gpu.mem_efficiency and s.matmul_efficiency == gpu.matmul_efficiency
-    assert s.eager_op_us != gpu.eager_op_us          # the lease's host is not the spec's
+def test_a_lease_is_predicted_with_its_host_profile_and_the_gpus_spec():
+    gpu = load_spec(calibrated_name("h200"))
+    s, host = lease_setup(gpu, LEASE3["h200"])
+    assert s == gpu                                           # lease 3 measured no stream figure
+    assert host.eager_op_us != load_host().eager_op_us        # the lease's host is not the reference
+    lease = load_host(LEASE3["h200"])
+    kind = load_host("h200-sxm-host")
+    for k in FIELDS:    # what the lease measured, else its machine kind's figure
+        assert getattr(host, k) == (getattr(lease, k) if getattr(lease, k) is not None
+                                    else getattr(kind, k)), k
+    # lease 3 timed no reference forwards: it borrows its machine kind's factor
+    assert lease.eager_forward_factor is None
+    assert host.eager_forward_factor == kind.eager_forward_factor
+    big, _ = _two_cases()
+    a = predict(big, gpu=gpu, mode="eager", host=host)
+    assert a.host is host and a.spec is gpu
+    # a later lease measured the GPU's steady state beside its host: the lab applies it
+    later = os.path.join(RESULTS, "h200", "host", "2026-11-24-lease4.toml")
+    s4, h4 = lease_setup(gpu, later)
+    assert s4.stream_busy_factor > 1.0 and s4.mem_efficiency == gpu.mem_efficiency
+    assert not hasattr(h4, "stream_busy_factor")
 
 
 def _two_cases():
@@ -70,11 +85,13 @@ def test_stream_busy_factor_stretches_the_gpu_lane_not_the_kernel_sum():
 def test_fit_host_reads_the_stream_microbenchmark():
     with open(LEASE3["h100"] + ".raw.json") as f:
         raw = json.load(f)["host"]                       # a real lease's host timings
-    out, _ = fit_host(raw, 1.28)
-    assert "stream_busy_factor" not in out              # lease 3 predates the benchmark
+    out, diag = fit_host(raw, 1.28)
+    assert "stream_busy_factor" not in diag             # lease 3 predates the benchmark
     out, diag = fit_host(dict(raw, stream={"kernels": 64, "kernel_sum_us": 1000.0,
                                            "wall_us": 1052.0}), 1.28)
-    assert abs(out["stream_busy_factor"] - 1.052) < 1e-9 and diag["stream"]["kernels"] == 64
-    out, _ = fit_host(dict(raw, stream={"kernels": 64, "kernel_sum_us": 1000.0,
-                                        "wall_us": 990.0}), 1.28)
-    assert out["stream_busy_factor"] == 1.0             # never faster than the kernels
+    # a GPU figure: the diagnostics carry it to the GPU spec, never to the host profile
+    assert "stream_busy_factor" not in out and set(out) <= set(FIELDS)
+    assert abs(diag["stream_busy_factor"] - 1.052) < 1e-9 and diag["stream"]["kernels"] == 64
+    out, diag = fit_host(dict(raw, stream={"kernels": 64, "kernel_sum_us": 1000.0,
+                                           "wall_us": 990.0}), 1.28)
+    assert diag["stream_busy_factor"] == 1.0            # never faster than the kernels

@@ -1,9 +1,7 @@
 """The host side of the simulation: host reads drain the stream, a library op's helper
 kernels cost a launch, `predict` names the fastest of eager / torch.compile / CUDA
-graphs, and the model's own Python is clocked at capture (gpusim.pytime) and priced in
-eager only."""
-
-import importlib
+graphs, and the model's own Python is priced from capture's counts by the host profile
+(gpusim.host.python_us), in eager only."""
 
 import pytest
 import torch
@@ -13,12 +11,13 @@ from hypothesis import strategies as st
 from gpusim import capture, predict
 from gpusim.cli import main
 from gpusim.hardware import load_spec
+from gpusim.host import load_host
 from gpusim.predict import MODE_LABELS, modes_by_speed
 from gpusim.simulate import (FORWARD_KERNELS, LOOP_KERNELS, eager_forward_factor, is_sync,
                              kernel_overhead_us, simulate)
 
-pytime = importlib.import_module("gpusim.pytime")
 SPEC = load_spec("h100-sxm-calibrated")
+HOST = load_host("h100-sxm-host")
 
 
 def _checked(x):
@@ -71,10 +70,10 @@ def test_helper_kernels_cost_a_launch_not_a_dispatch():
     aux = [k for k in p.kernels if k.role == "aux"]
     assert aux, "a half-precision NCHW conv runs cuDNN's layout transforms"
     for k in aux:
-        assert kernel_overhead_us(k, SPEC, "eager") == pytest.approx(
-            SPEC.kernel_launch_us * SPEC.eager_forward_factor)    # a whole forward's program
+        assert kernel_overhead_us(k, HOST, "eager") == pytest.approx(
+            HOST.kernel_launch_us * HOST.eager_forward_factor)    # a whole forward's program
     main_k = [k for k in p.kernels if k.role == "main"][0]
-    assert kernel_overhead_us(main_k, SPEC, "eager") > kernel_overhead_us(aux[0], SPEC, "eager")
+    assert kernel_overhead_us(main_k, HOST, "eager") > kernel_overhead_us(aux[0], HOST, "eager")
 
 
 def test_modes_ranked_fastest_first():
@@ -92,17 +91,17 @@ def test_modes_ranked_fastest_first():
 def test_predict_prints_syncs_and_the_fastest_mode(capsys):
     assert main(["predict", "gelu_tanh", "--gpu", "h100-sxm-calibrated"]) == 0
     out = capsys.readouterr().out
-    assert "fastest " in out and "host figures" in out
+    assert "fastest " in out and "host profile reference" in out
 
 
-# --- the model's own Python (gpusim.pytime) -------------------------------------------
+# --- the model's own Python, priced from capture's counts ---------------------------
 
 class _Busy(torch.nn.Module):
-    """``work`` iterations of pure Python between two torch calls, and a host read."""
+    """``work`` iterations of pure Python, ``calls`` extra torch calls, and a host read."""
 
-    def __init__(self, work: int):
+    def __init__(self, work: int, calls: int = 0):
         super().__init__()
-        self.work = work
+        self.work, self.calls = work, calls
         self.lin = torch.nn.Linear(16, 16)
 
     def forward(self, x):
@@ -110,54 +109,40 @@ class _Busy(torch.nn.Module):
         for i in range(self.work):
             s += i % 7
         y = self.lin(x)
+        for _ in range(self.calls):
+            y = y.view(4, 16)           # a torch call (and a view op), no kernel
         if (y > 0).all():       # on meta: answered True, as eager typically takes it
             y = y + 1
         return y.relu()
 
 
-def _meta_busy(work):
-    return _Busy(work).to("meta"), (torch.empty(4, 16, device="meta"),)
+def _meta_busy(work, calls=0):
+    return _Busy(work, calls).to("meta"), (torch.empty(4, 16, device="meta"),)
 
 
-def test_replay_returns_the_recorded_results_without_running_them():
-    m, args = _meta_busy(10)
-    rec = pytime._record(lambda: m(*args))
-    names = [getattr(f, "__name__", str(f)) for f, _ in rec]
-    assert "linear" in names and "__bool__" in names
-    replay = pytime.Replay(rec)
-    with replay:
-        out = m(*args)
-    assert not replay.diverged and replay.i == len(rec)
-    assert out is rec[-1][1]        # the last call's recorded result, not a new tensor
+def test_capture_counts_the_models_module_and_torch_calls():
+    g0, g5 = capture(*_meta_busy(0)), capture(*_meta_busy(0, calls=5))
+    assert g0.meta["module_calls"] == g5.meta["module_calls"] == 2   # _Busy and its Linear
+    assert g5.meta["torch_calls"] == g0.meta["torch_calls"] + 5
+    assert g0.meta["torch_calls"] >= 4        # linear, gt, all, add, relu (one inside Linear)
+    # counts, not clocks: pure Python that makes no torch call is the same forward
+    assert capture(*_meta_busy(20000)).meta["torch_calls"] == g0.meta["torch_calls"]
 
 
-def test_clocked_python_grows_with_the_models_python():
-    light = pytime.python_us(*_meta_busy(0), rounds=5)
-    heavy = pytime.python_us(*_meta_busy(20000), rounds=5)
-    assert light["calls"] == heavy["calls"] >= 5
-    assert heavy["python_us"] > light["python_us"] + 200     # 20k loop turns: ~1 ms
-    assert heavy["host_speed_us"] > 0
-
-
-def test_capture_records_python_and_eager_prices_it():
-    m, args = _meta_busy(20000)
-    g = capture(m, args, python=True)
-    assert g.meta["python_calls"] > 0 and g.meta["python_here_us"] > 0
-    p = predict(g, gpu=SPEC, mode="eager")
-    f = eager_forward_factor(SPEC, len(p.kernels))     # a small program: little or none of it
-    assert p.timeline.python_us == pytest.approx(g.meta["python_calls"] * SPEC.eager_module_us * f)
-    flat = capture(m, args)
-    assert "python_calls" not in flat.meta
-    q = predict(flat, gpu=SPEC, mode="eager")
-    assert q.timeline.python_us == pytest.approx(flat.meta["module_calls"] * SPEC.eager_module_us * f)
+def test_eager_prices_the_counts_with_the_host_law():
+    m, args = _meta_busy(0, calls=5)
+    g = capture(m, args)
+    p = predict(g, gpu=SPEC, mode="eager", host=HOST)
+    f = eager_forward_factor(HOST, len(p.kernels))     # a small program: little or none of it
+    law = (g.meta["module_calls"] * HOST.python_module_call_us
+           + g.meta["torch_calls"] * HOST.python_torch_call_us)
+    assert p.timeline.python_us == pytest.approx(law * f)
     # torch.compile runs guards, not the model's Python
-    assert predict(g, gpu=SPEC, mode="compiled").timeline.python_us == 0.0
-    assert predict(g, gpu=SPEC, mode="compiled").end_to_end_us == pytest.approx(
-        predict(flat, gpu=SPEC, mode="compiled").end_to_end_us)
-    # a spec without a host Python speed keeps the flat pricing (none: free)
-    bare = load_spec("h100-sxm")
-    assert predict(g, gpu=bare, mode="eager").timeline.python_us == pytest.approx(
-        flat.meta["module_calls"] * (bare.eager_module_us or 0.0))
+    assert predict(g, gpu=SPEC, mode="compiled", host=HOST).timeline.python_us == 0.0
+    # a host without the law prices a bare module call per nn.Module call
+    bare = HOST.replace(python_module_call_us=None, python_torch_call_us=None)
+    assert predict(g, gpu=SPEC, mode="eager", host=bare).timeline.python_us == pytest.approx(
+        g.meta["module_calls"] * HOST.eager_module_us * f)
 
 
 @settings(max_examples=25, deadline=None)
@@ -168,24 +153,22 @@ def test_more_python_never_makes_eager_faster(a, b, n):
     base = predict(g, gpu=SPEC, mode="eager")
     kernels = base.kernels
     from gpusim.simulate import simulate
-    t_lo = simulate(kernels, SPEC, "eager", python_us=lo)
-    t_hi = simulate(kernels, SPEC, "eager", python_us=hi)
+    t_lo = simulate(kernels, SPEC, "eager", python_us=lo, host=HOST)
+    t_hi = simulate(kernels, SPEC, "eager", python_us=hi, host=HOST)
     assert t_hi.end_to_end_us >= t_lo.end_to_end_us - 1e-6
     assert t_hi.host_us - t_lo.host_us == pytest.approx(
-        (hi - lo) * eager_forward_factor(SPEC, len(kernels)), abs=1e-6)
+        (hi - lo) * eager_forward_factor(HOST, len(kernels)), abs=1e-6)
     assert t_hi.end_to_end_us >= t_hi.python_us - 1e-6
     # compiled and CUDA graph replays ignore it
     for mode in ("compiled", "cudagraph"):
-        assert simulate(kernels, SPEC, mode, python_us=hi).end_to_end_us == pytest.approx(
-            simulate(kernels, SPEC, mode).end_to_end_us)
+        assert simulate(kernels, SPEC, mode, python_us=hi, host=HOST).end_to_end_us == \
+            pytest.approx(simulate(kernels, SPEC, mode, host=HOST).end_to_end_us)
 
 
 def test_predict_prints_the_models_python(capsys):
     assert main(["predict", "gelu_tanh", "--gpu", "h100-sxm-calibrated"]) == 0
     out = capsys.readouterr().out
-    assert "model's Python" in out and "clocked at capture" in out
-    assert main(["predict", "gelu_tanh", "--gpu", "h100-sxm-calibrated", "--no-python"]) == 0
-    assert "not clocked" in capsys.readouterr().out
+    assert "model's Python" in out and "nn.Module calls x" in out and "torch calls x" in out
 
 
 @settings(max_examples=20, deadline=None)
@@ -195,17 +178,18 @@ def test_the_forward_factor_scales_eager_host_time_only(f, n, copies):
     model's Python) by its ramp at the program's size, and nothing else: device time and
     compiled / CUDA-graph calls stay."""
     kernels = predict(_graph(_checked, n), gpu=SPEC, mode="eager").kernels * copies
-    one, scaled = SPEC.replace(eager_forward_factor=None), SPEC.replace(eager_forward_factor=f)
-    a = simulate(kernels, one, "eager", views_before=[1] * len(kernels), python_us=300.0)
-    b = simulate(kernels, scaled, "eager", views_before=[1] * len(kernels), python_us=300.0)
+    one, scaled = HOST.replace(eager_forward_factor=None), HOST.replace(eager_forward_factor=f)
+    a = simulate(kernels, SPEC, "eager", views_before=[1] * len(kernels), python_us=300.0, host=one)
+    b = simulate(kernels, SPEC, "eager", views_before=[1] * len(kernels), python_us=300.0,
+                 host=scaled)
     k = eager_forward_factor(scaled, len(kernels))
     assert b.host_us == pytest.approx(k * a.host_us)
     assert b.python_us == pytest.approx(k * a.python_us)
     assert b.device_us == a.device_us
     assert b.end_to_end_us >= a.end_to_end_us - 1e-6
     for mode in ("compiled", "cudagraph"):
-        assert simulate(kernels, scaled, mode).end_to_end_us == pytest.approx(
-            simulate(kernels, one, mode).end_to_end_us)
+        assert simulate(kernels, SPEC, mode, host=scaled).end_to_end_us == pytest.approx(
+            simulate(kernels, SPEC, mode, host=one).end_to_end_us)
 
 
 @settings(max_examples=30, deadline=None)
@@ -213,7 +197,7 @@ def test_the_forward_factor_scales_eager_host_time_only(f, n, copies):
 def test_the_forward_factor_ramps_with_program_size(f, a, b):
     """None of it up to a loop's few kernels, all of it from a reference forward's size,
     never decreasing in between."""
-    spec = SPEC.replace(eager_forward_factor=f)
+    spec = HOST.replace(eager_forward_factor=f)
     lo, hi = sorted((a, b))
     assert 1.0 <= eager_forward_factor(spec, lo) <= eager_forward_factor(spec, hi) <= f + 1e-12
     assert eager_forward_factor(spec, min(lo, LOOP_KERNELS)) == 1.0
@@ -228,55 +212,57 @@ def test_forward_kernels_is_the_reference_gpt2s_kernel_count():
 
 def test_forward_factor_refits_from_the_recorded_reference_walls():
     """The committed H100 lease's eager_forward_factor is its reference forwards' walls
-    over gpusim's prediction of them (re-fitted here from the raw record: the Python is
-    clocked on this machine, so within 10%), and the calibrated spec carries a factor."""
+    over gpusim's prediction of them, re-fitted here from the raw record exactly (nothing
+    is clocked on this machine), and the H100 host profile carries a factor."""
     import json
     import os
     from validation.reference_forwards import forward_factor
-    from gpusim.hardware import with_host
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results", "h100", "host", "2026-11-24-lease7.toml")
     with open(here + ".raw.json") as fh:
         raw = json.load(fh)
-    lease = load_spec(here)
-    f, diag = forward_factor(raw["host"]["reference_walls"], with_host(SPEC, lease))
-    assert f == pytest.approx(lease.eager_forward_factor, rel=0.10)
+    lease = load_host(here)
+    f, diag = forward_factor(raw["host"]["reference_walls"], SPEC, lease)
+    assert f == pytest.approx(lease.eager_forward_factor, rel=1e-9)
+    assert lease.provenance["eager_forward_factor"][0] == "derived"
     assert set(diag) == {"gpt2", "resnet50"}
     assert all(d["predicted_device_us"] < 0.5 * d["wall_us"] for d in diag.values())  # host-bound
-    assert 1.0 < SPEC.eager_forward_factor < 3.0
+    assert 1.0 < HOST.eager_forward_factor < 3.0
     # twice the walls, twice the factor
     f2, _ = forward_factor({k: 2 * v for k, v in raw["host"]["reference_walls"].items()},
-                           with_host(SPEC, lease))
+                           SPEC, lease)
     assert f2 == pytest.approx(2 * f)
 
 
 def test_every_committed_host_calibration_loads(tmp_path):
-    """What calibrate writes, the loader reads: every lease's host calibration, including
-    per-input costs measured as zero (16 inputs cost no more than 1 on the timer); a
-    negative per-input cost or a zero per-op cost is still refused."""
+    """Every lease's host calibration loads as a host profile, including per-input costs
+    measured as zero (16 inputs cost no more than 1 on the timer); a negative per-input
+    cost, a zero per-op cost or a figure without provenance is refused."""
     import glob
     import os
-    from gpusim.hardware import SpecError
+    from gpusim.host import HostError
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results")
     paths = glob.glob(os.path.join(root, "*", "host", "*.toml"))
     assert len(paths) >= 9
-    zero = [p for p in paths if load_spec(p).cudagraph_tree_input_us == 0.0]
+    zero = [p for p in paths if load_host(p).cudagraph_tree_input_us == 0.0]
     assert zero, "the 2026-11-24 leases measured a zero per-input cost"
     with open(zero[0]) as f:
         text = f.read()
-    for old, new in (("cudagraph_tree_input_us = 0.0", "cudagraph_tree_input_us = -1.0"),
-                     ("eager_op_us = ", "eager_op_us = 0.0  # ")):
+    for old, new in (("cudagraph_tree_input_us = { value = 0.0", "cudagraph_tree_input_us = { value = -1.0"),
+                     ("eager_op_us = { value = ", "eager_op_us = { value = 0.0, x = "),
+                     ("eager_op_us = { value = ", "eager_op_us = { value = 0.0 } # "),
+                     ('source = "measured"', 'source = "guessed"')):
         p = tmp_path / "lease.toml"
         p.write_text(text.replace(old, new, 1))
-        with pytest.raises(SpecError, match="must be a"):
-            load_spec(str(p))
+        with pytest.raises(HostError, match=r"lease.toml: field \[host\]"):
+            load_host(str(p))
 
 
 def test_host_fit_reproduces_a_recorded_lease():
-    """fit_host + fit_forward on a lease's raw timings give back what it wrote: the
-    tight-loop figures exactly, the factor within 10% (the references' Python is clocked
-    here), fitted on the medians of the three reference rounds."""
+    """fit_host + fit_forward on a lease's raw timings give back what its host profile
+    holds: the tight-loop figures and the factor exactly, fitted on the medians of the
+    three reference rounds."""
     import json
     import os
     from validation.calibrate import fit_host
@@ -285,11 +271,39 @@ def test_host_fit_reproduces_a_recorded_lease():
                         "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
     with open(here + ".raw.json") as fh:
         raw = json.load(fh)
-    lease = load_spec(here)
+    lease = load_host(here)
     assert raw["host"]["reference_walls"] == median_walls(raw["host"]["reference_walls_rounds"])
     changes, diag = fit_host(raw["host"], SPEC.kernel_min_us)
     assert changes["eager_op_us"] == pytest.approx(lease.eager_op_us, rel=1e-9)
-    fitted = fit_forward(raw["host"], SPEC.replace(**changes), diag)
-    assert fitted["eager_forward_factor"] == pytest.approx(lease.eager_forward_factor, rel=0.10)
+    fitted = fit_forward(raw["host"], SPEC, lease.replace(**changes), diag)
+    assert fitted["eager_forward_factor"] == pytest.approx(lease.eager_forward_factor, rel=1e-9)
     assert set(diag["reference_forwards"]) == {"gpt2", "resnet50"}
-    assert fit_forward({}, SPEC, {}) == {}
+    assert fit_forward({}, SPEC, HOST, {}) == {}
+
+
+def test_calibrate_host_only_writes_a_loadable_host_profile(tmp_path):
+    """What calibrate --host-only writes from a lease's raw timings is a host profile
+    (not a GPU spec): the measured figures with their benchmark as provenance, the model's
+    Python law scaled to this host's module-call probe, and it loads back unchanged."""
+    import json
+    import os
+    from gpusim.host import dump_host
+    from validation.calibrate import fit_forward, fit_host, host_profile
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
+    with open(here + ".raw.json") as fh:
+        raw = json.load(fh)
+    changes, diag = fit_host(raw["host"], SPEC.kernel_min_us)
+    cmd = "gpusim calibrate --host-only"
+    changes.update(fit_forward(raw["host"], SPEC, host_profile(changes, "lease", diag, cmd), diag))
+    host = host_profile(changes, "lease", diag, cmd)
+    dump_host(host, tmp_path / "lease.toml")
+    back = load_host(str(tmp_path / "lease.toml"))
+    lease = load_host(here)
+    for k in ("eager_op_us", "eager_module_us", "eager_forward_factor", "python_torch_call_us"):
+        assert getattr(back, k) == pytest.approx(getattr(lease, k), rel=1e-9), k
+    assert back.provenance["eager_op_us"][0] == "measured"
+    assert cmd in back.provenance["eager_op_us"][1]
+    assert back.provenance["python_module_call_us"][0] == "derived"
+    assert back.python_module_call_us / back.eager_module_us == pytest.approx(
+        HOST.python_module_call_us / HOST.eager_module_us)

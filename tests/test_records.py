@@ -101,5 +101,5 @@ def test_scoring_a_record_leaves_logging_as_it_found_it():
     rec = {"model": "tv:resnet18", "sizes": {"batch": 1, "hw": 64}, "dtype": "bfloat16",
            "run": "compiled"}
     record_graph(rec)
-    record_graph(dict(rec, run="eager"), python=True)
+    record_graph(dict(rec, run="eager"))
     assert _chatty_loggers() == before and logging.getLogger().level == root

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from gpusim import arch
 from gpusim.capture import capture
 from gpusim.cli import main
-from gpusim.hardware import (CLASS_FIGURES, HOST, OPTIONAL_HOST, SOURCES, SpecError, builtin_dir,
+from gpusim.hardware import (CLASS_FIGURES, SOURCES, SpecError, builtin_dir,
                              canonical_names, dump_spec, figure_keys, list_specs, load_spec,
                              parse_spec, transfer_spec)
 from gpusim.lower import lower
@@ -20,7 +20,6 @@ from gpusim.lower import lower
 SPECS = list_specs()
 DATASHEET = [s for s in SPECS if s.source == "datasheet"]
 CALIBRATED = [s for s in SPECS if s.source == "measured"]
-HOST_FIELDS = set(HOST) | set(OPTIONAL_HOST)
 
 
 def _gpu_token(spec) -> str:
@@ -31,8 +30,6 @@ def _gpu_token(spec) -> str:
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 def test_every_builtin_figure_has_provenance(spec):
     for key in figure_keys(spec):
-        if key in HOST_FIELDS:
-            continue                 # [host] figures move to host profiles (another change)
         assert key in spec.provenance, (spec.name, key)
         source, ref = spec.provenance[key]
         assert source in SOURCES and ref.strip(), (spec.name, key, source, ref)

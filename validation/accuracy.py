@@ -94,8 +94,18 @@ def roofline_us(graph: OpGraph, groups, spec) -> float:
     return total
 
 
-def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, dict]:
-    """Model errors and datasheet-roofline errors over the records."""
+def records_host(gpu: str):
+    """The host profile of the machine that measured ``gpu``'s records: its calibrated
+    spec's lease host (``hosts/<datasheet>-host.toml``), else the reference host. Host
+    costs belong to the machine that ran the program, not to the GPU spec."""
+    from gpusim.host import host_names, load_host
+    name = f"{datasheet_name(gpu)}-host"
+    return load_host(name if name in host_names() else None)
+
+
+def evaluate(records: list[dict], spec, tag: str = "", host=None) -> tuple[Errors, Errors, dict]:
+    """Model errors and datasheet-roofline errors over the records, issued by ``host``
+    (the records' machine, :func:`records_host`; None: the reference host)."""
     model, roof = Errors(), Errors()
     verdicts = {"right": 0, "wrong": 0}
     taus = []
@@ -103,7 +113,7 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
         g = OpGraph.from_dict(r["graph"])
         case = r["case"]
         runs = r.get("runs", {})
-        p_eager = predict(g, gpu=spec, mode="eager")
+        p_eager = predict(g, gpu=spec, mode="eager", host=host)
         singles = p_eager.lowering.groups
         if "eager" in runs:
             e = runs["eager"]
@@ -116,7 +126,7 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
             roof.add("device", case + ":eager", roofline_us(g, singles, spec), _device_measured(e))
             model.add("end_to_end", case + ":eager", p_eager.end_to_end_us, e["wall"]["median_us"])
             roof.add("end_to_end", case + ":eager", roofline_us(g, singles, spec), e["wall"]["median_us"])
-        p_comp = predict(g, gpu=spec, mode="compiled")
+        p_comp = predict(g, gpu=spec, mode="compiled", host=host)
         cg = p_comp.lowering.groups
         if "compiled" in runs:
             c = runs["compiled"]
@@ -136,7 +146,7 @@ def evaluate(records: list[dict], spec, tag: str = "") -> tuple[Errors, Errors, 
         pts = []
         for part in r.get("partitions", []):
             groups = part["groups"]
-            pp = predict(g, gpu=spec, mode="compiled", partition=groups, regions=True)
+            pp = predict(g, gpu=spec, mode="compiled", partition=groups, regions=True, host=host)
             md = _device_measured(part)
             model.add("device", f"{case}:part:{part['algo']}", pp.device_us, md)
             roof.add("device", f"{case}:part:{part['algo']}", roofline_us(g, groups, spec), md)
@@ -176,7 +186,7 @@ def accuracy_report(results_dir: str | None = None, gpus=None) -> dict:
             if not spec_name:
                 continue            # no calibrated spec for this GPU yet
             spec = load_spec(spec_name)
-            m, roof, extra = evaluate(recs, spec)
+            m, roof, extra = evaluate(recs, spec, host=records_host(gpu))
             entry[label] = {c: m.summary(c) for c in CATS}
             entry[label]["verdict_right"] = extra["verdicts"]
             taus = [t for _, t in extra["taus"]]
@@ -185,7 +195,8 @@ def accuracy_report(results_dir: str | None = None, gpus=None) -> dict:
             if label == "model":
                 entry["roofline"] = {c: roof.summary(c) for c in CATS}
         if gpu == "h200" and calibrated_name("h100"):
-            m, _, _ = evaluate(recs, transfer_spec(load_spec(calibrated_name("h100")), "h200"))
+            m, _, _ = evaluate(recs, transfer_spec(load_spec(calibrated_name("h100")), "h200"),
+                               host=records_host(gpu))
             entry["h100_scaled"] = {c: m.summary(c) for c in CATS}
         out[gpu] = entry
     return out

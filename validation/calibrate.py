@@ -1,9 +1,10 @@
-"""``gpusim calibrate``: measure the GPU at hand and write a spec file.
+"""``gpusim calibrate``: measure the GPU at hand and write a spec file (and the host's
+profile beside it).
 
 Microbenchmarks (``run_microbenchmarks``, needs CUDA) produce raw JSON; ``fit_spec``
-(pure, runs anywhere) turns it into the ``[model]`` and ``[host]`` parameters of a
-spec, keeping the datasheet peaks. Each fitted figure's comment in the written TOML
-names the benchmark and the date.
+(pure, runs anywhere) turns it into the ``[model]`` parameters of a spec, keeping the
+datasheet peaks, and ``fit_host`` into the figures of a host profile (:mod:`gpusim.host`;
+``--host-only`` writes only that). Each fitted figure names the benchmark and the date.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from gpusim.atomic import atomic_write
 from gpusim.capture import capture_full
 from validation.fit_dispatch import fit_dispatch
 from gpusim.errors import GpusimError
-from gpusim.hardware import GPUSpec, calibrated_name, dump_spec, load_spec, with_provenance
+from gpusim.hardware import GPUSpec, calibrated_name, datasheet_name, dump_spec, load_spec, with_provenance
+from gpusim.host import FIELDS as HOST_FIELDS, HostProfile, dump_host, host_names, load_host
 from validation import measure
 from validation.runner import partitioned_callable
 from validation.microbench import run_sweeps
@@ -282,6 +284,26 @@ def host_probe(modules: bool = True) -> dict:
     return {"eager_op_us": op, "module_us": (mc[64] - mc[1]) / 63}
 
 
+def python_law(eager_module_us: float | None) -> tuple[dict, dict]:
+    """The model's Python per call for a host whose bare nn.Module call costs
+    ``eager_module_us``: the reference host's law (``python_module_call_us``,
+    ``python_torch_call_us``, fitted by ``validation/host_accuracy.py --fit`` in units of
+    its ``eager_module_us``) scaled to this host's probe. Returns (fields, provenance)."""
+    ref = load_host()
+    if not eager_module_us or not ref.eager_module_us:
+        return {}, {}
+    out, prov = {}, {}
+    for k in ("python_module_call_us", "python_torch_call_us"):
+        if getattr(ref, k) is None:
+            continue
+        units = getattr(ref, k) / ref.eager_module_us
+        out[k] = units * eager_module_us
+        prov[k] = ("derived", f"{units:.4f} x this host's eager_module_us {eager_module_us:.4f}: "
+                   f"the reference host's law in units of its eager_module_us "
+                   f"(hosts/reference.toml {k}: {ref.provenance[k][1]})")
+    return out, prov
+
+
 def chain_inputs(k: int, mats):
     """k extern matmuls (plus Triton epilogues) on the sum of the inputs."""
     def f(*xs):
@@ -354,11 +376,12 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
     st = h.get("stream")
     if st and st.get("kernel_sum_us"):
         # a full stream's wall over its kernel sum; never below 1 (a kernel cannot run
-        # faster back to back than alone, beyond the timing's noise)
-        out["stream_busy_factor"] = float(max(1.0, st["wall_us"] / st["kernel_sum_us"]))
+        # faster back to back than alone, beyond the timing's noise). A GPU figure: it
+        # goes to the GPU spec (fit_spec), not to the host profile
+        diag["stream_busy_factor"] = float(max(1.0, st["wall_us"] / st["kernel_sum_us"]))
         diag["stream"] = st
     if h.get("machine"):
-        out["host_measured_on"] = h["machine"].get("summary")
+        diag["machine"] = h["machine"].get("summary")
     return out, diag
 
 
@@ -409,13 +432,15 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
     mm_eff = float(np.median(list(effs.values()))) if effs else base.matmul_efficiency
     host_changes, host_diag = fit_host(raw["host"], kmin)
     diag.update(host_diag)
+    diag["host_changes"] = host_changes
     changes = dict(
         name=name or f"{base.name}-calibrated", source="measured",
         measured_on=str(env.get("gpu_name", "unknown GPU")), measured_date=date.today().isoformat(),
         mem_efficiency=float(mem_eff), kernel_fixed_us=float(max(0.5, fixed)),
         kernel_min_us=float(max(0.5, kmin)), l2_bandwidth_gbs=float(l2_bw / 1e9),
-        l2_resident_fraction=float(max(0.05, frac)), matmul_efficiency=float(min(1.0, mm_eff)),
-        **host_changes)
+        l2_resident_fraction=float(max(0.05, frac)), matmul_efficiency=float(min(1.0, mm_eff)))
+    if "stream_busy_factor" in host_diag:
+        changes["stream_busy_factor"] = host_diag["stream_busy_factor"]
     if raw.get("aten"):
         fitted = fit_aten(raw["aten"])
         diag["aten"] = fitted
@@ -424,7 +449,6 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         fitted = fit_dispatch(raw["sweeps"], base.replace(**changes))
         diag["dispatch"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})
-    changes.update(fit_forward(raw["host"], base.replace(**changes), diag))
     if env.get("sm_count") and int(env["sm_count"]) != base.sm_count:
         diag["sm_count_note"] = f"device reports {env['sm_count']} SMs, datasheet {base.sm_count}"
         changes["sm_count"] = int(env["sm_count"])
@@ -468,10 +492,11 @@ COMMENTS = {
 
 
 def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
-    """Measure this machine's GPU and write its spec to ``out_path`` (and the raw
-    measurements beside it, ``out_path.raw.json``). The base spec (``base_name``, else
-    the datasheet spec of the GPU at hand) and the output folder are checked first:
-    the microbenchmarks take minutes."""
+    """Measure this machine's GPU and write its spec to ``out_path`` (the raw measurements
+    beside it, ``out_path.raw.json``) and this machine's host profile beside it
+    (``<stem>-host.toml``). The base spec (``base_name``, else the datasheet spec of the
+    GPU at hand) and the output folder are checked first: the microbenchmarks take
+    minutes."""
     check_target(out_path)
     measure.require_cuda()
     base = load_spec(base_name or measure.gpu_name_short())
@@ -480,6 +505,8 @@ def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
     raw["sweeps"] = run_sweeps(sweeps_path, deadline_s=120.0)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     spec, diag = fit_spec(raw, base, name=stem)
+    changes = diag.pop("host_changes")
+    changes.update(fit_forward(raw["host"], spec, host_profile(changes, "fit", diag, ""), diag))
     raw["fit"] = diag
     atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
     changed = [k for k in list(COMMENTS) + ["sm_count", "l2_mib"]
@@ -490,6 +517,8 @@ def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
                  for k in diag.get("dispatch", {})})
     spec = with_provenance(spec, prov)
     dump_spec(spec, out_path)
+    host_path = os.path.join(os.path.dirname(out_path) or ".", f"{stem}-host.toml")
+    dump_host(host_profile(changes, f"{stem}-host", diag, "gpusim calibrate"), host_path)
     return spec
 
 
@@ -503,16 +532,41 @@ def measured_provenance(spec: GPUSpec, keys, day: str) -> dict:
             for k in keys if k in what}
 
 
-def calibrate_host(out_path: str, base_name: str | None = None) -> GPUSpec:
-    """Measure only this machine's host figures and write ``base`` (default: the
-    calibrated spec of the GPU at hand, else its datasheet spec) with its [host] section
-    replaced; the raw timings go beside it (``out_path.raw.json``)."""
+def host_profile(changes: dict, name: str, diag: dict, command: str,
+                 base: HostProfile | None = None) -> HostProfile:
+    """A host profile of the figures ``changes`` measured on this machine today (each
+    with its benchmark as provenance), the rest from ``base`` (the reference host when
+    None), and the model's Python law scaled to this host (:func:`python_law`)."""
+    base = base or load_host()
+    machine = diag.get("machine") or "this machine"
+    day = date.today().isoformat()
+    prov = dict(base.provenance)
+    vals = {k: getattr(base, k) for k in HOST_FIELDS}
+    for k, v in changes.items():
+        if v is None:
+            continue
+        vals[k] = v
+        prov[k] = ("measured", f"{machine}, {day}, {command}: {COMMENTS.get(k, k)}")
+    law, law_prov = python_law(vals.get("eager_module_us"))
+    vals.update(law)
+    prov.update(law_prov)
+    return HostProfile(name=name, description=f"{machine} (gpusim {command or 'calibrate'}, {day})",
+                       path="", provenance=prov, **vals)
+
+
+def calibrate_host(out_path: str, base_name: str | None = None) -> HostProfile:
+    """Measure only this machine's host figures and write them as a host profile to
+    ``out_path`` (the raw timings beside it, ``out_path.raw.json``). ``base_name``: the
+    GPU spec the reference forwards are predicted on (default: the calibrated spec of the
+    GPU at hand); figures a run does not measure come from the reference host."""
     base = _host_base(out_path, base_name)
     raw = {"env": measure.env_info(), "host": host_microbenchmarks()}
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
-    changes.update(fit_forward(raw["host"], base.replace(**changes), diag))
+    stem = os.path.splitext(os.path.basename(out_path))[0]
+    cmd = "gpusim calibrate --host-only"
+    changes.update(fit_forward(raw["host"], base, host_profile(changes, stem, diag, cmd), diag))
     raw["fit"] = diag
-    return _write_host_spec(out_path, base, changes, raw)
+    return _write_host(out_path, host_profile(changes, stem, diag, cmd), raw)
 
 
 def _host_base(out_path: str, base_name: str | None) -> GPUSpec:
@@ -525,32 +579,32 @@ def _host_base(out_path: str, base_name: str | None) -> GPUSpec:
     return load_spec(base_name or calibrated_name(short) or short)
 
 
-def _write_host_spec(out_path: str, base: GPUSpec, changes: dict, raw: dict) -> GPUSpec:
-    """``base`` with ``changes`` written to ``out_path`` (each changed field with its
-    measurement comment) and the raw timings beside it."""
-    stem = os.path.splitext(os.path.basename(out_path))[0]
-    spec = base.replace(name=stem, **changes)
+def _write_host(out_path: str, host: HostProfile, raw: dict) -> HostProfile:
+    """``host`` written to ``out_path`` and the raw timings beside it."""
     atomic_write(out_path + ".raw.json", json.dumps(raw, indent=1))
-    spec = with_provenance(spec, measured_provenance(spec, changes, date.today().isoformat()))
-    dump_spec(spec, out_path)
-    return spec
+    dump_host(host, out_path)
+    return host
 
 
-def calibrate_forward(out_path: str, base_name: str | None = None) -> GPUSpec:
+def calibrate_forward(out_path: str, base_name: str | None = None) -> HostProfile:
     """Re-time only the host's in-forward speed: the reference forwards, three rounds,
-    and ``base``'s ``eager_forward_factor`` re-fitted on their medians against ``base``'s
-    own tight-loop host figures (default base: the calibrated spec of the GPU at hand).
-    About 30 s on an H100 host, most of it capturing the references and clocking their
-    Python. The host's speed drifts within minutes on shared machines (on the zoo's host
-    leases, re-timing the references beside each case took eager end-to-end error from
-    17-31% to 6-11% median); run this right before the runs you compare."""
+    and ``eager_forward_factor`` re-fitted on their medians against the tight-loop
+    figures of this GPU kind's host profile (``hosts/<datasheet>-host.toml``, else the
+    reference host), written as a host profile. About 30 s on an H100 host. The host's
+    speed drifts within minutes on shared machines (on the zoo's host leases,
+    re-timing the references beside each case took eager end-to-end error from 17-31%
+    to 6-11% median); run this right before the runs you compare."""
     base = _host_base(out_path, base_name)
+    kind = f"{datasheet_name(measure.gpu_name_short())}-host"
+    host = load_host(kind if kind in host_names() else None)
     rounds = [reference_walls() for _ in range(3)]
     raw = {"env": measure.env_info(), "host": {"reference_walls_rounds": rounds,
                                                "reference_walls": median_walls(rounds)},
            "fit": {}}
-    changes = fit_forward(raw["host"], base, raw["fit"])
-    return _write_host_spec(out_path, base, changes, raw)
+    changes = fit_forward(raw["host"], base, host, raw["fit"])
+    stem = os.path.splitext(os.path.basename(out_path))[0]
+    return _write_host(out_path, host_profile(changes, stem, {}, "gpusim calibrate --forward-only",
+                                              base=host), raw)
 
 
 def main(argv=None) -> int:
@@ -567,7 +621,8 @@ def main(argv=None) -> int:
     except (RuntimeError, GpusimError) as e:   # no CUDA; a bad path or base spec
         print(f"gpusim: error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {a.out} ({spec.display_name}, measured {spec.measured_date})")
+    what = getattr(spec, "display_name", None) or f"host profile {spec.name}"
+    print(f"wrote {a.out} ({what})")
     return 0
 
 

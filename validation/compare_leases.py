@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+import tomllib
+
 from gpusim.hardware import load_spec
 from validation.accuracy import _device_measured
 from validation.records import read_records
@@ -21,6 +23,15 @@ NEW = os.path.join(HERE, "results", "h200")
 SPECS = [("lease 2", os.path.join(OLD, "h200-sxm-calibrated-lease2.toml")),
          ("lease 3", os.path.join(HERE, "archive", "h200-sxm-calibrated-lease3.toml")),
          ("lease 4 (current records)", "h200-sxm-calibrated")]
+HOSTS = {"h200-sxm-calibrated": os.path.join(HERE, "..", "hosts", "h200-sxm-host.toml")}
+
+
+def host_figure(spec: str, key: str) -> float:
+    """A host figure of an archived spec's [host] section (a plain number), or of the
+    current spec's host profile (an inline table)."""
+    with open(HOSTS.get(spec, spec), "rb") as f:
+        v = tomllib.load(f)["host"][key]
+    return v["value"] if isinstance(v, dict) else v
 
 
 def main():
@@ -41,7 +52,8 @@ def main():
     print(f"{'calibration':28s} {'eager op us':>11s} {'region us':>9s} {'mem eff':>8s} {'min kernel us':>13s}")
     for label, spec in SPECS:
         s = load_spec(spec)
-        print(f"{label:28s} {s.eager_op_us:11.1f} {s.compiled_region_us:9.1f} "
+        print(f"{label:28s} {host_figure(spec, 'eager_op_us'):11.1f} "
+              f"{host_figure(spec, 'compiled_region_us'):9.1f} "
               f"{s.mem_efficiency:8.3f} {s.kernel_min_us:13.2f}")
 
 

@@ -1,4 +1,4 @@
-"""The model's own Python as gpusim clocks it offline (``gpusim.pytime``), for every zoo case.
+"""The model's own Python clocked offline by replay (``validation.pyclock``, a lab instrument), for every zoo case.
 
     python validation/python_replay.py OUT.jsonl [MODEL ...]
 
@@ -6,7 +6,7 @@ One JSON line per zoo model and size (bf16, default and large sizes, as
 ``validation/host_breakdown.py``): the replayed forward's Python on meta tensors in
 module-call equivalents (``module_calls``), in µs at this machine's speed, this
 machine's module-call time, torch calls per forward. Run on the device host in the same
-lease as ``host_breakdown.py``, it fits ``pytime.PY_SCALE`` on one machine (the
+lease as ``host_breakdown.py``, it gave the clock's scale on one machine (the
 measured ``python_us`` over ``module_calls`` x the case's ``module_us`` probe), with no
 second machine's Python speed in between. Needs no GPU.
 """
@@ -18,7 +18,8 @@ import sys
 
 import torch
 
-from gpusim import pytime, zoo
+from gpusim import zoo
+from validation import pyclock
 from validation.measure import host_info
 
 
@@ -34,7 +35,7 @@ def main(argv):
                     m, args = zoo.build(name, device="meta", dtype=torch.bfloat16, **sizes)
                     rec = dict(model=name, size=label, sizes=dict(sizes), machine=machine,
                                python=sys.version.split()[0], torch=torch.__version__,
-                               **pytime.python_us(m, args))
+                               **pyclock.python_us(m, args))
                 except Exception as ex:  # noqa: BLE001 - record and go on
                     rec = {"model": name, "size": label, "error": f"{type(ex).__name__}: {ex}"[:300]}
                 f.write(json.dumps(rec) + "\n")

@@ -16,6 +16,7 @@ import torch
 
 from gpusim.errors import GpusimError
 from gpusim.hardware import GPUSpec
+from gpusim.host import load_host
 from validation import measure
 
 
@@ -48,34 +49,33 @@ def median_walls(rounds: list[dict]) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _reference_graphs() -> dict:
-    """The reference forwards captured on meta tensors, their Python clocked (as
-    ``gpusim predict`` captures a model for eager)."""
+    """The reference forwards captured on meta tensors (as ``gpusim predict`` captures a
+    model: their Python priced from capture's counts)."""
     from gpusim.capture import capture
-    return {name: capture(m, args, name=name, python=True)
-            for name, m, args in reference_forwards("meta")}
+    return {name: capture(m, args, name=name) for name, m, args in reference_forwards("meta")}
 
 
-def reference_predictions(spec: GPUSpec) -> dict:
+def reference_predictions(spec: GPUSpec, host) -> dict:
     """``{name: (end-to-end us, device us)}``: gpusim's eager prediction of each reference
-    forward with ``spec``'s tight-loop host figures (its own factor left out). Pure: the
-    forwards are captured on meta tensors."""
+    forward on ``spec`` with ``host``'s tight-loop figures (its own factor left out).
+    Pure: the forwards are captured on meta tensors."""
     from gpusim.predict import predict
-    plain = spec.replace(eager_forward_factor=None)
+    plain = load_host(host).replace(eager_forward_factor=None)
     out = {}
     for name, g in _reference_graphs().items():
-        p = predict(g, gpu=plain, mode="eager")
+        p = predict(g, gpu=spec, mode="eager", host=plain)
         out[name] = (p.end_to_end_us, p.device_us)
     return out
 
 
-def forward_factor(walls: dict, spec: GPUSpec, predicted: dict | None = None
+def forward_factor(walls: dict, spec: GPUSpec, host, predicted: dict | None = None
                    ) -> tuple[float, dict]:
     """``eager_forward_factor``: the reference forwards' measured walls (``walls``:
-    :func:`reference_walls`) over gpusim's eager prediction of them with ``spec``'s
-    tight-loop host figures, summed. ``predicted``: :func:`reference_predictions` of
-    ``spec``, when the caller fits many walls against one spec. Returns (factor,
-    per-forward predicted and measured)."""
-    predicted = predicted if predicted is not None else reference_predictions(spec)
+    :func:`reference_walls`) over gpusim's eager prediction of them with ``host``'s
+    tight-loop figures, summed. ``predicted``: :func:`reference_predictions` of
+    ``spec`` and ``host``, when the caller fits many walls against one host. Returns
+    (factor, per-forward predicted and measured)."""
+    predicted = predicted if predicted is not None else reference_predictions(spec, host)
     diag, meas, pred = {}, 0.0, 0.0
     for name, (e2e, device) in predicted.items():
         if name not in walls:
@@ -88,11 +88,11 @@ def forward_factor(walls: dict, spec: GPUSpec, predicted: dict | None = None
     return meas / pred, diag
 
 
-def fit_forward(h: dict, spec: GPUSpec, diag: dict) -> dict:
+def fit_forward(h: dict, spec: GPUSpec, host, diag: dict) -> dict:
     """``{"eager_forward_factor": ...}`` from raw host timings that timed the reference
-    forwards (``h["reference_walls"]``), against ``spec``'s tight-loop figures; {} when
-    they did not. The per-forward fit goes into ``diag``."""
+    forwards (``h["reference_walls"]``), against ``host``'s tight-loop figures on
+    ``spec``; {} when they did not. The per-forward fit goes into ``diag``."""
     if not h.get("reference_walls"):
         return {}
-    f, diag["reference_forwards"] = forward_factor(h["reference_walls"], spec)
+    f, diag["reference_forwards"] = forward_factor(h["reference_walls"], spec, host)
     return {"eager_forward_factor": float(f)}

@@ -13,8 +13,8 @@ the kernel count, per run (eager, compiled), summarised by family. End to end
 ``gpusim calibrate --host-only`` (``<gpu>/host/*.toml``; host costs belong to the machine,
 so each record is predicted with its own lease's host figures): torch.compile and
 ``mode="reduce-overhead"`` runs, and the eager run measured beside each compiled one
-(``eager_same_lease``), predicted with the model's Python clocked offline
-(``capture(..., python=True)``, as ``gpusim predict`` does in eager). Memory
+(``eager_same_lease``), the model's Python priced from capture's counts by the lease's
+host profile (:func:`gpusim.host.python_us`). Memory
 (:func:`memory_rows`, :func:`memory_summary`): the activation peak above the pre-call
 baseline against ``torch.cuda.max_memory_allocated()`` of the measured call (cache emptied
 before it, output held); reserved memory is scored on fresh-process records
@@ -31,7 +31,8 @@ import os
 
 import numpy as np
 
-from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec, with_host
+from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
+from gpusim.host import load_host
 from gpusim.predict import predict
 from validation.records import load_zoo_records, record_graph, zoo_available  # noqa: F401
 from validation.stats import FAMILIES, RUNS, _cell, _stats, ape, by_run_family  # noqa: F401
@@ -76,6 +77,29 @@ def lease_host(results_dir: str, gpu: str, rec: dict) -> str | None:
     return best
 
 
+def lease_setup(spec, path: str):
+    """``(spec, host)`` to predict a lease's runs with: the lease's host profile (``path``,
+    a ``<gpu>/host/*.toml``) and ``spec`` with the GPU steady state the lease measured
+    beside it (its ``[gpu] stream_busy_factor``, when it has one): host costs belong to
+    the machine that ran the program.
+    A figure the lease did not measure (its ``eager_forward_factor`` when it timed no
+    reference forwards, its ``kernel_launch_us`` when it predates that benchmark) is its
+    machine kind's (``hosts/<datasheet>-host.toml``, the GPU being ``path``'s results
+    folder), as it was the calibrated spec's before host profiles were apart."""
+    import tomllib
+    from gpusim.host import FIELDS, host_names
+    with open(path, "rb") as f:
+        gpu = tomllib.load(f).get("gpu") or {}
+    busy = (gpu.get("stream_busy_factor") or {}).get("value")
+    host = load_host(path)
+    kind = f"{datasheet_name(os.path.basename(os.path.dirname(os.path.dirname(path))))}-host"
+    if kind in host_names():
+        base = load_host(kind)
+        host = host.replace(**{k: getattr(base, k) for k in FIELDS
+                               if getattr(host, k) is None and getattr(base, k) is not None})
+    return (spec.replace(stream_busy_factor=busy) if busy else spec), host
+
+
 def case_rows(records: list[dict], spec) -> list[dict]:
     """One row per record: predicted and measured device time and kernel count."""
     rows = []
@@ -95,20 +119,20 @@ def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict
     (:func:`lease_host`): predicted (``spec``'s GPU, that lease's host figures) and
     measured steady-state wall per call, for torch.compile and CUDA-graph records and the
     eager run beside each compiled one (``eager_same_lease``; eager priced with the
-    model's clocked Python). Also the parts that explain an error: measured and
+    model's Python priced from capture's counts). Also the parts that explain an error: measured and
     predicted kernel sum, predicted host time and the host's counts per call."""
     rows = []
     for r in records:
         host = lease_host(results_dir, gpu, r)
         if host is None or r["run"] == "eager":
             continue                     # eager records' leases ran no host calibration
-        s = with_host(spec, load_spec(host))
+        s, hp = lease_setup(spec, host)
         runs = [(r["run"], r, record_graph(r))]
         es = r.get("eager_same_lease")
         if r["run"] == "compiled" and es and es.get("wall_us"):
-            runs.append(("eager", es, record_graph(dict(r, run="eager"), python=True)))
+            runs.append(("eager", es, record_graph(dict(r, run="eager"))))
         for run, m, g in runs:
-            p = predict(g, gpu=s, mode=run)
+            p = predict(g, gpu=s, mode=run, host=hp)
             h = m.get("host") or {}
             rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                          "run": run, "lease": os.path.basename(host).rsplit(".", 1)[0],
@@ -139,31 +163,31 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
     figures (``pred_us``: its ``eager_forward_factor`` too), with the factor re-fitted
     from the reference forwards' walls measured right before the case (``pred_case_us``:
     what the host's drift within the lease costs), and without the factor
-    (``pred_flat_us``: tight-loop figures alone). The model's Python is clocked."""
+    (``pred_flat_us``: tight-loop figures alone). The model's Python is priced from
+    capture's counts by the lease's host profile."""
     from gpusim import zoo            # optional extra
     from validation.reference_forwards import forward_factor, reference_predictions
     rows = []
     for toml, walls in host_leases(results_dir, gpu):
-        s = with_host(spec, load_spec(toml))
-        refs = reference_predictions(s)       # every case's walls are fitted against these
+        s, hp = lease_setup(spec, toml)
+        refs = reference_predictions(s, hp)   # every case's walls are fitted against these
         lease = os.path.basename(toml).rsplit(".", 1)[0]
         with open(walls) as f:
             recs = [json.loads(line) for line in f if line.strip()]
         for r in recs:
             if "error" in r or not r.get("wall_us"):
                 continue
-            g = record_graph(dict(r, dtype="bfloat16", channels_last=False, run="eager"),
-                             python=True)
-            case_f, _ = forward_factor(r["reference_walls"], s, refs)
-            p = predict(g, gpu=s, mode="eager")
+            g = record_graph(dict(r, dtype="bfloat16", channels_last=False, run="eager"))
+            case_f, _ = forward_factor(r["reference_walls"], s, hp, refs)
+            p = predict(g, gpu=s, mode="eager", host=hp)
             rows.append({"case": f"{r['model']}__{r['size']}", "model": r["model"],
                          "family": zoo.get(r["model"]).family, "size": r["size"], "lease": lease,
                          "run": "eager", "meas_us": r["wall_us"], "pred_us": p.end_to_end_us,
-                         "pred_case_us": predict(g, gpu=s.replace(eager_forward_factor=case_f),
-                                                 mode="eager").end_to_end_us,
-                         "pred_flat_us": predict(g, gpu=s.replace(eager_forward_factor=None),
-                                                 mode="eager").end_to_end_us,
-                         "case_factor": case_f, "lease_factor": s.eager_forward_factor,
+                         "pred_case_us": predict(g, gpu=s, mode="eager", host=hp.replace(
+                             eager_forward_factor=case_f)).end_to_end_us,
+                         "pred_flat_us": predict(g, gpu=s, mode="eager", host=hp.replace(
+                             eager_forward_factor=None)).end_to_end_us,
+                         "case_factor": case_f, "lease_factor": hp.eager_forward_factor,
                          "pred_device_us": p.device_us, "meas_kernel_sum_us": r["kernel_sum_us"]})
     return rows
 
@@ -210,8 +234,8 @@ def speedup_rows(records: list[dict], spec, e2e: list[dict] | None = None) -> li
     (kernel sums) and end to end (wall per call), each with its verdict (helps or
     hurts) and, when compile is predicted to hurt, the compiled kernels most slower
     than eager's. ``e2e``: :func:`e2e_rows`; where a case has its eager and compiled
-    rows there, the end-to-end speed-up is theirs (the lease's host figures, eager's
-    clocked Python), else ``spec``'s flat host pricing."""
+    rows there, the end-to-end speed-up is theirs (the lease's host profile), else the
+    reference host's."""
     by = {(x["case"], x["run"]): x for x in (e2e or [])}
     rows = []
     for r in records:

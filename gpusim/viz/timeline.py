@@ -119,7 +119,7 @@ def _timeline_run(label, p, y, left, pw, sx, lane_h, lane_gap, head_h, uid) -> l
         # was waiting): that is when the link explains an idle gap; when kernels queue
         # up the lines would only cross each other
         starts = {e.kernel: e for e in gpu}
-        prompt = p.spec.launch_latency_us + 0.5
+        prompt = p.host.launch_latency_us + 0.5
         for e in tl.events:
             tgt = starts.get(e.kernel if e.kernel is not None else
                              (0 if p.mode == "cudagraph" else -1))

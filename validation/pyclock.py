@@ -1,40 +1,19 @@
-"""The model's own Python: host time per forward spent outside torch calls.
+"""The model's own Python clocked on this machine by replaying a meta forward: a lab
+instrument (``validation/python_replay.py``), not part of any prediction.
 
-Eager PyTorch runs the model's Python between its torch calls (``nn.Module.__call__``,
-attribute lookups, Hugging Face's config checks and mask helpers, timm's ``if``s): on
-an H100 host that is 0.35 ms per forward for a ResNet-18 and 4-9 ms for ALBERT, Phi-1.5
-or T5 (validation/results/h100/host/*-breakdown.jsonl), often more than the ops'
-dispatch. This module clocks it offline, on ``meta`` tensors, without a GPU.
+gpusim used to price eager's model Python with this clock at capture (``gpusim/pytime.py``,
+``capture(..., python=True)``); the figure was this machine's timing, so the same command
+printed different numbers each run (10.87-11.41 ms for the README's ResNet-50). Predictions
+now price it from capture's counts (:func:`gpusim.host.python_us`, fitted by
+``validation/host_accuracy.py --fit``); the clock stays here for the lab's replay records
+(``validation/results/h100/host/2026-11-23-lease6-replay.jsonl``).
 
 How: a forward on meta tensors runs the same Python as on CUDA, but meta kernels are
-slow (many are Python decompositions: a meta ``linear`` takes milliseconds) and pollute
-the CPU's caches, so the Python between them ran 4-10x slower than between real
-dispatches (and timing the forward under fake tensors was noisier still). So
-:func:`python_us` runs the forward once to *record* each top-level torch call's result
-(a tape), then *replays* it under a ``TorchFunctionMode``: every torch call returns its
-recorded result at once, and the forward costs only its own Python plus one mode
-dispatch per call. That cost is measured the way the device harness
-(``validation/host_breakdown.py``) measures its clock's: on a replayed loop of
-``x.add(1)``, loop included, and subtracted per call. Host reads of meta values
-(``if mask.all():``) are answered True, as eager typically takes them. Times are the
-thread's CPU time (other load on a shared machine does not add descheduled time); one
-round costs a few ms, so a zoo model's estimate takes well under a second after the
-recording pass.
-
-The figure is this machine's, so each round also times the host's Python speed: the
-``nn.Module`` chain ``gpusim calibrate --host-only`` times for ``eager_module_us``. Their
-quotient (median over rounds), the forward's Python in module-call equivalents, is a
-property of the model;
-:func:`measure` scales it by :data:`PY_SCALE` and records it (``python_calls``), and a
-prediction multiplies it by the GPU host's ``eager_module_us``.
-
-Measured against the device (H100 host, two leases, 28 zoo models x 2 sizes,
-``validation/host_accuracy.py --loco``): per case, the estimate is within a median 15%
-(p90 46%) of lease 5's measured Python and 46% (p90 70%) of lease 4's, with PY_SCALE
-fitted on the other model families; the two leases' own measurements of the same cases
-differ by a median 42%: the device host's speed drifts within a lease (its eager-add
-probe ranged 9.7-22 us). Eager end to end, the estimate takes gpusim's median error from
-35% to 10% (lease 4) and 58% to 37% (lease 5).
+slow and pollute the CPU's caches, so :func:`python_us` runs the forward once to *record*
+each top-level torch call's result (a tape), then *replays* it under a
+``TorchFunctionMode``: every torch call returns its recorded result at once, and the
+forward costs only its own Python plus one mode dispatch per call, measured on a replayed
+loop of ``x.add(1)`` and subtracted per call. Times are the thread's CPU time.
 """
 
 from __future__ import annotations
@@ -44,14 +23,6 @@ import time
 
 import torch
 from torch.overrides import TorchFunctionMode
-
-#: The model's Python between real eager dispatches on the device host, in module-call
-#: equivalents, over the replayed Python here in the same units: the median over the two
-#: H100 host-breakdown leases (validation/results/h100/host/2026-11-23-lease{4,5}-
-#: breakdown.jsonl, 112 cases, each lease's own eager_module_us); fitted on lease 4 alone
-#: 0.50, on lease 5 alone 0.72 (``python validation/host_accuracy.py --loco``, replayed
-#: on a shared 2-core AMD EPYC VM, Python 3.11, torch 2.14).
-PY_SCALE = 0.66
 
 #: host reads of a tensor's value: a meta tensor has none, eager typically takes True
 _READS = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
@@ -166,13 +137,3 @@ def python_us(module, args, rounds: int = 15) -> dict:
     calls, speed = statistics.median(units), statistics.median(speeds)
     return {"module_calls": calls, "python_us": calls * speed, "host_speed_us": speed,
             "calls": len(tape), "clock_us": statistics.median(clocks)}
-
-
-def measure(fn_or_module, args, rounds: int = 15) -> dict:
-    """What capture records (``capture(..., python=True)``): the forward's Python in
-    device-host module-call equivalents (``python_calls``: x ``eager_module_us`` = µs),
-    and this machine's figures it came from."""
-    r = python_us(fn_or_module, args, rounds)
-    return {"python_calls": PY_SCALE * r["module_calls"],
-            "python_here_us": r["python_us"], "python_host_speed_us": r["host_speed_us"],
-            "python_torch_calls": r["calls"]}

@@ -1,0 +1,1 @@
+"""Host profiles shipped with gpusim (package data; see gpusim.host)."""
