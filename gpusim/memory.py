@@ -7,9 +7,8 @@ re-derives nothing about kernels. The model, per call:
   (``relu_``, ``add_``, ``copy_``): that writes its first argument's storage. A view
   shares its base's storage. Eager ATen reuses a storage of its own in one place: the
   ``where`` that ends ``_safe_softmax`` (math attention) writes into the softmax output.
-  Graph inputs split into weights (parameters, buffers,
-  constants) and inputs; both are the pre-call baseline, never allocated by the call.
-  ``torch.empty``-style nodes are fresh storages the call allocates.
+  Graph inputs split into weights (parameters, buffers, constants) and inputs; both are
+  the pre-call baseline. ``torch.empty``-style nodes are fresh storages the call allocates.
 * **Liveness.** A storage is allocated when the first kernel that writes it starts and freed
   after the last kernel that touches it (reads it, through any view, or writes it in
   place); a graph output is never freed (the measured peak includes the result).
@@ -31,9 +30,7 @@ re-derives nothing about kernels. The model, per call:
   (:func:`_library_workspaces`). cuBLAS workspaces are allocated once at warm-up and
   held: not part of a call's peak.
 
-The caching allocator itself is :mod:`gpusim.allocator`.
-
-Peaks are above the pre-call baseline (weights and inputs resident), as
+The caching allocator itself is :mod:`gpusim.allocator`. Peaks are above the pre-call baseline (weights and inputs resident), as
 ``torch.cuda.max_memory_allocated()`` minus ``memory_allocated()`` before the call.
 """
 

@@ -7,7 +7,7 @@ For each zoo model (bf16, default and large sizes), on CUDA: steady-state wall p
 CPU time in one call, the model's own Python outside torch calls (a clock around every
 top-level torch call; the forward's wall time minus the clocked time, minus the clock's
 own cost per call), and host probes taken right before and after the case
-(``validation.calibrate.host_probe``: an eager add and one nn.Module call, measured as
+(``validation.host_bench.host_probe``: an eager add and one nn.Module call, measured as
 calibrate measures them) so each case carries the host speed it ran at, plus the walls
 of gpusim's reference forwards right before the case (``reference_forwards.reference_walls``: what
 ``eager_forward_factor`` is fitted on). ``--walls``: only the walls, kernel sums, the
@@ -28,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.overrides import TorchFunctionMode
 
 from gpusim import zoo
-from validation.calibrate import host_probe
+from validation.host_bench import host_probe
 from validation.reference_forwards import reference_walls
 from validation import measure
 
