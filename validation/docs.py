@@ -87,14 +87,60 @@ def summary_markdown(zoo: dict | None, rep: dict) -> str:
     head = "| figure (median / p90 absolute error, cases) | " + " | ".join(gpus) + " |"
     lines = [head, "|---" * (len(gpus) + 1) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows if any(c != "-" for c in r[1:])]
+    pub = _published_summary()
+    if pub:
+        lines += ["", "GPUs nobody here has, datasheet spec against published measurements "
+                  "(timm's AMP inference benchmarks, batch 1024, eager device time; nothing "
+                  "fitted on them):", "",
+                  "| GPU | layout | cases | median / p90 | signed median |", "|---|---|---|---|---|"]
+        for key, e in pub.items():
+            a = e.get("all")
+            if a:
+                gpu, layout = key.split()
+                lines.append(f"| {gpu} | {layout} | {a['n']} | {a['median']:.1f}% / "
+                             f"{a['p90']:.1f}% | {a['signed_median']:+.1f}% |")
     return "\n".join(lines)
 
 
-def accuracy_page(full: str, holdout: str | None) -> str:
-    """``docs/accuracy.md``: the head, every table, and the held-out tables."""
+def _published_summary() -> dict | None:
+    import json
+    from validation.published import HERE
+    path = os.path.join(HERE, "scores.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)["summary"]
+
+
+PUBLISHED_HEAD = """## GPUs nobody here has: published measurements
+
+Datasheet specs (no calibration of these GPUs exists) against published whole-model
+measurements: timm's own AMP inference benchmarks at batch 1024 (the GPU is the
+bottleneck), 48 models per table sampled by a name hash (`validation/published/`), eager
+device time per batch. Nothing is fitted on these rows. Scored by `python3 -m
+validation.published --json validation/published/scores.json`; signed median > 0: gpusim
+predicts slower than measured.
+"""
+
+
+def published_markdown(path: str | None = None) -> str | None:
+    """The published-measurement tables from the stored scores, or None if never scored."""
+    import json
+    from validation.published import HERE, markdown
+    path = path or os.path.join(HERE, "scores.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return markdown(json.load(f)["summary"])
+
+
+def accuracy_page(full: str, holdout: str | None, published: str | None = None) -> str:
+    """``docs/accuracy.md``: the head, every table, the held-out and published tables."""
     parts = [ACCURACY_HEAD, full]
     if holdout:
         parts += ["", HOLDOUT_HEAD, holdout]
+    if published:
+        parts += ["", PUBLISHED_HEAD, published]
     return "\n".join(parts).rstrip() + "\n"
 
 
