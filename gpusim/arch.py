@@ -34,13 +34,13 @@ FACTS = ("name", "tensor_core_dtypes", "cudnn_conv_tf32", "matmul_tf32", "mma_fa
 #: H100's by 10.1% (tests/test_zoo_accuracy.py, the "unseen" rows). Rows with one
 #: calibrated GPU or none get no derived classes: they run at the neutral law.
 SAME_ARCH_RULE = "same-architecture rule"
-#: Across generations (rows without a calibrated GPU), only classes measured as a fraction
-#: of DRAM bandwidth or of the fp32 CUDA-core peak are derived: memory-system and SIMT
-#: kernels whose efficiency is set by their access pattern, not by the tensor-core
-#: generation; the value is the calibrated GPUs' mean (``validation/derive_specs.py``).
-#: Tensor-core classes and absolute times stay at the neutral law. Untested across
-#: generations: no GPU of another generation has been measured here.
-UNIT_FRACTION_RULE = "unit-fraction rule"
+#: Memory-bound library kernel classes (layout transforms, eval batch norm, ATen's
+#: strided/reduction/norm kernels, skinny GEMMs, fp32 gemv) on any GPU without its own
+#: calibration: the DRAM stream and what the SMs keep in flight, in series,
+#: ``1/A = 1/(mem_efficiency x bandwidth) + 1/(SMs x clock x k)``, ``k`` per class from the
+#: calibrated GPUs (``validation/derive_specs.py``, which also gives its leave-one-GPU-out
+#: error against copying a fraction). Replaces the same-architecture copy for these classes.
+BANDWIDTH_LATENCY_RULE = "bandwidth-latency rule"
 #: SDPA backends, in PyTorch's names (sdp_utils.cpp); ``math`` is the unfused fallback
 BACKENDS = ("cudnn", "flash", "efficient", "math")
 
@@ -127,4 +127,4 @@ def attention_backend(spec, dtype: str) -> str:
     return order[0] if order else "math"
 
 
-__all__ = ["Arch", "SAME_ARCH_RULE", "UNIT_FRACTION_RULE", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]
+__all__ = ["Arch", "SAME_ARCH_RULE", "BANDWIDTH_LATENCY_RULE", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]

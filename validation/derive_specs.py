@@ -1,20 +1,21 @@
-"""Write the kernel-class figures a datasheet spec gets by the unit-fraction rule
-(:data:`gpusim.arch.UNIT_FRACTION_RULE`) into its TOML file, as ``derived`` figures whose
-ref names the rule, its inputs and its uncertainty.
+"""Write the kernel-class figures a datasheet spec gets by the bandwidth-latency rule
+(:data:`gpusim.arch.BANDWIDTH_LATENCY_RULE`) into its TOML file, as ``derived`` figures
+whose ref names the rule, its inputs and its leave-one-GPU-out error.
 
-Which classes transfer, and why: a class whose figure is a fraction of DRAM bandwidth
-(cuDNN's layout transforms, eval batch norm, ATen's strided/reduction/norm kernels, skinny
-GEMMs' weight stream, fp32 gemv) or of the fp32 CUDA-core peak (ATen's and cuDNN's
-depthwise kernels, fp32 memory-efficient attention) runs on the memory system or the CUDA
-cores, whose design these kernels share across generations. Classes tied to the
-tensor-core generation (a cuDNN conv against a cuBLAS GEMM: wgmma on Hopper; misaligned
-GEMMs; 16-bit attention; the stem conv) and absolute times (floors, fixed costs per kernel
-or per row) do not: they stay at the neutral law on every generation without a calibration.
-
-The value is the mean over the calibrated GPUs (today two Hoppers: H100, H200); the
-uncertainty is stated as their spread plus the untested assumption that the fraction
-carries across generations (no GPU of another generation has been measured here).
-Nothing is fitted on published whole-model results.
+The rule: a memory-bound library kernel class (cuDNN's layout transforms, eval batch
+norm, ATen's strided/reduction/norm kernels, skinny GEMMs' weight stream, fp32 gemv)
+reaches a bandwidth set by two limits in series, the DRAM stream (``mem_efficiency`` x
+peak bandwidth) and what the SMs keep in flight (SMs x clock x ``k`` bytes per SM-cycle,
+``k`` a property of the class's kernel): ``1 / A = 1 / (e B) + 1 / (S f k)``. ``k`` is
+solved from each calibrated GPU's measured fraction; a GPU gets the mean ``k`` of the
+calibrated GPUs other than itself. It is why the H200 (43% more bandwidth than the H100,
+the same SMs and clock) measured lower fractions of its bandwidth for every such class.
+Leave one GPU out (H100 <-> H200, the 10 classes both ways) the rule's fraction is off by
+a median 6.4% against 22.8% for copying the other GPU's fraction
+(:func:`leave_one_out`). Classes tied to the tensor cores or to absolute times, and the
+CUDA-core fractions (depthwise, fp32 attention: GA102 and Ada issue fp32 differently from
+Hopper), are not derived across generations: they stay at the neutral law there. Nothing
+is fitted on published whole-model results.
 
     python3 -m validation.derive_specs [--check]
 """
@@ -26,44 +27,96 @@ import re
 import statistics
 import sys
 
-from gpusim.arch import UNIT_FRACTION_RULE
+from gpusim.arch import BANDWIDTH_LATENCY_RULE
 from gpusim.hardware import builtin_dir, canonical_names, load_spec
 
-BANDWIDTH = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
-             "aten_strided_efficiency", "aten_strided_efficiency_16bit",
-             "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
-             "gemm_mem_efficiency", "gemv_fp32_efficiency")
-CUDA_CORE = ("depthwise_aten_efficiency", "depthwise_efficiency", "depthwise_efficiency_16bit",
-             "attention_fp32_efficiency")
-FIELDS = BANDWIDTH + CUDA_CORE
+FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
+          "aten_strided_efficiency", "aten_strided_efficiency_16bit",
+          "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
+          "gemm_mem_efficiency", "gemv_fp32_efficiency")
+#: refs of earlier rules' lines this script replaces
+OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE)
+
+
+def _issue(s) -> float:
+    """SMs x clock, in SM-GHz: how many SM-cycles per ns the GPU has."""
+    return s.sm_count * s.boost_clock_mhz / 1e3
+
+
+def k_of(spec, field: str) -> float | None:
+    """Bytes per SM-cycle the class keeps in flight on ``spec`` (None: the class reaches
+    the DRAM stream itself)."""
+    a = getattr(spec, field) * spec.bandwidth_gbs
+    gap = 1.0 / a - 1.0 / (spec.mem_efficiency * spec.bandwidth_gbs)
+    return None if gap <= 0 else 1.0 / (_issue(spec) * gap)
+
+
+def fraction(spec, k: float | None) -> float:
+    """The class's fraction of ``spec``'s datasheet bandwidth for a class constant ``k``."""
+    stream = spec.mem_efficiency * spec.bandwidth_gbs
+    if k is None:
+        return spec.mem_efficiency
+    return 1.0 / (1.0 / stream + 1.0 / (_issue(spec) * k)) / spec.bandwidth_gbs
 
 
 def calibrated() -> list:
     return [load_spec(n) for n in canonical_names() if load_spec(n).source == "measured"]
 
 
-def targets() -> list:
-    """Datasheet specs of a generation no calibrated GPU belongs to."""
-    cal_cc = {s.compute_capability for s in calibrated()}
-    return [s for s in (load_spec(n) for n in canonical_names())
-            if s.source == "datasheet" and s.compute_capability not in cal_cc]
+def _same_gpu(a, b) -> bool:
+    return a.name.split("-")[0] == b.name.split("-")[0] and "pcie" not in a.name + b.name
 
 
-def derived_lines(cals) -> dict[str, str]:
-    """``{field: TOML line}`` of the rule's figures from the calibrated specs ``cals``."""
+def leave_one_out() -> dict:
+    """``{field: [(target, from, rule's fraction, copied fraction, measured)]}``."""
+    cals = calibrated()
     out = {}
     for f in FIELDS:
-        vals = [(s.name, getattr(s, f)) for s in cals if getattr(s, f) is not None]
-        if not vals:
+        rows = []
+        for t in cals:
+            for s in cals:
+                if s is t or getattr(s, f) is None or getattr(t, f) is None:
+                    continue
+                rows.append((t.name, s.name, fraction(t, k_of(s, f)), getattr(s, f), getattr(t, f)))
+        out[f] = rows
+    return out
+
+
+def loo_errors() -> tuple[float, float]:
+    """Median absolute % error of the rule's and of the copied fractions, leave one out."""
+    rule, copy = [], []
+    for rows in leave_one_out().values():
+        for _, _, r, c, m in rows:
+            rule.append(abs(r - m) / m * 100)
+            copy.append(abs(c - m) / m * 100)
+    return statistics.median(rule), statistics.median(copy)
+
+
+def targets() -> list:
+    return [load_spec(n) for n in canonical_names() if load_spec(n).source == "datasheet"]
+
+
+def derived_lines(target, cals) -> dict[str, str]:
+    """``{field: TOML line}`` of the rule's figures for ``target`` from the calibrated
+    specs ``cals`` other than ``target``'s own GPU."""
+    src = [s for s in cals if not _same_gpu(s, target)]
+    rule_err, copy_err = loo_errors()
+    out = {}
+    for f in FIELDS:
+        ks = [(s.name, k_of(s, f)) for s in src if getattr(s, f) is not None]
+        if not ks:
             continue
-        v = round(statistics.fmean(x for _, x in vals), 4)
-        unit = "DRAM bandwidth" if f in BANDWIDTH else "the fp32 CUDA-core peak"
-        spread = (max(x for _, x in vals) - min(x for _, x in vals)) / 2
-        inputs = ", ".join(f"{n} = {x:.4g}" for n, x in vals)
-        ref = (f"{UNIT_FRACTION_RULE} (gpusim.arch.UNIT_FRACTION_RULE): a fraction of {unit} "
-               f"carries across generations; mean of the calibrated GPUs ({inputs}; "
-               f"validation/derive_specs.py); uncertainty +-{spread:.2g} between them and "
-               f"untested across generations (no GPU of this generation measured here)")
+        finite = [k for _, k in ks if k is not None]
+        k = statistics.fmean(finite) if len(finite) == len(ks) else None
+        v = round(fraction(target, k), 4)
+        inputs = ", ".join(f"{n}: {getattr(load_spec(n), f):.4g} -> k {kk:.3g}" if kk else
+                           f"{n}: at the stream" for n, kk in ks)
+        ref = (f"{BANDWIDTH_LATENCY_RULE} (gpusim.arch.BANDWIDTH_LATENCY_RULE): 1/A = "
+               f"1/(mem_efficiency x bandwidth) + 1/(SMs x clock x k), k the class's bytes per "
+               f"SM-cycle from the calibrated GPUs ({inputs}; mean k "
+               f"{k if k else float('inf'):.3g}; validation/derive_specs.py); leave one GPU out "
+               f"(H100 <-> H200) the rule is off by {rule_err:.1f}% median against "
+               f"{copy_err:.1f}% for a copied fraction; untested across generations")
         out[f] = f'{f} = {{ value = {v}, source = "derived", ref = "{ref}" }}'
     return out
 
@@ -74,6 +127,8 @@ def rewrite(path, lines: dict[str, str]) -> str:
     text = open(path).read()
     for f in lines:
         text = re.sub(rf"^{f} = .*\n", "", text, flags=re.M)
+    for rule in OLD_RULES:          # lines an earlier run of a rule wrote and this one drops
+        text = re.sub(rf"^\w+ = .*{re.escape(rule)}.*\n", "", text, flags=re.M)
     m = re.search(r"^\[model\]\n(?:(?!^\[).*\n)*", text, flags=re.M)
     block = m.group(0).rstrip("\n") + "\n" + "\n".join(lines.values()) + "\n"
     after = text[m.end():]
@@ -84,11 +139,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.derive_specs")
     ap.add_argument("--check", action="store_true", help="exit 1 if a spec file is stale")
     a = ap.parse_args(argv)
-    lines = derived_lines(calibrated())
+    cals = calibrated()
     stale = []
     for s in targets():
         path = builtin_dir() / f"{s.name}.toml"
-        new = rewrite(path, lines)
+        new = rewrite(path, derived_lines(s, cals))
         if new != open(path).read():
             stale.append(s.name)
             if not a.check:
