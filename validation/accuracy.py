@@ -276,7 +276,7 @@ def main(a) -> int:
     if not getattr(a, "no_zoo", False) and zoo_available():
         root = a.results or RESULTS_DIR
         zoo = zoo_report(root, a.gpu or sorted(  # every GPU with zoo records, classic or not
-            d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d, "zoo"))))
+            d for d in os.listdir(root) if os.path.exists(os.path.join(root, d, "zoo.jsonl.gz"))))
     if a.json:
         if zoo:
             for gpu, e in zoo.items():
