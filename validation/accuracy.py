@@ -308,7 +308,7 @@ def full_markdown(rep: dict, zoo: dict | None) -> str:
                   "**End to end** (steady-state wall per call, calibrated spec with the host "
                   "figures of the lease that measured the records, `gpusim calibrate --host-only` "
                   "in `validation/results/<gpu>/host/`; eager = the eager run beside each "
-                  "compiled one, priced with the model's Python clocked offline; the records "
+                  "compiled one, priced with the model's Python counted at capture; the records "
                   "of leases without a host calibration are left out):", "",
                   e2e_markdown(zoo), "",
                   "**Eager end to end on the host leases** (every zoo model in bf16 at its "
