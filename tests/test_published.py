@@ -10,7 +10,7 @@ def test_rows_name_their_source_and_are_device_bound():
     rows = load_rows()
     assert len(rows) >= 100
     for r in rows:
-        assert r["source"].startswith("huggingface/pytorch-image-models@")
+        assert r["source"].startswith(("huggingface/pytorch-image-models@", "NVIDIA/DeepLearningExamples@"))
         # large batches, steps of 40 ms or more: the GPU is the bottleneck, not the host
         assert r["batch"] >= 32 and r["step_ms"] >= 40
     assert {r["gpu"] for r in rows} >= {"rtx3090"}
@@ -18,7 +18,7 @@ def test_rows_name_their_source_and_are_device_bound():
 
 def test_one_row_is_predicted_and_summarised():
     pytest.importorskip("timm")
-    r = next(r for r in load_rows(["rtx3090"]) if r["model"] == "seresnet18" and r["layout"] == "nchw")
+    r = next(r for r in load_rows(["rtx3090"]) if r["model"] == "timm:seresnet18" and r["layout"] == "nchw")
     p = predict_row(r)
     assert p["pred_ms"] > 0 and p["kernels"] > 20
     s = summary([p])

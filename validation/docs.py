@@ -90,8 +90,9 @@ def summary_markdown(zoo: dict | None, rep: dict) -> str:
     pub = _published_summary()
     if pub:
         lines += ["", "GPUs nobody here has, datasheet spec against published measurements "
-                  "(timm's AMP inference benchmarks, batch 1024, eager device time; nothing "
-                  "fitted on them):", "",
+                  "(timm's AMP inference benchmarks at batch 1024 for the RTX 3090/4090, NVIDIA "
+                  "DeepLearningExamples' ResNet-50 at batch 128/256 for the V100 and T4, FP32 in "
+                  "NCHW and AMP in NHWC there; eager device time; nothing fitted on them):", "",
                   "| GPU | layout | cases | median / p90 | signed median |", "|---|---|---|---|---|"]
         for key, e in pub.items():
             a = e.get("all")
@@ -115,9 +116,10 @@ def _published_summary() -> dict | None:
 PUBLISHED_HEAD = """## GPUs nobody here has: published measurements
 
 Datasheet specs (no calibration of these GPUs exists) against published whole-model
-measurements: timm's own AMP inference benchmarks at batch 1024 (the GPU is the
-bottleneck), 48 models per table sampled by a name hash (`validation/published/`), eager
-device time per batch. Nothing is fitted on these rows. Scored by `python3 -m
+measurements where the GPU is the bottleneck: timm's own AMP inference benchmarks at batch
+1024 (RTX 3090, RTX 4090; 48 models per table sampled by a name hash) and NVIDIA
+DeepLearningExamples' ResNet-50 v1.5 inference at batch 128 and 256 (V100 16GB, T4; FP32,
+and AMP run channels_last), all in `validation/published/`; eager device time per batch. Nothing is fitted on these rows. Scored by `python3 -m
 validation.published --json validation/published/scores.json`; signed median > 0: gpusim
 predicts slower than measured.
 """

@@ -1,8 +1,11 @@
 """Validation on published whole-model measurements of GPUs nobody here has.
 
 Rows: ``validation/published/*.csv`` (columns gpu, layout, model, img_size, batch,
-step_ms, source), picked by a stated rule (``validation/published/extract.py``) from
-public tables. Nothing is fitted on them: they only score predictions made from
+step_ms, source, and dtype where the table is not AMP), picked by a stated rule from public
+tables: timm's benchmarks (``validation/published/extract.py``) and NVIDIA's
+DeepLearningExamples ResNet-50 v1.5 inference tables (V100, T4; every batch-128 and -256
+row, where the GPU bounds the step; AMP rows as channels_last, the container's AMP
+setting). Nothing is fitted on them: they only score predictions made from
 datasheet specs and the rules in ``gpusim``.
 
 The timm tables time AMP (fp16 autocast) inference at batch 1024 with a sync per step:
@@ -36,7 +39,10 @@ def load_rows(gpus=None) -> list[dict]:
                 if gpus and r["gpu"] not in gpus:
                     continue
                 r.update(img_size=int(r["img_size"]), batch=int(r["batch"]),
-                         step_ms=float(r["step_ms"]), table=os.path.basename(path))
+                         step_ms=float(r["step_ms"]), table=os.path.basename(path),
+                         # timm's tables name timm models and run AMP (fp16 autocast)
+                         model=r["model"] if ":" in r["model"] else f"timm:{r['model']}",
+                         dtype=r.get("dtype") or "float16")
                 rows.append(r)
     return rows
 
@@ -48,13 +54,14 @@ def predict_row(r: dict) -> dict:
     from gpusim import zoo
     from gpusim.capture import capture
     from gpusim.errors import GpusimError
-    from gpusim.hardware import canonical_names, load_spec
+    from gpusim.hardware import known_names, load_spec
     from gpusim.predict import predict
-    if r["gpu"] not in canonical_names():
+    if r["gpu"] not in known_names():
         return dict(r, error=f"no spec {r['gpu']}")
-    name = f"timm:{r['model']}"
+    name = r["model"]
     try:
-        module, args = zoo.build(name, dtype=torch.float16, channels_last=r["layout"] == "nhwc",
+        module, args = zoo.build(name, dtype=getattr(torch, r["dtype"]),
+                                 channels_last=r["layout"] == "nhwc",
                                  batch=r["batch"], hw=r["img_size"])
         p = predict(capture(module, args, name=name), gpu=load_spec(r["gpu"]), mode="eager")
     except (GpusimError, RuntimeError, TypeError, ValueError) as e:
