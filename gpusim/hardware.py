@@ -235,35 +235,42 @@ def _num(path, section, key, v, integer=False):
     return float(v)
 
 
+def split_figure(raw: dict, where: str, sources, error=None) -> tuple:
+    """``{ value = ..., source = ..., ref = ... }`` -> ``(value, source, ref)``: the one
+    check of a figure's provenance, for GPU specs and host profiles alike (``error``: the
+    file kind's exception; ``where``: file and field for the one-line message)."""
+    error = error or SpecError
+    if set(raw) - {"value", "source", "ref"} or "value" not in raw:
+        raise error(f"{where} must be {{ value = ..., source = ..., ref = ... }}, "
+                    f"got keys {sorted(raw)}")
+    src, ref = raw.get("source"), raw.get("ref")
+    if src not in sources:
+        raise error(f"{where}: source must be one of {', '.join(sources)}, got {src!r}")
+    if not isinstance(ref, str) or not ref.strip():
+        raise error(f"{where}: ref must say where the figure came from (the machine and date "
+                    "and command that measured it, the rule that derived it, or what was assumed)")
+    return raw["value"], src, ref
+
+
 def _figure(path, section, key, raw, prov: dict, pkey: str, builtin: bool, integer=False):
     """One figure: ``{ value = ..., source = ..., ref = ... }`` (its provenance goes into
     ``prov[pkey]``), or, in a user's own spec file, a plain number (source ``user``: the
     user vouches for it). Builtin specs must say where every figure came from."""
     where = f"{path}: field [{section}].{key}"
     if isinstance(raw, dict):
-        extra = set(raw) - {"value", "source", "ref"}
-        if extra or "value" not in raw:
-            raise SpecError(f"{where} must be a number or {{ value = ..., source = ..., ref = ... }}, "
-                            f"got keys {sorted(raw)}")
-        src, ref = raw.get("source"), raw.get("ref")
-        if src not in SOURCES:
-            raise SpecError(f"{where}: source must be one of {', '.join(SOURCES)}, got {src!r}")
-        if not isinstance(ref, str) or not ref.strip():
-            raise SpecError(f"{where}: ref must say where the figure came from (a non-empty string)")
+        raw, src, ref = split_figure(raw, where, SOURCES)
         prov[pkey] = (src, ref)
-        raw = raw["value"]
-    elif builtin and section != "host":
+    elif builtin:
         raise SpecError(f"{where}: a builtin spec gives every figure as "
                         "{ value = ..., source = ..., ref = ... }")
-    elif section != "host":
+    else:
         prov[pkey] = (USER_SOURCE, f"plain number in {path}")
     return _num(path, section, key, raw, integer)
 
 
 def parse_spec(data: dict, path: str, builtin: bool = False) -> GPUSpec:
     """Validate a parsed TOML document and build a GPUSpec. ``builtin``: a file of
-    ``hwspecs/``, which must give provenance for every figure outside ``[host]`` (host
-    figures move to host profiles: not this loader's rule yet)."""
+    ``hwspecs/``, which must give provenance for every figure."""
     for key in ("name", "display_name"):
         if not isinstance(data.get(key), str) or not data.get(key):
             raise SpecError(f"{path}: field {key} is missing or not a string; add it")
@@ -308,14 +315,21 @@ def parse_spec(data: dict, path: str, builtin: bool = False) -> GPUSpec:
                    provenance=MappingProxyType(prov), **vals)
 
 
-def _read(path: Path) -> GPUSpec:
+def read_toml(path: Path, error=None) -> dict:
+    """A data file's TOML document; unreadable or invalid files are one-line ``error``s
+    (a GPU spec's :class:`SpecError`, a host profile's ``HostError``)."""
+    error = error or SpecError
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            return tomllib.load(f)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise SpecError(f"{path}: not valid TOML ({e})") from None
+        raise error(f"{path}: not valid TOML ({e})") from None
     except OSError as e:
-        raise SpecError(f"{path}: cannot read ({e.strerror})") from None
+        raise error(f"{path}: cannot read ({e.strerror})") from None
+
+
+def _read(path: Path) -> GPUSpec:
+    data = read_toml(path)
     builtin = path.resolve().parent == builtin_dir().resolve()
     spec = parse_spec(data, str(path), builtin=builtin)
     if builtin and spec.name != path.stem:
@@ -391,7 +405,8 @@ def list_specs() -> list[GPUSpec]:
     return [load_spec(n) for n in canonical_names()]
 
 
-def _fmt(v) -> str:
+def toml_value(v) -> str:
+    """One TOML value as gpusim's data files write it."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -401,15 +416,20 @@ def _fmt(v) -> str:
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def figure_line(key: str, value, source: str, ref: str) -> str:
+    """``key = { value = ..., source = ..., ref = ... }``: how every figure is written."""
+    return (f"{key} = {{ value = {toml_value(value)}, source = {toml_value(source)}, "
+            f"ref = {toml_value(ref)} }}")
+
+
 def _figure_line(spec: GPUSpec, key: str, pkey: str | None = None) -> str:
-    """``key = { value = ..., source = ..., ref = ... }``, or ``key = value`` for a
-    figure without provenance (host figures)."""
+    """``spec``'s figure ``key`` with its provenance (``key = value`` for one without)."""
     v = spec.figure(pkey or key)
     v = float(v) if (pkey or key).startswith("peak_tflops.") else v
     p = spec.provenance.get(pkey or key)
     if p is None:
-        return f"{key} = {_fmt(v)}"
-    return f"{key} = {{ value = {_fmt(v)}, source = {_fmt(p[0])}, ref = {_fmt(p[1])} }}"
+        return f"{key} = {toml_value(v)}"
+    return figure_line(key, v, *p)
 
 
 def with_provenance(spec: GPUSpec, prov: Mapping[str, tuple[str, str]]) -> GPUSpec:
@@ -421,11 +441,11 @@ def with_provenance(spec: GPUSpec, prov: Mapping[str, tuple[str, str]]) -> GPUSp
 def dump_spec(spec: GPUSpec, path) -> None:
     """Write ``spec`` as TOML in the hwspecs schema, every figure as an inline table with
     its provenance (``spec.provenance``; set it with :func:`with_provenance`)."""
-    out = [f"# {spec.display_name}: written by gpusim", f"name = {_fmt(spec.name)}",
-           f"display_name = {_fmt(spec.display_name)}", f"source = {_fmt(spec.source)}"]
+    out = [f"# {spec.display_name}: written by gpusim", f"name = {toml_value(spec.name)}",
+           f"display_name = {toml_value(spec.display_name)}", f"source = {toml_value(spec.source)}"]
     for k in ("measured_on", "measured_date"):
         if getattr(spec, k):
-            out.append(f"{k} = {_fmt(getattr(spec, k))}")
+            out.append(f"{k} = {toml_value(getattr(spec, k))}")
     for section, keys in SECTIONS.items():
         out += ["", f"[{section}]"]
         out += [_figure_line(spec, k) for k in keys]

@@ -24,13 +24,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
 from .errors import GpusimError
+from .hardware import figure_line, read_toml, split_figure, toml_value
 from .fmt import table
 
 REFERENCE = "reference"
@@ -118,20 +118,14 @@ def hosts_dir() -> Path:
 
 def _figure(path, key, v) -> tuple[float, str, str]:
     where = f"{path}: field [host].{key}"
-    if not isinstance(v, dict) or set(v) - {"value", "source", "ref"}:
-        raise HostError(f"{where} must be an inline table {{ value = ..., source = ..., "
-                        f"ref = \"...\" }}, got {v!r}")
-    x, source, ref = v.get("value"), v.get("source"), v.get("ref")
+    if not isinstance(v, dict):
+        raise HostError(f"{where} must be {{ value = ..., source = ..., ref = ... }}, got {v!r}")
+    x, source, ref = split_figure(v, where, SOURCES, HostError)
     zero_ok = key in MAY_BE_ZERO
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) \
             or x < 0 or (x == 0 and not zero_ok):
         kind = "a non-negative" if zero_ok else "a positive"
         raise HostError(f"{where}.value must be {kind} number, got {x!r}; fix the host file")
-    if source not in SOURCES:
-        raise HostError(f"{where}.source must be one of {', '.join(SOURCES)}, got {source!r}")
-    if not isinstance(ref, str) or not ref.strip():
-        raise HostError(f"{where}.ref is missing: say which machine, date and command "
-                        "measured it, the rule it was derived by, or what was assumed")
     return float(x), source, ref
 
 
@@ -160,14 +154,7 @@ def parse_host(data: dict, path: str) -> HostProfile:
 
 
 def _read(path: Path) -> HostProfile:
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise HostError(f"{path}: not valid TOML ({e})") from None
-    except OSError as e:
-        raise HostError(f"{path}: cannot read ({e.strerror})") from None
-    host = parse_host(data, str(path))
+    host = parse_host(read_toml(path, HostError), str(path))
     if path.parent == hosts_dir() and host.name != path.stem:
         raise HostError(f"{path}: field name is {host.name!r} but the file is {path.stem}.toml; "
                         "make them equal")
@@ -203,23 +190,16 @@ def list_hosts() -> list[HostProfile]:
     return [load_host(n) for n in host_names()]
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return repr(v)
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def dump_host(host: HostProfile, path) -> None:
     """Write ``host`` as a host profile TOML (every figure with its provenance)."""
-    out = [f"# host profile: written by gpusim", f"name = {_fmt(host.name)}",
-           f"description = {_fmt(host.description)}", "", "[host]"]
+    out = ["# host profile: written by gpusim", f"name = {toml_value(host.name)}",
+           f"description = {toml_value(host.description)}", "", "[host]"]
     for k in FIELDS:
         v = getattr(host, k)
         if v is None:
             continue
         source, ref = host.provenance.get(k, ("assumed", "no provenance was given"))
-        out.append(f"{k} = {{ value = {_fmt(float(v))}, source = {_fmt(source)}, "
-                   f"ref = {_fmt(ref)} }}")
+        out.append(figure_line(k, float(v), source, ref))
     from .atomic import atomic_write
     atomic_write(str(path), "\n".join(out) + "\n")
 
