@@ -23,12 +23,13 @@ is fitted on published whole-model results.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import statistics
 import sys
 
 from gpusim.arch import BANDWIDTH_LATENCY_RULE
-from gpusim.hardware import builtin_dir, canonical_names, load_spec
+from gpusim.hardware import builtin_dir, canonical_names, figure_line, load_spec
 
 FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
           "aten_strided_efficiency", "aten_strided_efficiency_16bit",
@@ -60,7 +61,7 @@ def fraction(spec, k: float | None) -> float:
 
 
 def calibrated() -> list:
-    return [load_spec(n) for n in canonical_names() if load_spec(n).source == "measured"]
+    return [s for s in map(load_spec, canonical_names()) if s.source == "measured"]
 
 
 def _same_gpu(a, b) -> bool:
@@ -82,6 +83,7 @@ def leave_one_out() -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def loo_errors() -> tuple[float, float]:
     """Median absolute % error of the rule's and of the copied fractions, leave one out."""
     rule, copy = [], []
@@ -93,7 +95,7 @@ def loo_errors() -> tuple[float, float]:
 
 
 def targets() -> list:
-    return [load_spec(n) for n in canonical_names() if load_spec(n).source == "datasheet"]
+    return [s for s in map(load_spec, canonical_names()) if s.source == "datasheet"]
 
 
 def derived_lines(target, cals) -> dict[str, str]:
@@ -103,21 +105,21 @@ def derived_lines(target, cals) -> dict[str, str]:
     rule_err, copy_err = loo_errors()
     out = {}
     for f in FIELDS:
-        ks = [(s.name, k_of(s, f)) for s in src if getattr(s, f) is not None]
+        ks = [(s, k_of(s, f)) for s in src if getattr(s, f) is not None]
         if not ks:
             continue
         finite = [k for _, k in ks if k is not None]
         k = statistics.fmean(finite) if len(finite) == len(ks) else None
         v = round(fraction(target, k), 4)
-        inputs = ", ".join(f"{n}: {getattr(load_spec(n), f):.4g} -> k {kk:.3g}" if kk else
-                           f"{n}: at the stream" for n, kk in ks)
+        inputs = ", ".join(f"{c.name}: {getattr(c, f):.4g} -> k {kk:.3g}" if kk else
+                           f"{c.name}: at the stream" for c, kk in ks)
         ref = (f"{BANDWIDTH_LATENCY_RULE} (gpusim.arch.BANDWIDTH_LATENCY_RULE): 1/A = "
                f"1/(mem_efficiency x bandwidth) + 1/(SMs x clock x k), k the class's bytes per "
                f"SM-cycle from the calibrated GPUs ({inputs}; mean k "
                f"{k if k else float('inf'):.3g}; validation/derive_specs.py); leave one GPU out "
                f"(H100 <-> H200) the rule is off by {rule_err:.1f}% median against "
                f"{copy_err:.1f}% for a copied fraction; untested across generations")
-        out[f] = f'{f} = {{ value = {v}, source = "derived", ref = "{ref}" }}'
+        out[f] = figure_line(f, v, "derived", ref)
     return out
 
 
