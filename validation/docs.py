@@ -89,21 +89,29 @@ def summary_markdown(zoo: dict | None, rep: dict) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows if any(c != "-" for c in r[1:])]
     pub = _published_summary()
     if pub:
-        lines += ["", "GPUs nobody here has, datasheet spec against published measurements "
-                  "(timm's AMP inference benchmarks at batch 1024 for the RTX 3090/4090, NVIDIA "
-                  "DeepLearningExamples' ResNet-50 at batch 128/256 for the V100 and T4, FP32 in "
-                  "NCHW and AMP in NHWC there; eager device time; nothing fitted on them):", "",
-                  "| GPU | layout | cases | median / p90 | signed median |", "|---|---|---|---|---|"]
-        for key, e in pub.items():
-            a = e.get("all")
-            if a:
-                gpu, layout = key.split()
-                lines.append(f"| {gpu} | {layout} | {a['n']} | {a['median']:.1f}% / "
-                             f"{a['p90']:.1f}% | {a['signed_median']:+.1f}% |")
+        lines += ["", published_summary_table(pub)]
+    return "\n".join(lines)
+
+
+def published_summary_table(pub: dict) -> str:
+    """The README's lines on GPUs nobody here has: one row per published table."""
+    lines = ["GPUs nobody here has, datasheet spec against published measurements "
+             "(timm's AMP inference benchmarks at batch 1024 for the RTX 3090/4090, NVIDIA "
+             "DeepLearningExamples' ResNet-50 at batch 128/256 for the V100 and T4, FP32 in "
+             "NCHW and AMP in NHWC there; eager device time; nothing fitted on them):", "",
+             "| GPU | layout | cases | median / p90 | signed median |", "|---|---|---|---|---|"]
+    for key, e in pub.items():
+        a = e.get("all")
+        if a:
+            gpu, layout = key.split()
+            lines.append(f"| {gpu} | {layout} | {a['n']} | {a['median']:.1f}% / "
+                         f"{a['p90']:.1f}% | {a['signed_median']:+.1f}% |")
     return "\n".join(lines)
 
 
 def _published_summary() -> dict | None:
+    """The stored published-measurement scores' summary
+    (``validation/published/scores.json``), or None if never scored."""
     import json
     from validation.published import HERE
     path = os.path.join(HERE, "scores.json")
@@ -125,15 +133,11 @@ predicts slower than measured.
 """
 
 
-def published_markdown(path: str | None = None) -> str | None:
+def published_markdown() -> str | None:
     """The published-measurement tables from the stored scores, or None if never scored."""
-    import json
-    from validation.published import HERE, markdown
-    path = path or os.path.join(HERE, "scores.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return markdown(json.load(f)["summary"])
+    from validation.published import markdown
+    summary = _published_summary()
+    return markdown(summary) if summary else None
 
 
 def accuracy_page(full: str, holdout: str | None, published: str | None = None) -> str:

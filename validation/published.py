@@ -28,6 +28,8 @@ import os
 import statistics
 import sys
 
+from validation.stats import _stats
+
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
 
 
@@ -75,12 +77,8 @@ def summary(rows: list[dict]) -> dict:
     median, cases, and how many rows could not be predicted."""
     def stats(sel):
         errs = [(r["pred_ms"] - r["step_ms"]) / r["step_ms"] * 100 for r in sel]
-        if not errs:
-            return None
-        a = sorted(abs(e) for e in errs)
-        return {"n": len(a), "median": statistics.median(a),
-                "p90": a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))],
-                "signed_median": statistics.median(errs)}
+        s = _stats([abs(e) for e in errs])       # the accuracy tables' median and p90
+        return dict(s, signed_median=statistics.median(errs)) if s else None
     out = {}
     keys = sorted({(r["gpu"], r["layout"]) for r in rows})
     for gpu, layout in keys:
