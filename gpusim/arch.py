@@ -41,6 +41,15 @@ SAME_ARCH_RULE = "same-architecture rule"
 #: calibrated GPUs (``validation/derive_specs.py``, which also gives its leave-one-GPU-out
 #: error against copying a fraction). Replaces the same-architecture copy for these classes.
 BANDWIDTH_LATENCY_RULE = "bandwidth-latency rule"
+#: CUDA-core kernel classes bound by what each SM issues, not by DRAM (ATen's NCHW fp32
+#: depthwise kernel, ``conv_depthwise2d_forward_kernel``): the class reaches ``k`` FLOPs per
+#: SM-cycle, so its fraction of a GPU's fp32 peak is ``k x SMs x clock / fp32 peak``, ``k``
+#: the mean over the calibrated GPUs other than the target (``validation/derive_specs.py``).
+#: Evidence: the H200 has 1.43x the H100's bandwidth and the same SMs and clock, and the
+#: two measured the same fraction (0.0272, 0.0273). A fraction of the fp32 peak would carry
+#: Hopper's 128 fp32 lanes per SM to GPUs with 64 (V100, T4, A100), which this kernel, far
+#: below either lane count's peak, does not use.
+SM_CYCLE_RULE = "SM-cycle rule"
 #: SDPA backends, in PyTorch's names (sdp_utils.cpp); ``math`` is the unfused fallback
 BACKENDS = ("cudnn", "flash", "efficient", "math")
 
@@ -127,4 +136,4 @@ def attention_backend(spec, dtype: str) -> str:
     return order[0] if order else "math"
 
 
-__all__ = ["Arch", "SAME_ARCH_RULE", "BANDWIDTH_LATENCY_RULE", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]
+__all__ = ["Arch", "SAME_ARCH_RULE", "BANDWIDTH_LATENCY_RULE", "SM_CYCLE_RULE", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]

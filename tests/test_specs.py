@@ -56,6 +56,13 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
             assert f"value = {mine}," in derived_lines(spec, calibrated())[key], (spec.name, key)
             assert f"{spec.name}-calibrated:" not in ref, (spec.name, key)   # never its own
             continue
+        if source == "derived" and "gpusim.arch.SM_CYCLE_RULE" in ref:
+            # a CUDA-core class bound by the SMs: FLOPs per SM-cycle from the other GPUs
+            from validation.derive_specs import SM_FIELDS, calibrated, derived_lines
+            assert key in SM_FIELDS, (spec.name, key)
+            assert f"value = {mine}," in derived_lines(spec, calibrated())[key], (spec.name, key)
+            assert f"{spec.name}-calibrated:" not in ref, (spec.name, key)   # never its own
+            continue
         if source == "derived":
             # the named rule: from a calibrated GPU of the same architecture row, not this GPU's
             assert "gpusim.arch.SAME_ARCH_RULE" in ref, (spec.name, key, ref)
@@ -70,12 +77,14 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
 
 @pytest.mark.parametrize("name", ["rtx3090", "v100", "t4", "rtx4090", "a100"])
 def test_datasheet_specs_have_no_fitted_class_figure(name):
-    """Off Hopper, a class figure exists only where the bandwidth-latency rule derived it."""
-    from validation.derive_specs import FIELDS
+    """Off Hopper, a class figure exists only where the bandwidth-latency rule or the
+    SM-cycle rule derived it."""
+    from validation.derive_specs import FIELDS, SM_FIELDS
     spec = load_spec(name)
     have = [k for k in CLASS_FIGURES if getattr(spec, k) is not None]
-    assert set(have) <= set(FIELDS)
-    assert all("BANDWIDTH_LATENCY_RULE" in spec.provenance[k][1] for k in have)
+    assert set(have) <= set(FIELDS) | set(SM_FIELDS)
+    assert all(("BANDWIDTH_LATENCY_RULE" if k in FIELDS else "SM_CYCLE_RULE")
+               in spec.provenance[k][1] for k in have)
     assert "conv_efficiency_scale" not in have and "conv_stem_tflops" not in have
 
 

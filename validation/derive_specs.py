@@ -12,9 +12,10 @@ calibrated GPUs other than itself. It is why the H200 (43% more bandwidth than t
 the same SMs and clock) measured lower fractions of its bandwidth for every such class.
 Leave one GPU out (H100 <-> H200, the 10 classes both ways) the rule's fraction is off by
 a median 6.4% against 22.8% for copying the other GPU's fraction
-(:func:`leave_one_out`). Classes tied to the tensor cores or to absolute times, and the
-CUDA-core fractions (depthwise, fp32 attention: GA102 and Ada issue fp32 differently from
-Hopper), are not derived across generations: they stay at the neutral law there. Nothing
+(:func:`leave_one_out`). Classes tied to the tensor cores or to absolute times, cuDNN's
+depthwise kernels and fp32 attention are not derived across generations: they stay at the
+neutral law there. ATen's NCHW fp32 depthwise kernel, bound by the SMs and not by DRAM,
+gets its FLOPs per SM-cycle (:data:`gpusim.arch.SM_CYCLE_RULE`, ``SM_FIELDS``). Nothing
 is fitted on published whole-model results.
 
     python3 -m validation.derive_specs [--check]
@@ -28,15 +29,17 @@ import re
 import statistics
 import sys
 
-from gpusim.arch import BANDWIDTH_LATENCY_RULE
+from gpusim.arch import BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE
 from gpusim.hardware import builtin_dir, canonical_names, figure_line, load_spec
 
 FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
           "aten_strided_efficiency", "aten_strided_efficiency_16bit",
           "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
           "gemm_mem_efficiency", "gemv_fp32_efficiency")
+#: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
+SM_FIELDS = ("depthwise_aten_efficiency",)
 #: refs of earlier rules' lines this script replaces
-OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE)
+OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE)
 
 
 def _issue(s) -> float:
@@ -58,6 +61,33 @@ def fraction(spec, k: float | None) -> float:
     if k is None:
         return spec.mem_efficiency
     return 1.0 / (1.0 / stream + 1.0 / (_issue(spec) * k)) / spec.bandwidth_gbs
+
+
+def flops_per_sm_cycle(spec, field: str) -> float:
+    """FLOPs per SM-cycle of a class measured as a fraction of ``spec``'s fp32 peak."""
+    return getattr(spec, field) * spec.peak_flops("fp32") / (_issue(spec) * 1e9)
+
+
+def sm_fraction(spec, k: float) -> float:
+    """The fraction of ``spec``'s fp32 peak that ``k`` FLOPs per SM-cycle make."""
+    return k * _issue(spec) * 1e9 / spec.peak_flops("fp32")
+
+
+@functools.lru_cache(maxsize=1)
+def sm_loo_errors() -> tuple[float, float]:
+    """Median absolute % error of the SM-cycle rule's and of a copied fraction, leave one
+    calibrated GPU out (both directions, every SM_FIELDS class)."""
+    cals = calibrated()
+    rule, copy = [], []
+    for f in SM_FIELDS:
+        for t in cals:
+            for s in cals:
+                if s is t or getattr(s, f) is None or getattr(t, f) is None:
+                    continue
+                m = getattr(t, f)
+                rule.append(abs(sm_fraction(t, flops_per_sm_cycle(s, f)) - m) / m * 100)
+                copy.append(abs(getattr(s, f) - m) / m * 100)
+    return statistics.median(rule), statistics.median(copy)
 
 
 def calibrated() -> list:
@@ -120,6 +150,20 @@ def derived_lines(target, cals) -> dict[str, str]:
                f"(H100 <-> H200) the rule is off by {rule_err:.1f}% median against "
                f"{copy_err:.1f}% for a copied fraction; untested across generations")
         out[f] = figure_line(f, v, "derived", ref)
+    sm_err, sm_copy = sm_loo_errors()
+    for f in SM_FIELDS:
+        ks = [(s, flops_per_sm_cycle(s, f)) for s in src if getattr(s, f) is not None]
+        if not ks:
+            continue
+        k = statistics.fmean(kk for _, kk in ks)
+        inputs = ", ".join(f"{c.name}: {getattr(c, f):.4g} -> k {kk:.3g}" for c, kk in ks)
+        ref = (f"{SM_CYCLE_RULE} (gpusim.arch.SM_CYCLE_RULE): fraction of the fp32 peak = "
+               f"k x SMs x clock / fp32 peak, k the class's FLOPs per SM-cycle from the "
+               f"calibrated GPUs ({inputs}; mean k {k:.3g}; validation/derive_specs.py); leave "
+               f"one GPU out (H100 <-> H200) off by {sm_err:.1f}% ({sm_copy:.1f}% for a copied "
+               f"fraction: the two have the same SMs, clock and lanes; what they show is that "
+               f"1.43x the bandwidth leaves the rate unchanged); untested across generations")
+        out[f] = figure_line(f, round(sm_fraction(target, k), 4), "derived", ref)
     return out
 
 

@@ -356,10 +356,51 @@ def gemm_mid_points(dev="cuda", small=False):
     return pts
 
 
+def conv_simt_points(dev="cuda", small=False):
+    """fp32 convolutions on CUDA cores: what GPUs without TF32 (Volta, Turing) run for
+    every fp32 convolution. Measured on a TF32 GPU with ``cudnn.allow_tf32`` off for the
+    call only, at ResNet-50's and ResNeXt-101 32x4d's shapes, batch 64, NCHW, with cuDNN's
+    heuristics (``benchmark`` False, PyTorch's default) and with ``benchmark`` True (what
+    NVIDIA's DeepLearningExamples set), to see which algorithms (implicit GEMM, Winograd,
+    FFT) cuDNN picks and at what fraction of the fp32 peak."""
+    shapes = [("3x3", 64, 64, 56, 3, 1, 1), ("3x3", 128, 128, 28, 3, 1, 1),
+              ("3x3", 256, 256, 14, 3, 1, 1), ("3x3", 512, 512, 7, 3, 1, 1),
+              ("3x3s2", 128, 128, 56, 3, 2, 1), ("3x3s2", 256, 256, 28, 3, 2, 1),
+              ("1x1", 64, 256, 56, 1, 1, 1), ("1x1", 256, 64, 56, 1, 1, 1),
+              ("1x1", 512, 128, 28, 1, 1, 1), ("1x1", 1024, 256, 14, 1, 1, 1),
+              ("1x1", 512, 2048, 7, 1, 1, 1), ("1x1s2", 256, 512, 56, 1, 2, 1),
+              ("7x7s2_first", 3, 64, 224, 7, 2, 1),
+              ("grouped3x3", 128, 128, 56, 3, 1, 32), ("grouped3x3", 256, 256, 28, 3, 1, 32),
+              ("grouped3x3", 512, 512, 14, 3, 1, 32), ("grouped3x3", 1024, 1024, 7, 3, 1, 32)]
+    batch = 64
+    if small:
+        shapes, batch = shapes[:1], 1
+    pts = []
+    for bench in (False, True):
+        for label, ci, co, hw, k, s, g in shapes:
+            pad = k // 2
+            meta = {"op": "conv2d", "kind": label, "N": batch, "Cin": ci, "Cout": co, "HW": hw,
+                    "k": k, "stride": s, "groups": g, "padding": pad, "dtype": "float32",
+                    "layout": "nchw", "cudnn_allow_tf32": False, "cudnn_benchmark": bench}
+
+            def make(ci=ci, co=co, hw=hw, k=k, s=s, g=g, pad=pad, bench=bench):
+                x = _t((batch, ci, hw, hw), "float32", dev=dev)
+                w = _t((co, ci // g, k, k), "float32", dev=dev) * 0.05
+
+                def fn(x, w):
+                    with torch.backends.cudnn.flags(enabled=True, benchmark=bench,
+                                                    deterministic=False, allow_tf32=False):
+                        return F.conv2d(x, w, None, s, pad, 1, g)
+                return fn, (x, w)
+            pts.append((meta, make))
+    return pts
+
+
 SWEEPS = {"conv2d": conv_points, "gemm": gemm_points, "gemm_mid": gemm_mid_points,
-          "sdpa": sdpa_points, "misc": misc_points, "cnn": cnn_points, "norms": norm_points}
+          "sdpa": sdpa_points, "misc": misc_points, "cnn": cnn_points, "norms": norm_points,
+          "conv_simt": conv_simt_points}
 SHARES = {"conv2d": 0.35, "gemm": 0.3, "gemm_mid": 0.1, "sdpa": 0.15, "misc": 0.2, "cnn": 0.3,
-          "norms": 0.1}   # of the deadline
+          "norms": 0.1, "conv_simt": 0.2}   # of the deadline
 
 
 def summarize(res: dict) -> dict:

@@ -3,10 +3,12 @@
 Rows: ``validation/published/*.csv`` (columns gpu, layout, model, img_size, batch,
 step_ms, source, and dtype where the table is not AMP), picked by a stated rule from public
 tables: timm's benchmarks (``validation/published/extract.py``) and NVIDIA's
-DeepLearningExamples ResNet-50 v1.5 inference tables (V100, T4; every batch-128 and -256
-row, where the GPU bounds the step; AMP rows as channels_last, the container's AMP
-setting). Nothing is fitted on them: they only score predictions made from
-datasheet specs and the rules in ``gpusim``.
+DeepLearningExamples ConvNets inference tables (``extract_dle.py``: ResNet-50 v1.5,
+ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d, EfficientNet-B0/B4 on the A100 80GB, V100 16GB
+and T4; every batch-128 and -256 row, where the GPU bounds the step; AMP rows as
+channels_last, the container's AMP setting; cuDNN benchmark mode on, as those scripts
+set it, where gpusim predicts PyTorch's default heuristics). Nothing is fitted on them:
+they only score predictions made from datasheet specs and the rules in ``gpusim``.
 
 The timm tables time AMP (fp16 autocast) inference at batch 1024 with a sync per step:
 the GPU is the bottleneck, so the step time is compared with gpusim's eager device time
@@ -86,7 +88,7 @@ def summary(rows: list[dict]) -> dict:
         ok = [r for r in sel if "pred_ms" in r]
         fams = sorted({r["family"] for r in ok})
         out[f"{gpu} {layout}"] = {
-            "source": sel[0]["source"], "rows": len(sel), "failed": len(sel) - len(ok),
+            "source": "; ".join(sorted({r["source"].split(" (")[0] for r in sel})), "rows": len(sel), "failed": len(sel) - len(ok),
             "all": stats(ok), **{f: stats([r for r in ok if r["family"] == f]) for f in fams}}
     return out
 
