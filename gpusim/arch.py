@@ -41,14 +41,17 @@ SAME_ARCH_RULE = "same-architecture rule"
 #: calibrated GPUs (``validation/derive_specs.py``, which also gives its leave-one-GPU-out
 #: error against copying a fraction). Replaces the same-architecture copy for these classes.
 BANDWIDTH_LATENCY_RULE = "bandwidth-latency rule"
-#: CUDA-core kernel classes bound by what each SM issues, not by DRAM (ATen's NCHW fp32
-#: depthwise kernel, ``conv_depthwise2d_forward_kernel``): the class reaches ``k`` FLOPs per
-#: SM-cycle, so its fraction of a GPU's fp32 peak is ``k x SMs x clock / fp32 peak``, ``k``
-#: the mean over the calibrated GPUs other than the target (``validation/derive_specs.py``).
-#: Evidence: the H200 has 1.43x the H100's bandwidth and the same SMs and clock, and the
-#: two measured the same fraction (0.0272, 0.0273). A fraction of the fp32 peak would carry
-#: Hopper's 128 fp32 lanes per SM to GPUs with 64 (V100, T4, A100), which this kernel, far
-#: below either lane count's peak, does not use.
+#: CUDA-core kernel classes bound by what each SM issues, not by DRAM or by the fp32 lanes
+#: (ATen's NCHW fp32 depthwise kernel, ``conv_depthwise2d_forward_kernel``; cuDNN's dense
+#: fp32 convolutions without TF32, sm80-built implicit-GEMM and FFT kernels): the class
+#: reaches ``k`` FLOPs per SM-cycle, so its fraction of a GPU's fp32 peak is
+#: ``min(1, k x SMs x clock / fp32 peak)``, ``k`` the mean over the calibrated GPUs other
+#: than the target (``validation/derive_specs.py``). Evidence: the H200 has 1.43x the
+#: H100's bandwidth and the same SMs and clock, and the two measured the same fractions
+#: (depthwise 0.0272 / 0.0273, fp32 convolutions 0.4777 / 0.4771); the convolutions reach
+#: 122 FLOPs per SM-cycle, 0.48 of Hopper's 128 fp32 lanes per SM and 0.95 of the 64 that
+#: the sm80 kernels were built for. A fraction of the fp32 peak would carry Hopper's 128
+#: lanes to GPUs with 64 (V100, T4, A100), which these kernels do not use.
 SM_CYCLE_RULE = "SM-cycle rule"
 #: SDPA backends, in PyTorch's names (sdp_utils.cpp); ``math`` is the unfused fallback
 BACKENDS = ("cudnn", "flash", "efficient", "math")

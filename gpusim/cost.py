@@ -300,7 +300,13 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
     elif v == "conv":
-        comp = comp * (spec.conv_efficiency_scale or 1.0)
+        if (spec.conv_simt_efficiency and unit_for("conv", a["dtype"], spec, opts) == "fp32"
+                and _groups(graph, a) == 1):
+            # cuDNN's fp32 CUDA-core kernels (implicit GEMM, FFT): their own class, not a
+            # tensor-core GEMM's law (validation/microbench.py conv_simt)
+            comp = a["flops"] / (spec.peak_flops("fp32") * spec.conv_simt_efficiency) * 1e6
+        else:
+            comp = comp * (spec.conv_efficiency_scale or 1.0)
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
@@ -338,6 +344,16 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = attention_flops(a) / (spec.peak_flops("fp16_tc") * eff) * 1e6
             floor = spec.attention_min_us or floor
     return _retimed(est, spec, mem, comp, floor, variant=v)
+
+
+def _groups(graph: OpGraph, a: dict) -> int:
+    """A convolution node's groups: input channels over the weight's."""
+    ins = list(a.get("inputs") or a["reads"])
+    if len(ins) < 2:
+        return 1
+    x = main_shape(graph.g.nodes[ins[0]].get("shape"))
+    w = main_shape(graph.g.nodes[ins[1]].get("shape"))
+    return max(1, x[1] // max(w[1], 1)) if len(x) == 4 and len(w) == 4 else 1
 
 
 def _filter_taps(graph: OpGraph, a: dict) -> int:

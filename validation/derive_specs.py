@@ -37,7 +37,7 @@ FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficien
           "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
           "gemm_mem_efficiency", "gemv_fp32_efficiency")
 #: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
-SM_FIELDS = ("depthwise_aten_efficiency",)
+SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency")
 #: refs of earlier rules' lines this script replaces
 OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE)
 
@@ -69,8 +69,9 @@ def flops_per_sm_cycle(spec, field: str) -> float:
 
 
 def sm_fraction(spec, k: float) -> float:
-    """The fraction of ``spec``'s fp32 peak that ``k`` FLOPs per SM-cycle make."""
-    return k * _issue(spec) * 1e9 / spec.peak_flops("fp32")
+    """The fraction of ``spec``'s fp32 peak that ``k`` FLOPs per SM-cycle make, at most
+    the whole peak (the lanes' limit)."""
+    return min(1.0, k * _issue(spec) * 1e9 / spec.peak_flops("fp32"))
 
 
 @functools.lru_cache(maxsize=1)

@@ -140,6 +140,10 @@ def _fit_layer_norm(points, spec) -> dict:
     return out
 
 
+def _out_hw(p: dict) -> int:
+    return (p["HW"] + 2 * p["padding"] - p["k"]) // p["stride"] + 1
+
+
 def fit_dispatch(sweeps: dict, spec) -> dict:
     """Kernel-class efficiencies from a sweep file (``validation.microbench``), as
     fractions of ``spec``'s datasheet peaks, so that they transfer across GPUs:
@@ -150,6 +154,8 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
       bandwidth;
     * ``depthwise_aten_efficiency``: ATen's NCHW depthwise kernel, multiply-adds as
       FLOPs over the fp32 CUDA-core peak;
+    * ``conv_simt_efficiency``: dense fp32 convolutions with TF32 off (the ``conv_simt``
+      sweep), nominal FLOPs over the fp32 CUDA-core peak;
     * ``matmul_align1_efficiency``: misaligned 16-bit GEMMs over the tensor-core peak;
     * ``gemv_fp32_efficiency``: fp32 one-row products (cuBLAS gemv), weight bytes over
       time, of DRAM bandwidth;
@@ -191,6 +197,14 @@ def fit_dispatch(sweeps: dict, spec) -> dict:
             flops = 2 * p["N"] * p["Cin"] * ho * ho * p["k"] ** 2
             dw.append(flops / (p["kernel_sum_us"] * 1e-6) / spec.peak_flops("fp32"))
     out["depthwise_aten_efficiency"] = _median(dw)
+    # fp32 CUDA-core convolutions (cudnn.allow_tf32 off), dense, cuDNN's heuristics: all
+    # nominal FLOPs over all time, so the big layers weigh as in a network
+    simt = [p for p in sw.get("conv_simt", []) if p["groups"] == 1 and not p["cudnn_benchmark"]
+            and "failed" not in p]
+    if simt:
+        flops = sum(2 * p["N"] * p["Cout"] * _out_hw(p) ** 2 * p["Cin"] * p["k"] ** 2 for p in simt)
+        secs = sum(p["kernel_sum_us"] for p in simt) * 1e-6
+        out["conv_simt_efficiency"] = flops / secs / spec.peak_flops("fp32")
     for name, odd in (("matmul_align1_efficiency", True), ("matmul_align2_efficiency", False)):
         al = []
         for p in sw.get("gemm", []):
