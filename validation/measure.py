@@ -389,3 +389,70 @@ def profile_call(fn, args=(), flush=True, reps=5, warmup=2, host=True) -> dict:
         i = counts.index(len(kernels)) if len(kernels) in counts else 0
         out["host"] = host_stats(cpu_per[i], dev_per[i])
     return out
+
+
+# --------------------------------------------------------------------------------------
+# A call made of named phases (a training step: forward, backward, optimizer): kernels
+# per phase, attributed by the phase whose CPU range holds each kernel's launch.
+
+PHASE_PREFIX = "gpusim:phase:"
+
+
+def phase_kernels(cpu, dev, ranges):
+    """Kernels and host statistics per phase from one profiler session. ``cpu``: (name,
+    thread, start, end, corr); ``dev``: (name, start, dur, corr); ``ranges``: [(start,
+    end, phase)] of every phase of every profiled call, in time order. A kernel belongs
+    to the phase whose range holds the CPU start of its launch (correlation id: a
+    backward kernel is launched by autograd's device thread while the main thread waits
+    inside ``backward()``'s range). Per phase, the median per kernel over the calls
+    that launched the modal number (:func:`median_kernels`). Returns ``({phase:
+    {"kernels", "per_call_kernel_count", "host"}}, split method)``."""
+    ranges = sorted(ranges)
+    cpu_per, dev_per, method = split_reps(cpu, dev, [(s, e) for s, e, _ in ranges],
+                                          [s for s, _, _ in ranges])
+    out = {}
+    for phase in dict.fromkeys(p for _, _, p in ranges):       # first-seen order
+        idx = [i for i, r in enumerate(ranges) if r[2] == phase]
+        kern = [[k for k in dev_per[i] if _kernel_like(k[0])] for i in idx]
+        kernels, counts = median_kernels(kern)
+        j = counts.index(len(kernels)) if len(kernels) in counts else 0
+        out[phase] = {"kernels": kernels, "per_call_kernel_count": counts,
+                      "host": host_stats(cpu_per[idx[j]], dev_per[idx[j]]) if idx else {},
+                      "memcpy_memset": sorted({k[0] for i in idx for k in dev_per[i]
+                                               if not _kernel_like(k[0])})}
+    return out, method
+
+
+def profile_phases(step, reps=1, flush=True) -> dict:
+    """Profile ``reps`` calls of ``step(mark)`` in one profiler session, L2 flushed (and
+    the GPU synchronised) before each call; ``step`` wraps each of its phases in ``with
+    mark(name):``. Returns :func:`phase_kernels`'s phases and ``split``."""
+    cuda = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    fl = flusher() if flush and cuda else None
+    acts = [ProfilerActivity.CUDA, ProfilerActivity.CPU] if cuda else [ProfilerActivity.CPU]
+
+    def mark(name):
+        return record_function(PHASE_PREFIX + name)
+    with profile(activities=acts) as prof:
+        for _ in range(reps):
+            with record_function(FLUSH_RANGE):
+                if fl:
+                    fl.flush()
+                sync()
+            step(mark)
+            sync()
+    cpu, dev, ranges = [], [], []
+    for e in prof.events():
+        dt = str(getattr(e, "device_type", ""))
+        s, d = e.time_range.start, float(e.time_range.elapsed_us())
+        corr = getattr(e, "id", None)
+        if "CUDA" in dt:
+            if not e.name.startswith("gpusim:"):
+                dev.append((e.name, s, d, corr))
+        elif e.name.startswith(PHASE_PREFIX):
+            ranges.append((s, e.time_range.end, e.name[len(PHASE_PREFIX):]))
+        elif e.name != FLUSH_RANGE:
+            cpu.append((e.name, getattr(e, "thread", 0), s, e.time_range.end, corr))
+    phases, method = phase_kernels(cpu, dev, ranges)
+    return {"phases": phases, "split": method}
