@@ -264,15 +264,21 @@ def step_memory(step, model, opt, batch) -> dict:
     torch.cuda.synchronize()
     resident = mp.rows["zero_grad"]["allocated_end"]
     peak_phase = max(mp.rows, key=lambda k: mp.rows[k]["peak_allocated"])
+    from validation import measure
+    flush = measure._FLUSHER.buf.untyped_storage().nbytes() if measure._FLUSHER else 0
     return {"allocated_before_step_with_grads": with_grads, "resident_before_step": resident,
+            "flush_buffer_bytes": flush,
             "weights_bytes": weight_bytes(model), "grads_bytes": grads,
             "optimizer_state_bytes": states, "inputs_bytes": tensor_bytes(list(batch.values())),
             "peak_step_allocated": peak, "peak_step_reserved": peak_res,
             "peak_step_above_resident": peak - resident, "phases": mp.rows,
             "peak_phase": peak_phase,
-            "note": "allocated bytes (torch.cuda.memory_allocated); the step's peak with one "
-                    "reset at its start, each phase's with a reset at the phase's start; "
-                    "resident = after zero_grad(set_to_none=True)"}
+            "note": "allocated bytes (torch.cuda.memory_allocated), absolute: they include "
+                    "flush_buffer_bytes (the profiler's L2 flush buffer, once created) and "
+                    "other_cached_models_bytes (the record's; weights of models kept for later "
+                    "cases) and cuBLAS workspaces; the step's peak with one reset at its "
+                    "start, each phase's with a reset at the phase's start; resident = after "
+                    "zero_grad(set_to_none=True)"}
 
 
 def time_steps(step, n: int, cuda: bool) -> dict:
@@ -357,6 +363,10 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
         one_s = (time.perf_counter() - tw - rec["first_step_s"]) / 3
         if cuda:
             rec["memory"] = step_memory(step, mod, opt, batch)
+            m = rec["memory"]
+            other = rec["other_cached_models_bytes"] + m["flush_buffer_bytes"]
+            m["resident_case_bytes"] = m["resident_before_step"] - other
+            m["peak_step_case_bytes"] = m["peak_step_allocated"] - other
         if reps is None:
             reps = 1 if one_s > 0.1 else (2 if one_s > 0.03 else 3)
         prof = measure.profile_phases(step, reps=reps, flush=cuda)
