@@ -360,6 +360,16 @@ def run(out, cases, deadline_s=None, device="cuda", zoo=None, t_start=None,
     return summary
 
 
+def _shard(text: str) -> tuple:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+        if 0 <= i < n:
+            return i, n
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: give I/N with 0 <= I < N, e.g. 0/2")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.broad_run")
     ap.add_argument("--out", required=True, help="records file (.jsonl.gz): one row per case")
@@ -369,18 +379,18 @@ def main(argv=None) -> int:
     ap.add_argument("--case-timeout-s", type=float, default=30.0)
     ap.add_argument("--fp32", action="store_true", help="also every model in fp32, after AMP")
     ap.add_argument("--no-hf", action="store_true", help="leave the Hugging Face configs out")
-    ap.add_argument("--shard", default=None, help="I/N: run only every N-th case from the I-th")
+    ap.add_argument("--shard", default=None, type=_shard,
+                    help="I/N: run only every N-th case from the I-th")
     ap.add_argument("--skip-done", default=None, help="skip models recorded (not failed) in this file")
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
     a = ap.parse_args(argv)
     t_start = time.time()
     if a.n < 0:
-        print("broad_run: --n must be >= 0", file=sys.stderr)
-        return 2
+        ap.error("--n must be >= 0")
     timm_models = sample_timm(a.n)
     cases = plan_cases(timm_models, () if a.no_hf else tuple(HF_CONFIGS), a.fp32)
     if a.shard:
-        i, n = (int(x) for x in a.shard.split("/"))
+        i, n = a.shard
         cases = cases[i::n]
     if a.skip_done:
         # a halved batch changes the id: skip by model and amp

@@ -6,7 +6,7 @@ it: ``torch.distributed._tools.mem_tracker.MemTracker`` (memory) and
 ``operator-level-cost-model`` (a roofline per aten op) and ``operator-level-benchmark``
 (each aten op run alone on the GPU). Both run under ``FakeTensorMode``: the model is built
 on ``meta`` and its tensors replaced by fake ``cuda`` ones as for inference
-(:func:`validation.memtracker_run.fake_cuda`), the step is :func:`validation.train_run.build_step`'s,
+(:func:`validation.memtracker_run.fake_cuda`), the step is :func:`validation.train_step.build_step`'s,
 one fake step runs first so the optimizer state exists (the steady state measured),
 then each tool watches one more step. Per tool its figures or ``<tool>_error`` (one line),
 and its seconds: a tool that fails on a case is a finding, not a crash.
@@ -51,29 +51,29 @@ def fake_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _fake_step(case, zoo_mod):
+def _fake_step(case, zoo_mod, desc):
     """``(fake_mode, step, model, opt, batch)``: the case's step on fake tensors, one step
     already taken (optimizer state exists)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from validation.memtracker_run import fake_cuda
-    from validation.train_run import build_step
+    from validation.train_step import build_step
     dev = fake_device()
     model, args = zoo_mod.build(case.model, device="meta", dtype=torch.float32, **case.sizes)
     fake_mode = FakeTensorMode()
     model, args = fake_cuda(model, args, fake_mode, dev)
     with fake_mode:
-        step, opt, _scaler, batch = build_step(case, model, args, dev)
+        step, opt, _scaler, batch = build_step(desc, model, args, dev)
         step()
     return fake_mode, step, model, opt, batch
 
 
-def memtracker(case, zoo_mod) -> dict:
+def memtracker(case, zoo_mod, desc) -> dict:
     from torch.distributed._tools.mem_tracker import MemTracker
 
     from validation.memtracker_run import _cuda_total
-    fake_mode, step, model, opt, batch = _fake_step(case, zoo_mod)
+    fake_mode, step, model, opt, batch = _fake_step(case, zoo_mod, desc)
     with fake_mode:
         mt = MemTracker()
         mt.track_external(model, opt, *batch.values())
@@ -91,9 +91,9 @@ def memtracker(case, zoo_mod) -> dict:
     return {"peak": int(peak), "before": int(before), "peak_by_category": cats}
 
 
-def runtime_estimator(case, zoo_mod, mode: str) -> dict:
+def runtime_estimator(case, zoo_mod, desc, mode: str) -> dict:
     from torch.distributed._tools.runtime_estimator import RuntimeEstimator
-    fake_mode, step, *_ = _fake_step(case, zoo_mod)
+    fake_mode, step, *_ = _fake_step(case, zoo_mod, desc)
     with fake_mode:
         rte = RuntimeEstimator()
         marks = _RuntimePhases(rte)
@@ -122,9 +122,9 @@ def run_competitors(case, zoo_mod, desc: dict, device: str, modes=ESTIMATOR_MODE
     row["env"] = (measure.env_info() if device == "cuda" and torch.cuda.is_available()
                   else {"device": device, "torch": torch.__version__})
     torch.manual_seed(0)
-    _attempt(row, "memtracker", lambda: memtracker(case, zoo_mod))
+    _attempt(row, "memtracker", lambda: memtracker(case, zoo_mod, desc))
     for key, mode in modes.items():
-        _attempt(row, key, lambda m=mode: runtime_estimator(case, zoo_mod, m))
+        _attempt(row, key, lambda m=mode: runtime_estimator(case, zoo_mod, desc, m))
     parts = []
     for key in ("memtracker", *modes):
         if key in row:

@@ -1,14 +1,17 @@
 """Measure training steps of zoo models (``gpusim.zoo``) on the CUDA GPU at hand.
 
-``python3 -m validation.train_run --out FILE.jsonl.gz [--cases PATTERNS] [--deadline-s N]
-[--case-timeout-s N] [--compiled-reserve-s N] [--skip-done FILE] [--competitors] [--plan]``
+``python3 -m validation.train_run --out FILE.jsonl.gz [--cases PATTERNS] [--tiers 0,1,..]
+[--deadline-s N] [--case-timeout-s N] [--compiled-reserve-s N] [--skip-done FILE]
+[--competitors] [--plan]``
 
-One case = zoo model x sizes x precision x optimizer x run. The step is the standard one,
-phases marked for the profiler and the memory counters::
+One case = zoo model x sizes x precision x optimizer x run. The step is the standard one
+(:mod:`validation.train_step`, one definition for this harness, its competitors' pass
+and whoever rebuilds a record's step), phases marked for the profiler and the memory
+counters::
 
     opt.zero_grad(set_to_none=True)                            # phase "zero_grad"
     with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
-        loss = LOSSES[case.loss](model, batch)                 # phase "forward" (with loss)
+        loss = LOSSES[rec["loss"]](model, batch)               # phase "forward" (with loss)
     (scaler.scale(loss) if scaler else loss).backward()        # phase "backward"
     scaler.step(opt); scaler.update()  /  opt.step()           # phase "optimizer"
 
@@ -17,16 +20,16 @@ weights, fp32: AMP keeps fp32 weights) put in ``train()`` mode (dropout and batc
 their training behaviour); its inputs are ``build``'s. Precisions: ``fp32`` (TF32 and
 cuDNN flags at PyTorch's defaults, recorded in ``flags``), ``bf16`` (autocast bfloat16),
 ``fp16`` (autocast float16 + ``torch.amp.GradScaler("cuda")`` at its defaults). Optimizers
-(``OPTIMIZERS``): SGD lr 0.01 momentum 0.9 foreach; AdamW lr 1e-3 foreach (CUDA's default
+(``train_step.OPTIMIZERS``): SGD lr 0.01 momentum 0.9 foreach; AdamW lr 1e-3 foreach (CUDA's default
 implementation, named explicitly); AdamW fused for the models in ``FUSED``. Losses
-(``LOSSES``): cross-entropy on random class labels for classifiers, the model's own LM
+(``train_step.LOSSES``): cross-entropy on random class labels for classifiers, the model's own LM
 loss with ``labels=input_ids`` for decoders (``labels=decoder_input_ids`` for T5), and the
 mean of the fp32 last hidden state for encoders without a head (``hf:bert-base`` is
 ``BertModel``). ``run="compiled"``: ``torch.compile(model)`` called inside the same step
 (the loss, backward call and optimizer stay eager), last in the plan.
 
 Per case one row appended to the records file (:mod:`validation.records`, ``env`` on every
-row) as soon as it is measured: the case (everything :func:`build_step` needs to rebuild
+row) as soon as it is measured: the case (everything ``train_step.build_step`` needs to rebuild
 the step: model, sizes, weights dtype, amp, grad_scaler, optimizer name and its resolved
 ``defaults`` with foreach/fused, loss, run, channels_last), and after >= 3 warm-up steps
 (optimizer state exists): ``kernels`` of one steady-state step in launch order, each with
@@ -47,7 +50,8 @@ Time: a small model's case is ~3-6 s (build once per model, 3 warm-up + 2 memory
 profiled + >= 10 timed steps, the profiler's event processing); the plan puts the most
 valuable cases first (every model at its small size in bf16 with AdamW, then its large
 size, then fp32 and fp16, then SGD, fused AdamW, compiled last), so a deadline cuts the
-least valuable tail; ``--skip-done`` resumes in a second command.
+least valuable tail; ``--tiers`` splits the plan between commands (0,1,2,3,6 then 4,5)
+and ``--skip-done`` resumes one.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ import gc
 import sys
 import time
 
+from validation.train_step import OPTIMIZERS, PHASES, build_step, loss_name, num_classes
 from validation.zoo_run import (Case, ModelCache, _flags, done_ids, next_case, one_line,
                                 tensor_bytes, time_limit, weight_bytes, write_record)
 
@@ -75,104 +80,8 @@ MODELS = {
     "hf:llama-3.2-1b": ({"batch": 2, "seq": 128}, {"batch": 2, "seq": 512}),
 }
 PRECISIONS = {"bf16": "bfloat16", "fp32": None, "fp16": "float16"}   # name -> autocast dtype
-#: optimizer name -> (class, keyword arguments); lr aside, PyTorch's defaults
-OPTIMIZERS = {"adamw": ("AdamW", {"lr": 1e-3, "foreach": True}),
-              "sgd": ("SGD", {"lr": 0.01, "momentum": 0.9, "foreach": True}),
-              "adamw_fused": ("AdamW", {"lr": 1e-3, "fused": True})}
 FUSED = ("hf:gpt2", "tv:resnet50")
 COMPILED = ("tv:resnet50", "hf:gpt2", "hf:bert-base")
-PHASES = ("zero_grad", "forward", "backward", "optimizer")
-
-
-# ------------------------------------------------------------------------ the step
-def loss_name(family: str) -> str:
-    return {"cnn": "cross_entropy", "vit": "cross_entropy", "decoder": "lm", "encdec": "lm",
-            "encoder": "mean_last_hidden"}[family]
-
-
-def _cross_entropy(model, b):
-    import torch.nn.functional as F
-    return F.cross_entropy(model(b["x"]), b["y"])
-
-
-def _lm(model, b):
-    if "decoder_input_ids" in b:         # T5: the decoder's own ids are the labels
-        return model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                     decoder_input_ids=b["decoder_input_ids"], labels=b["decoder_input_ids"]).loss
-    return model(input_ids=b["input_ids"], labels=b["input_ids"]).loss
-
-
-def _mean_last_hidden(model, b):
-    return model(input_ids=b["input_ids"], attention_mask=b["attention_mask"])[0].float().mean()
-
-
-#: loss name -> fn(model, batch) -> scalar loss; the record's ``loss`` names one
-LOSSES = {"cross_entropy": _cross_entropy, "lm": _lm, "mean_last_hidden": _mean_last_hidden}
-
-
-def num_classes(model) -> int:
-    """Output classes of a classifier: its last ``nn.Linear``'s width (1000 if none)."""
-    import torch
-    lin = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    return lin[-1].out_features if lin else 1000
-
-
-def make_batch(family: str, model, args, device) -> dict:
-    """The loss's inputs from ``zoo.build``'s args; classifiers get random labels."""
-    import torch
-    if family in ("cnn", "vit"):
-        y = torch.randint(0, num_classes(model), (args[0].shape[0],), device=device)
-        return {"x": args[0], "y": y}
-    names = {"decoder": ("input_ids",), "encoder": ("input_ids", "attention_mask"),
-             "encdec": ("input_ids", "attention_mask", "decoder_input_ids")}[family]
-    return dict(zip(names, args))
-
-
-def make_optimizer(model, name: str):
-    import torch
-    cls, kw = OPTIMIZERS[name]
-    return getattr(torch.optim, cls)(model.parameters(), **kw)
-
-
-def _no_mark(_name):
-    import contextlib
-    return contextlib.nullcontext()
-
-
-def make_step(model, opt, scaler, loss, batch, amp, device_type: str):
-    """The step as a function of ``mark`` (phase name -> context manager)."""
-    import torch
-    loss_fn = LOSSES[loss]
-    amp_dt = getattr(torch, amp) if amp else None
-
-    def step(mark=_no_mark):
-        with mark("zero_grad"):
-            opt.zero_grad(set_to_none=True)
-        with mark("forward"):
-            with torch.autocast(device_type, dtype=amp_dt, enabled=amp_dt is not None):
-                value = loss_fn(model, batch)
-        with mark("backward"):
-            (scaler.scale(value) if scaler is not None else value).backward()
-        with mark("optimizer"):
-            if scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-    return step
-
-
-def build_step(case: Case, model, args, device: str):
-    """``(step, opt, scaler, batch, fn)`` for ``case`` on an already built ``model``
-    (``fn``: what the forward calls, ``torch.compile(model)`` for compiled runs)."""
-    import torch
-    x = case.extra
-    model.train()
-    batch = make_batch(case.family, model, args, device)
-    opt = make_optimizer(model, x["optimizer"])
-    scaler = torch.amp.GradScaler(device) if x["grad_scaler"] else None
-    fn = torch.compile(model) if case.run == "compiled" else model
-    return make_step(fn, opt, scaler, x["loss"], batch, x["amp"], device), opt, scaler, batch
 
 
 # ------------------------------------------------------------------------ plan
@@ -343,7 +252,7 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
     if args is None:
         from validation.zoo_run import make_inputs
         args = make_inputs(entry, mod, case.sizes, device, torch.float32, False, zoo_mod)
-    step, opt, scaler, batch = build_step(case, mod, args, device)
+    step, opt, scaler, batch = build_step(rec, mod, args, device)
     rec["optimizer_defaults"] = {k: v for k, v in opt.defaults.items()
                                  if isinstance(v, (bool, int, float, str, tuple, type(None)))}
     rec["num_classes"] = num_classes(mod) if "y" in batch else None
@@ -474,6 +383,13 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda", zoo_mod=None,
     return summary
 
 
+def _tiers(text: str) -> set:
+    try:
+        return {int(t) for t in text.split(",") if t.strip()}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give tier numbers, e.g. 0,1,2") from None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.train_run")
     ap.add_argument("--out", required=True, help="records file (.jsonl.gz): one row per case")
@@ -485,6 +401,9 @@ def main(argv=None) -> int:
                     help="a case running longer fails (compiled cases: 3x)")
     ap.add_argument("--compiled-reserve-s", type=float, default=0.0,
                     help="run compiled cases first once the deadline is this close")
+    ap.add_argument("--tiers", default=None, type=_tiers,
+                    help="comma-separated plan tiers to run (see plan_cases; e.g. 0,1,2,3,6 "
+                         "in one command and 4,5 in another)")
     ap.add_argument("--skip-done", default=None, help="skip cases recorded (not failed) in this file")
     ap.add_argument("--no-compiled", action="store_true", help="leave the compiled cases out")
     ap.add_argument("--competitors", action="store_true",
@@ -496,6 +415,8 @@ def main(argv=None) -> int:
     from gpusim import zoo as zoo_mod
     patterns = [p for p in a.cases.split(",") if p] if a.cases else None
     cases = plan_cases(zoo_mod, patterns=patterns, compiled=() if a.no_compiled else COMPILED)
+    if a.tiers:
+        cases = [c for c in cases if c.tier in a.tiers]
     if a.competitors:
         cases = [c for c in cases if c.run == "eager"]
     done = done_ids(a.skip_done) if a.skip_done else set()
