@@ -4,7 +4,8 @@
 # 1. smoke test (one small training step on the GPU; fails fast if the environment is broken)
 # 2. the training zoo until a deadline  -> $OUT/train.jsonl.gz (a row appended after every case)
 # 3. with COMPETITORS_S=N: the last N seconds run MemTracker / RuntimeEstimator on the
-#    plan's cases (train_run --competitors)  -> $OUT/train_competitors.jsonl.gz
+#    plan's tiers COMPETITOR_TIERS (default 0,2: small size, AdamW, every precision)
+#    (train_run --competitors)  -> $OUT/train_competitors.jsonl.gz; TRAIN=0 skips step 2
 # Installs nothing. SECONDS: the whole script's budget (keep it <= 540 under a 600 s run).
 set -u
 SECS=$1; shift
@@ -44,14 +45,16 @@ PY
 COMP=${COMPETITORS_S:-0}
 L=$(left)
 TD=$(( L - COMP - ${MARGIN_S:-45} ))
-echo "== train zoo (left $L s, deadline $TD s)"
-timeout $(( L - COMP - 10 )) python3 -m validation.train_run --out "$OUT/train.jsonl.gz" --deadline-s $TD \
-  "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn"
+if [ "${TRAIN:-1}" != "0" ]; then
+  echo "== train zoo (left $L s, deadline $TD s)"
+  timeout $(( L - COMP - 10 )) python3 -m validation.train_run --out "$OUT/train.jsonl.gz" --deadline-s $TD \
+    "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn"
+fi
 if [ "$COMP" -gt 0 ]; then
   L=$(left)
   echo "== competitors (left $L s)"
   timeout $(( L - 10 )) python3 -m validation.train_run --competitors --out "$OUT/train_competitors.jsonl.gz" \
-    --deadline-s $(( L - 40 )) --case-timeout-s 60 ${COMPETITOR_CASES:+--cases "$COMPETITOR_CASES"} 2>&1 \
+    --deadline-s $(( L - 70 )) --case-timeout-s 60 --tiers ${COMPETITOR_TIERS:-0,2} 2>&1 \
     | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"

@@ -33,6 +33,16 @@ def _smi(query: str):
         return None
 
 
+_DRIVER = []
+
+
+def _driver():
+    """The driver's version (asked once: it cannot change under a running process)."""
+    if not _DRIVER:
+        _DRIVER.append(_smi("driver_version"))
+    return _DRIVER[0]
+
+
 def env_info() -> dict:
     p = torch.cuda.get_device_properties(0)
     try:
@@ -43,7 +53,7 @@ def env_info() -> dict:
     return {
         "gpu_name": p.name, "sm_count": p.multi_processor_count,
         "l2_bytes": getattr(p, "L2_cache_size", None), "total_memory": p.total_memory,
-        "capability": f"{p.major}.{p.minor}", "driver": _smi("driver_version"),
+        "capability": f"{p.major}.{p.minor}", "driver": _driver(),
         "clocks": _smi("clocks.sm,clocks.mem,clocks.max.sm"), "cuda": torch.version.cuda,
         "torch": torch.__version__, "triton": tv, "python": platform.python_version(),
         "hostname": platform.node(), "host": host_info(), "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -442,17 +452,22 @@ def profile_phases(step, reps=1, flush=True) -> dict:
                 sync()
             step(mark)
             sync()
-    cpu, dev, ranges = [], [], []
+    cpu, dev, ranges, annotations = [], [], [], set()
     for e in prof.events():
         dt = str(getattr(e, "device_type", ""))
         s, d = e.time_range.start, float(e.time_range.elapsed_us())
         corr = getattr(e, "id", None)
         if "CUDA" in dt:
-            if not e.name.startswith("gpusim:"):
+            # a record_function range drawn on the GPU's timeline (the optimizer's
+            # "Optimizer.step#AdamW.step", torch.compile's regions) is no kernel
+            if getattr(e, "is_user_annotation", False):
+                annotations.add(e.name)
+            elif not e.name.startswith("gpusim:"):
                 dev.append((e.name, s, d, corr))
         elif e.name.startswith(PHASE_PREFIX):
             ranges.append((s, e.time_range.end, e.name[len(PHASE_PREFIX):]))
         elif e.name != FLUSH_RANGE:
             cpu.append((e.name, getattr(e, "thread", 0), s, e.time_range.end, corr))
     phases, method = phase_kernels(cpu, dev, ranges)
-    return {"phases": phases, "split": method}
+    return {"phases": phases, "split": method,
+            "gpu_annotations": sorted(a for a in annotations if not a.startswith("gpusim:"))}

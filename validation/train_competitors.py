@@ -102,18 +102,21 @@ def runtime_estimator(case, zoo_mod, desc, mode: str) -> dict:
     return {"total_ms": round(rte.total_runtime, 4), "phases_ms": marks.ms}
 
 
-def _attempt(row: dict, key: str, fn) -> None:
-    from validation.zoo_run import one_line
+def _attempt(row: dict, key: str, fn, timeout_s=None) -> None:
+    from validation.zoo_run import one_line, time_limit
     t0 = time.time()
     try:
-        row[key] = fn()
+        with time_limit(timeout_s):
+            row[key] = fn()
     except Exception as e:  # noqa: BLE001 - a tool failing on a case is recorded
         row[key + "_error"] = one_line(e)[:300]
     row[key + "_seconds"] = round(time.time() - t0, 2)
 
 
-def run_competitors(case, zoo_mod, desc: dict, device: str, modes=ESTIMATOR_MODES) -> dict:
-    """The competitors' row for ``case`` (``desc``: the case's fields of a record)."""
+def run_competitors(case, zoo_mod, desc: dict, device: str, modes=ESTIMATOR_MODES,
+                    tool_timeout_s=None) -> dict:
+    """The competitors' row for ``case`` (``desc``: the case's fields of a record); each
+    tool gets ``tool_timeout_s`` seconds (a tool over it: ``<tool>_error``)."""
     import torch
 
     from validation import measure
@@ -122,9 +125,10 @@ def run_competitors(case, zoo_mod, desc: dict, device: str, modes=ESTIMATOR_MODE
     row["env"] = (measure.env_info() if device == "cuda" and torch.cuda.is_available()
                   else {"device": device, "torch": torch.__version__})
     torch.manual_seed(0)
-    _attempt(row, "memtracker", lambda: memtracker(case, zoo_mod, desc))
+    _attempt(row, "memtracker", lambda: memtracker(case, zoo_mod, desc), tool_timeout_s)
     for key, mode in modes.items():
-        _attempt(row, key, lambda m=mode: runtime_estimator(case, zoo_mod, desc, m))
+        _attempt(row, key, lambda m=mode: runtime_estimator(case, zoo_mod, desc, m),
+                 tool_timeout_s)
     parts = []
     for key in ("memtracker", *modes):
         if key in row:

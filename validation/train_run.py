@@ -259,10 +259,19 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
     rec["other_cached_models_bytes"] = sum(nb for k, (_, nb) in cache.items.items() if k != key)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     try:
+        if case.run == "compiled":
+            from torch._dynamo.utils import counters
+            torch._dynamo.reset()
+            counters.clear()
         tw = time.perf_counter()
         step()                               # creates the optimizer state (and compiles)
         sync()
         rec["first_step_s"] = round(time.perf_counter() - tw, 3)
+        if case.run == "compiled":
+            rec["compile_s"] = rec["first_step_s"]
+            rec["dynamo"] = {"unique_graphs": counters["stats"].get("unique_graphs"),
+                             "graph_breaks": dict(counters["graph_break"]),
+                             "calls_captured": counters["stats"].get("calls_captured")}
         for _ in range(3):
             step()
         sync()
@@ -287,7 +296,8 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
                           "kernel_sum_us": round(sum(k["us"] for k in p["kernels"]), 3),
                           "per_call_kernel_count": p["per_call_kernel_count"],
                           "memcpy_memset": p.get("memcpy_memset", []), "host": p["host"]}
-        rec["profile"] = {"reps": reps, "split": prof["split"]}
+        rec["profile"] = {"reps": reps, "split": prof["split"],
+                          "gpu_annotations_dropped": prof["gpu_annotations"]}
         rec["kernels"] = kernels
         rec["phases"] = phases
         rec["kernel_count"] = len(kernels)
@@ -348,11 +358,12 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda", zoo_mod=None,
         entry = None
         try:
             entry = zoo_mod.get(c.model)
-            with time_limit(limit):
-                if competitors:
-                    from validation.train_competitors import run_competitors
-                    rec = run_competitors(c, zoo_mod, describe(c, entry), device)
-                else:
+            if competitors:                  # each tool under its own limit
+                from validation.train_competitors import run_competitors
+                rec = run_competitors(c, zoo_mod, describe(c, entry), device,
+                                      tool_timeout_s=min(case_timeout_s, limit))
+            else:
+                with time_limit(limit):
                     rec = run_case(c, zoo_mod, cache, device, reps)
         except Exception as e:  # noqa: BLE001 - one failing case never stops the run
             rec = failed_row(c, entry, e, t0, device)
