@@ -86,5 +86,5 @@ def test_cpu_run_halves_on_oom_and_writes_zoo_rows(tmp_path):
     assert "amp" not in vit and vit["batch_halvings"] == 0
     assert broken["failed"] == "ValueError: no such model" and s["failed"] == {cases[2].case_id: broken["failed"]}
     # rebuildable from the row alone
-    m, args = broad_run.BroadZoo(zoo.configs).build(gpt2["model"], device="meta", **gpt2["sizes"])
+    m, args = broad_run.BroadZoo.from_row(gpt2).build(gpt2["model"], device="meta", **gpt2["sizes"])
     assert type(m).__name__ == gpt2["hf_config"]["class"] and args[0].shape == (16, 8)

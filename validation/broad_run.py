@@ -19,8 +19,9 @@ time from 2 batches of >= 50 ms), so a row holds the zoo rows' fields (kernel li
 count, sum, wall, peak memory, host statistics) plus ``amp``, ``batch_halvings`` and,
 for Hugging Face models, ``hf_config`` {``model_type``, ``class``, ``kwargs``, ``inputs``}:
 the predictor rebuilds one with ``AutoConfig.for_model(model_type, **kwargs)`` and
-``getattr(transformers, class)(config)`` (:class:`BroadZoo` does; its ``build`` takes
-``hfcfg:<type>`` and ``timm:<name>``, the latter through ``gpusim.zoo``).
+``getattr(transformers, class)(config)``; ``BroadZoo.from_row(rec).build(rec["model"],
+device="meta", **rec["sizes"])`` does it for any row (``timm:<name>`` through
+``gpusim.zoo``), as the row was measured.
 
 Budget (one device command of <= 540 s on an H100): a timm model at batch 256 under AMP
 takes ~5-50 ms a call (1-20 GFLOPs per image, 0.5-10 TFLOP a call at ~200 TFLOP/s
@@ -117,6 +118,15 @@ class BroadZoo:
     def __init__(self, configs=None):
         self.configs = HF_CONFIGS if configs is None else configs
 
+    @classmethod
+    def from_row(cls, rec: dict) -> "BroadZoo":
+        """The zoo that rebuilds a record's model as it was measured: its own
+        ``hf_config`` (not today's :data:`HF_CONFIGS`) for ``hfcfg:`` rows."""
+        c = rec.get("hf_config")
+        if not c:
+            return cls()
+        return cls({c["model_type"]: (c["class"], c["kwargs"], c["inputs"], rec["family"])})
+
     def get(self, name):
         if not name.startswith("hfcfg:"):
             from gpusim import zoo
@@ -183,10 +193,9 @@ def sample_timm(n: int, names=None, input_size=None, max_hw: int = MAX_HW) -> li
         import timm
         names = timm.list_models()
     if input_size is None:
-        def input_size(name):
-            import timm
-            cfg = timm.models.get_pretrained_cfg(name)
-            return int(cfg.input_size[-1]) if cfg is not None and cfg.input_size else 224
+        def input_size(name):            # gpusim.zoo's: the pretrained config's input
+            from gpusim import zoo
+            return zoo.get(f"timm:{name}").defaults["hw"]
     out = []
     for name in sorted(names, key=name_hash):
         if len(out) >= n:
@@ -212,7 +221,7 @@ def plan_cases(timm_models, hf_types=(), fp32=False, zoo=None) -> list:
     """AMP fp16 cases of every model (timm and Hugging Face interleaved, so a deadline
     cuts both), then with ``fp32`` the same models in fp32."""
     zoo = zoo or BroadZoo()
-    models = [(f"timm:{n}", "vit" if _is_vit(n) else "cnn", {"batch": VISION_SIZES["batch"], "hw": hw})
+    models = [(f"timm:{n}", _timm_family(n), {"batch": VISION_SIZES["batch"], "hw": hw})
               for n, hw in timm_models]
     hf = [(f"hfcfg:{t}", zoo.get(f"hfcfg:{t}").family, zoo.get(f"hfcfg:{t}").defaults)
           for t in hf_types]
@@ -230,9 +239,14 @@ def plan_cases(timm_models, hf_types=(), fp32=False, zoo=None) -> list:
     return cases
 
 
-def _is_vit(name: str) -> bool:
-    from gpusim.zoo import _VIT_WORDS
-    return any(w in name for w in _VIT_WORDS)
+def _timm_family(name: str) -> str:
+    """gpusim.zoo's family of a timm model ("cnn" where timm is not installed: plans in
+    tests)."""
+    try:
+        from gpusim import zoo
+        return zoo.get(f"timm:{name}").family
+    except Exception:  # noqa: BLE001
+        return "cnn"
 
 
 # ------------------------------------------------------------------------ run

@@ -298,6 +298,8 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
                           "memcpy_memset": p.get("memcpy_memset", []), "host": p["host"]}
         rec["profile"] = {"reps": reps, "split": prof["split"],
                           "gpu_annotations_dropped": prof["gpu_annotations"]}
+        if cuda and not kernels:
+            rec["profile"]["warning"] = "no kernel attributed to any phase"
         rec["kernels"] = kernels
         rec["phases"] = phases
         rec["kernel_count"] = len(kernels)
