@@ -33,6 +33,16 @@ def _smi(query: str):
         return None
 
 
+_DRIVER = []
+
+
+def _driver():
+    """The driver's version (asked once: it cannot change under a running process)."""
+    if not _DRIVER:
+        _DRIVER.append(_smi("driver_version"))
+    return _DRIVER[0]
+
+
 def env_info() -> dict:
     p = torch.cuda.get_device_properties(0)
     try:
@@ -43,7 +53,7 @@ def env_info() -> dict:
     return {
         "gpu_name": p.name, "sm_count": p.multi_processor_count,
         "l2_bytes": getattr(p, "L2_cache_size", None), "total_memory": p.total_memory,
-        "capability": f"{p.major}.{p.minor}", "driver": _smi("driver_version"),
+        "capability": f"{p.major}.{p.minor}", "driver": _driver(),
         "clocks": _smi("clocks.sm,clocks.mem,clocks.max.sm"), "cuda": torch.version.cuda,
         "torch": torch.__version__, "triton": tv, "python": platform.python_version(),
         "hostname": platform.node(), "host": host_info(), "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -389,3 +399,75 @@ def profile_call(fn, args=(), flush=True, reps=5, warmup=2, host=True) -> dict:
         i = counts.index(len(kernels)) if len(kernels) in counts else 0
         out["host"] = host_stats(cpu_per[i], dev_per[i])
     return out
+
+
+# --------------------------------------------------------------------------------------
+# A call made of named phases (a training step: forward, backward, optimizer): kernels
+# per phase, attributed by the phase whose CPU range holds each kernel's launch.
+
+PHASE_PREFIX = "gpusim:phase:"
+
+
+def phase_kernels(cpu, dev, ranges):
+    """Kernels and host statistics per phase from one profiler session. ``cpu``: (name,
+    thread, start, end, corr); ``dev``: (name, start, dur, corr); ``ranges``: [(start,
+    end, phase)] of every phase of every profiled call, in time order. A kernel belongs
+    to the phase whose range holds the CPU start of its launch (correlation id: a
+    backward kernel is launched by autograd's device thread while the main thread waits
+    inside ``backward()``'s range). Per phase, the median per kernel over the calls
+    that launched the modal number (:func:`median_kernels`). Returns ``({phase:
+    {"kernels", "per_call_kernel_count", "host"}}, split method)``."""
+    ranges = sorted(ranges)
+    cpu_per, dev_per, method = split_reps(cpu, dev, [(s, e) for s, e, _ in ranges],
+                                          [s for s, _, _ in ranges])
+    out = {}
+    for phase in dict.fromkeys(p for _, _, p in ranges):       # first-seen order
+        idx = [i for i, r in enumerate(ranges) if r[2] == phase]
+        kern = [[k for k in dev_per[i] if _kernel_like(k[0])] for i in idx]
+        kernels, counts = median_kernels(kern)
+        j = counts.index(len(kernels)) if len(kernels) in counts else 0
+        out[phase] = {"kernels": kernels, "per_call_kernel_count": counts,
+                      "host": host_stats(cpu_per[idx[j]], dev_per[idx[j]]) if idx else {},
+                      "memcpy_memset": sorted({k[0] for i in idx for k in dev_per[i]
+                                               if not _kernel_like(k[0])})}
+    return out, method
+
+
+def profile_phases(step, reps=1, flush=True) -> dict:
+    """Profile ``reps`` calls of ``step(mark)`` in one profiler session, L2 flushed (and
+    the GPU synchronised) before each call; ``step`` wraps each of its phases in ``with
+    mark(name):``. Returns :func:`phase_kernels`'s phases and ``split``."""
+    cuda = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    fl = flusher() if flush and cuda else None
+    acts = [ProfilerActivity.CUDA, ProfilerActivity.CPU] if cuda else [ProfilerActivity.CPU]
+
+    def mark(name):
+        return record_function(PHASE_PREFIX + name)
+    with profile(activities=acts) as prof:
+        for _ in range(reps):
+            with record_function(FLUSH_RANGE):
+                if fl:
+                    fl.flush()
+                sync()
+            step(mark)
+            sync()
+    cpu, dev, ranges, annotations = [], [], [], set()
+    for e in prof.events():
+        dt = str(getattr(e, "device_type", ""))
+        s, d = e.time_range.start, float(e.time_range.elapsed_us())
+        corr = getattr(e, "id", None)
+        if "CUDA" in dt:
+            # a record_function range drawn on the GPU's timeline (the optimizer's
+            # "Optimizer.step#AdamW.step", torch.compile's regions) is no kernel
+            if getattr(e, "is_user_annotation", False):
+                annotations.add(e.name)
+            elif not e.name.startswith("gpusim:"):
+                dev.append((e.name, s, d, corr))
+        elif e.name.startswith(PHASE_PREFIX):
+            ranges.append((s, e.time_range.end, e.name[len(PHASE_PREFIX):]))
+        elif e.name != FLUSH_RANGE:
+            cpu.append((e.name, getattr(e, "thread", 0), s, e.time_range.end, corr))
+    phases, method = phase_kernels(cpu, dev, ranges)
+    return {"phases": phases, "split": method,
+            "gpu_annotations": sorted(a for a in annotations if not a.startswith("gpusim:"))}

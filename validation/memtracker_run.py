@@ -41,11 +41,12 @@ import subprocess
 import time
 
 
-def fake_cuda(module, args, fake_mode):
+def fake_cuda(module, args, fake_mode, device="cuda"):
     """Replace ``module``'s parameters and buffers and the tensors in ``args`` (built on
-    ``meta``) by fake ``cuda`` tensors of the same shape, dtype and strides."""
+    ``meta``) by fake ``cuda`` tensors (or ``device``'s) of the same shape, dtype and
+    strides."""
     import torch
-    dev = torch.device("cuda")
+    dev = torch.device(device)
 
     def conv(t):
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=dev)
@@ -61,9 +62,11 @@ def fake_cuda(module, args, fake_mode):
     return module, args
 
 
-def _cuda_total(snapshot: dict) -> int:
-    """The tracker's total over cuda devices (it keys them ``cuda:0``)."""
-    return sum(s.get("Total", 0) for d, s in snapshot.items() if getattr(d, "type", "") == "cuda")
+def _cuda_total(snapshot: dict, device_type: str = "cuda") -> int:
+    """The tracker's total over cuda devices (it keys them ``cuda:0``; or over
+    ``device_type``'s)."""
+    return sum(s.get("Total", 0) for d, s in snapshot.items()
+               if getattr(d, "type", "") == device_type)
 
 
 class FusedSDPA:
@@ -167,24 +170,17 @@ def environment() -> dict:
 def _attempt(rec: dict, fused_sdpa: bool, key: str, timeout_s: int) -> dict:
     """One MemTracker run: ``{key: bytes, "sdpa_calls": n}`` or ``{key + "_error":
     "<Type>: <first line>"}``, and ``key + "_seconds"``."""
-    import signal
-
-    def alarm(*_):
-        raise TimeoutError(f"no result within {timeout_s} s")
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(timeout_s)
+    from validation.zoo_run import time_limit
     t0 = time.time()
     try:
-        r = run_one(rec, fused_sdpa)
+        with time_limit(timeout_s):
+            r = run_one(rec, fused_sdpa)
         row = {key: r["memtracker"]}
         if not fused_sdpa:
             row["sdpa_calls"] = r["sdpa_calls"]
     except Exception as e:  # noqa: BLE001 - record why MemTracker failed
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         row = {key + "_error": f"{type(e).__name__}: {msg}"}
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     row[key + "_seconds"] = round(time.time() - t0, 2)
     return row
 

@@ -26,6 +26,7 @@ in its main dtype, then batch 1, then the other dtypes, then channels_last, comp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import gc
 import re
@@ -150,12 +151,50 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}"[:400]
 
 
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Raise ``TimeoutError`` in the main thread once ``seconds`` have passed (SIGALRM;
+    ``None`` or 0: no limit). A case that hangs then writes a ``failed`` row instead of
+    eating the run's deadline."""
+    import signal
+    if not seconds:
+        yield
+        return
+
+    def alarm(*_):
+        raise TimeoutError(f"no result within {seconds:.0f} s")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def autocast_call(fn, amp: str | None, device: str):
+    """``fn`` called under ``torch.autocast(device, dtype=amp)`` (``amp``: "float16" or
+    "bfloat16"; None: ``fn`` itself). The weights stay in their dtype, as in timm's
+    benchmark and in AMP training."""
+    if not amp:
+        return fn
+    import torch
+    dt = getattr(torch, amp)
+
+    def call(*args, **kw):
+        with torch.autocast(device, dtype=dt):
+            return fn(*args, **kw)
+    return call
+
+
 # ------------------------------------------------------------------------ inputs
-def make_inputs(entry, module, sizes, device, dtype, channels_last):
-    """The inputs ``zoo.build`` makes for ``sizes``, for an already built module."""
-    from gpusim import zoo
-    return zoo.inputs(entry.name, module, device=device, dtype=dtype,
-                      channels_last=channels_last, **sizes)
+def make_inputs(entry, module, sizes, device, dtype, channels_last, zoo_mod=None):
+    """The inputs ``zoo.build`` makes for ``sizes``, for an already built module
+    (``zoo_mod``: a module with ``inputs`` like :mod:`gpusim.zoo`'s, the default)."""
+    if zoo_mod is None or not hasattr(zoo_mod, "inputs"):
+        from gpusim import zoo as zoo_mod
+    return zoo_mod.inputs(entry.name, module, device=device, dtype=dtype,
+                          channels_last=channels_last, **sizes)
 
 
 def tensor_bytes(objs) -> int:
@@ -233,9 +272,12 @@ def _flags() -> dict:
                      "cudnn": getattr(torch.backends.cuda, "cudnn_sdp_enabled", lambda: None)()}}
 
 
-def measure_callable(fn, args, cuda: bool, reps: int | None = None, light: bool = False) -> dict:
+def measure_callable(fn, args, cuda: bool, reps: int | None = None, light: bool = False,
+                     quick: bool = False) -> dict:
     """Memory, kernels, host statistics and wall time of ``fn(*args)`` (already warm).
-    ``light``: kernel count and sum, host statistics and wall time only (no kernel list)."""
+    ``light``: kernel count and sum, host statistics and wall time only (no kernel list).
+    ``quick``: fewest calls (2 profiled calls, no further warm-up, wall time from 2
+    batches of >= 50 ms): about 8 calls after the first, for runs over hundreds of models."""
     import torch
 
     from validation import measure
@@ -260,8 +302,8 @@ def measure_callable(fn, args, cuda: bool, reps: int | None = None, light: bool 
                          "peak_reserved_above_pre_call": torch.cuda.max_memory_reserved() - pre_res,
                          "note": "cache emptied before the call; peak stats reset after warm-up"}
     if reps is None:
-        reps = 3 if one_s > 0.05 else 5
-    prof = measure.profile_call(fn, args, flush=cuda, reps=reps, warmup=1)
+        reps = 2 if quick else (3 if one_s > 0.05 else 5)
+    prof = measure.profile_call(fn, args, flush=cuda, reps=reps, warmup=0 if quick else 1)
     out["profile"] = {k: prof[k] for k in ("per_call_kernel_count", "split", "memcpy_memset")}
     out["profile"]["reps"] = reps
     if not light:
@@ -269,8 +311,11 @@ def measure_callable(fn, args, cuda: bool, reps: int | None = None, light: bool 
     out["kernel_count"] = prof["kernel_count"]
     out["kernel_sum_us"] = prof["kernel_sum_us"]
     out["host"] = prof.get("host", {})
-    w = measure.time_wall(fn, args, min_time_s=0.1, warmup=1,
-                          batches=3 if light else (5 if one_s < 0.03 else 3))
+    if quick:
+        w = measure.time_wall(fn, args, min_time_s=0.05, warmup=0, batches=2)
+    else:
+        w = measure.time_wall(fn, args, min_time_s=0.1, warmup=1,
+                              batches=3 if light else (5 if one_s < 0.03 else 3))
     out["wall"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in w.items()}
     out["wall_us"] = out["wall"]["median_us"]
     return out
@@ -324,7 +369,7 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
                                                      **case.sizes))
     rec["build_s"] = round(time.time() - t0, 3) if args is not None else 0.0
     if args is None:
-        args = make_inputs(entry, mod, case.sizes, device, dt, case.channels_last)
+        args = make_inputs(entry, mod, case.sizes, device, dt, case.channels_last, zoo_mod)
     rec["memory_baseline"] = {
         "weights_bytes": weight_bytes(mod), "inputs_bytes": tensor_bytes(args),
         "allocated_total": torch.cuda.memory_allocated() if cuda else None,
@@ -353,15 +398,19 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
                              "graph_breaks": dict(counters["graph_break"]),
                              "calls_captured": counters["stats"].get("calls_captured")}
             rec["compile_mode"] = COMPILED_RUNS[case.run]
+        amp = case.extra.get("amp")             # autocast dtype over fp32 weights (timm's benchmark)
+        if amp:
+            rec["amp"] = amp
+            fn = autocast_call(fn, amp, device)
         tw = time.perf_counter()
-        for _ in range(3):                      # warm-up (cuDNN/cuBLAS handles, CUDA graph trees)
+        for _ in range(case.extra.get("warmup", 3)):   # warm-up (cuDNN/cuBLAS handles, CUDA graph trees)
             r = fn(*args)
         if cuda:
             torch.cuda.synchronize()
         del r
         rec["warmup_s"] = round(time.perf_counter() - tw, 3)
         if not warm_only:
-            rec.update(measure_callable(fn, args, cuda))
+            rec.update(measure_callable(fn, args, cuda, quick=bool(case.extra.get("quick"))))
             if case.run == "compiled" and cuda:
                 rec["cudagraph_manual"] = graph_replay(fn, args)
     del args, fn

@@ -1,0 +1,431 @@
+"""Measure a broad, hash-sampled set of models on the CUDA GPU at hand (inference).
+
+``python3 -m validation.broad_run --out FILE.jsonl.gz [--n N] [--deadline-s N]
+[--fp32] [--no-hf] [--case-timeout-s N] [--skip-done FILE] [--plan]``
+
+Models: the ``N`` timm names (``timm.list_models()``) with the lowest sha1 of their name
+(:func:`sample_timm`; a model whose pretrained config's input is over 384 px is skipped,
+the next one taken), and :data:`HF_CONFIGS`, Hugging Face models built from transformers'
+own config classes with the keyword arguments written there (nothing downloaded).
+One case per model, as timm's benchmark measures inference: batch 256 (text: 32 x 128
+tokens) under ``torch.autocast("cuda", dtype=float16)`` over fp32 weights, eager,
+``torch.no_grad()``; ``--fp32`` adds the same cases in fp32 after every AMP case. A probe
+call first: a model that runs out of memory, or whose call takes over ``SLOW_S``,
+has its batch halved (down to ``MIN_BATCH``) before it is measured.
+
+Each case is measured by the zoo harness's own per-case function
+(:func:`validation.zoo_run.run_case`, ``quick``: 2 warm-up calls, 2 profiled calls, wall
+time from 2 batches of >= 50 ms), so a row holds the zoo rows' fields (kernel list,
+count, sum, wall, peak memory, host statistics) plus ``amp``, ``batch_halvings`` and,
+for Hugging Face models, ``hf_config`` {``model_type``, ``class``, ``kwargs``, ``inputs``}:
+the predictor rebuilds one with ``AutoConfig.for_model(model_type, **kwargs)`` and
+``getattr(transformers, class)(config)``; ``BroadZoo.from_row(rec).build(rec["model"],
+device="meta", **rec["sizes"])`` does it for any row (``timm:<name>`` through
+``gpusim.zoo``), as the row was measured.
+
+Budget (one device command of <= 540 s on an H100): a timm model at batch 256 under AMP
+takes ~5-50 ms a call (1-20 GFLOPs per image, 0.5-10 TFLOP a call at ~200 TFLOP/s
+eager), and a case makes ~15 calls (2 probe, 2 warm-up, 1 timed, 1 memory, 2 profiled,
+~7 timed for the wall), so ~0.1-0.8 s of GPU work; the rest is building the model on
+the GPU (~0.3-1.5 s), the first calls' lazy kernel loading and cuDNN heuristics, and the
+profiler's event processing (~0.3-1 s): ~1.5-3 s a model, so ~150-300 models in ~480 s.
+``SLOW_S`` caps a call at 0.25 s (about 4 s of calls a case); ``--case-timeout-s``
+(default 30) bounds the rest. A deadline stops starting cases; ``--skip-done`` resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import math
+import sys
+import time
+from dataclasses import replace
+from types import SimpleNamespace
+
+from validation.zoo_run import (Case, ModelCache, autocast_call, one_line, run_case,
+                                time_limit, write_record)
+
+SLOW_S = 0.25          # a probe call slower than this halves the batch
+MIN_BATCH = 8
+MAX_HW = 384
+VISION_SIZES = {"batch": 256}
+TEXT_SIZES = {"batch": 32, "seq": 128}
+ENCDEC_SIZES = {"batch": 32, "seq": 128, "tgt": 32}
+
+#: Hugging Face models from their config classes: model_type -> (class, config kwargs,
+#: inputs, family). Defaults where the default config is a common checkpoint's size;
+#: fewer layers (real widths) where it is a multi-billion model
+HF_CONFIGS = {
+    "bert": ("BertModel", {}, "text", "encoder"),
+    "roberta": ("RobertaModel", {"max_position_embeddings": 514, "pad_token_id": 1,
+                                 "bos_token_id": 0, "eos_token_id": 2, "type_vocab_size": 1},
+                "text", "encoder"),
+    "distilbert": ("DistilBertModel", {}, "text", "encoder"),
+    "albert": ("AlbertModel", {"hidden_size": 768, "num_attention_heads": 12,
+                               "intermediate_size": 3072}, "text", "encoder"),
+    "electra": ("ElectraModel", {}, "text", "encoder"),
+    "deberta-v2": ("DebertaV2Model", {"hidden_size": 768, "num_hidden_layers": 12,
+                                      "num_attention_heads": 12, "intermediate_size": 3072,
+                                      "relative_attention": True, "position_buckets": 256,
+                                      "pos_att_type": ["p2c", "c2p"],
+                                      "max_relative_positions": -1}, "text", "encoder"),
+    "mpnet": ("MPNetModel", {}, "text", "encoder"),
+    "gpt2": ("GPT2LMHeadModel", {"use_cache": False}, "decoder", "decoder"),
+    "opt": ("OPTForCausalLM", {"use_cache": False}, "decoder", "decoder"),
+    "gpt_neox": ("GPTNeoXForCausalLM", {"hidden_size": 1024, "num_hidden_layers": 6,
+                                        "num_attention_heads": 16, "intermediate_size": 4096,
+                                        "use_cache": False}, "decoder", "decoder"),
+    "llama": ("LlamaForCausalLM", {"hidden_size": 2048, "intermediate_size": 5632,
+                                   "num_hidden_layers": 4, "num_attention_heads": 32,
+                                   "num_key_value_heads": 4, "use_cache": False},
+              "decoder", "decoder"),
+    "mistral": ("MistralForCausalLM", {"num_hidden_layers": 2, "num_key_value_heads": 8,
+                                       "use_cache": False}, "decoder", "decoder"),
+    "qwen2": ("Qwen2ForCausalLM", {"hidden_size": 896, "intermediate_size": 4864,
+                                   "num_hidden_layers": 6, "num_attention_heads": 14,
+                                   "num_key_value_heads": 2, "use_cache": False},
+              "decoder", "decoder"),
+    "phi": ("PhiForCausalLM", {"num_hidden_layers": 4, "use_cache": False}, "decoder", "decoder"),
+    "gemma": ("GemmaForCausalLM", {"hidden_size": 2048, "intermediate_size": 16384,
+                                   "num_hidden_layers": 2, "num_attention_heads": 8,
+                                   "num_key_value_heads": 1, "head_dim": 256,
+                                   "use_cache": False}, "decoder", "decoder"),
+    "t5": ("T5ForConditionalGeneration", {"use_cache": False}, "encdec", "encdec"),
+    "bart": ("BartForConditionalGeneration", {"use_cache": False}, "encdec", "encdec"),
+    "whisper": ("WhisperModel", {"use_cache": False}, "audio", "encdec"),
+    "vit": ("ViTModel", {}, "image", "vit"),
+    "swin": ("SwinModel", {}, "image", "vit"),
+    "beit": ("BeitModel", {}, "image", "vit"),
+    "dinov2": ("Dinov2Model", {}, "image", "vit"),
+    "clip_vision_model": ("CLIPVisionModel", {}, "image", "vit"),
+    "convnext": ("ConvNextModel", {}, "image", "cnn"),
+    "resnet": ("ResNetModel", {}, "image", "cnn"),
+    "segformer": ("SegformerModel", {}, "image", "vit"),
+}
+
+
+def hf_sizes(kind: str) -> dict:
+    return dict({"text": TEXT_SIZES, "decoder": TEXT_SIZES, "encdec": ENCDEC_SIZES,
+                 "audio": {"batch": 32, "tgt": 32}, "image": {"batch": 256, "hw": 224}}[kind])
+
+
+class BroadZoo:
+    """``gpusim.zoo``'s get/build/inputs for ``timm:<name>`` (delegated) and
+    ``hfcfg:<model_type>`` (:data:`HF_CONFIGS`)."""
+
+    def __init__(self, configs=None):
+        self.configs = HF_CONFIGS if configs is None else configs
+
+    @classmethod
+    def from_row(cls, rec: dict) -> "BroadZoo":
+        """The zoo that rebuilds a record's model as it was measured: its own
+        ``hf_config`` (not today's :data:`HF_CONFIGS`) for ``hfcfg:`` rows."""
+        c = rec.get("hf_config")
+        if not c:
+            return cls()
+        return cls({c["model_type"]: (c["class"], c["kwargs"], c["inputs"], rec["family"])})
+
+    def get(self, name):
+        if not name.startswith("hfcfg:"):
+            from gpusim import zoo
+            return zoo.get(name)
+        mt = name.split(":", 1)[1]
+        cls, kw, kind, family = self.configs[mt]
+        return SimpleNamespace(name=name, family=family, library="transformers",
+                               defaults=hf_sizes(kind), description=f"{cls} from its config")
+
+    def hf_config(self, name) -> dict:
+        mt = name.split(":", 1)[1]
+        cls, kw, kind, _ = self.configs[mt]
+        return {"model_type": mt, "class": cls, "kwargs": kw, "inputs": kind}
+
+    def build(self, name, device="meta", dtype=None, channels_last=False, **sizes):
+        import torch
+        dtype = dtype or torch.float32
+        if not name.startswith("hfcfg:"):
+            from gpusim import zoo
+            return zoo.build(name, device=device, dtype=dtype, channels_last=channels_last,
+                             **sizes)
+        import transformers as hf
+        c = self.hf_config(name)
+        config = hf.AutoConfig.for_model(c["model_type"], **c["kwargs"])
+        with torch.device(device):
+            module = getattr(hf, c["class"])(config)
+        module = module.to(device=device, dtype=dtype).eval()
+        return module, self.inputs(name, module, device, dtype, channels_last, **sizes)
+
+    def inputs(self, name, module, device="meta", dtype=None, channels_last=False, **sizes):
+        import torch
+        if not name.startswith("hfcfg:"):
+            from gpusim import zoo
+            return zoo.inputs(name, module, device=device, dtype=dtype,
+                              channels_last=channels_last, **sizes)
+        kind = self.hf_config(name)["inputs"]
+        sz = dict(hf_sizes(kind), **sizes)
+        cfg = module.config
+        if kind == "image":
+            n_ch = getattr(cfg, "num_channels", 3)
+            return (torch.randn(sz["batch"], n_ch, sz["hw"], sz["hw"], device=device, dtype=dtype),)
+        vocab = cfg.vocab_size
+        dec = lambda n: torch.randint(3, vocab, (sz["batch"], n), device=device)  # noqa: E731
+        if kind == "audio":           # log-mel frames: 2x the encoder's positions
+            feats = torch.randn(sz["batch"], cfg.num_mel_bins, 2 * cfg.max_source_positions,
+                                device=device, dtype=dtype)
+            return (feats, None, dec(sz["tgt"]))
+        ids = dec(sz["seq"])
+        if kind == "decoder":
+            return (ids,)
+        mask = torch.ones(sz["batch"], sz["seq"], device=device, dtype=torch.long)
+        return (ids, mask) if kind == "text" else (ids, mask, dec(sz["tgt"]))
+
+
+# ------------------------------------------------------------------------ plan
+def name_hash(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()
+
+
+def sample_timm(n: int, names=None, input_size=None, max_hw: int = MAX_HW) -> list:
+    """``[(name, hw)]``: the ``n`` names with the lowest sha1 among those whose pretrained
+    input size is at most ``max_hw`` (``names``/``input_size``: timm's by default)."""
+    if names is None:
+        import timm
+        names = timm.list_models()
+    if input_size is None:
+        def input_size(name):            # gpusim.zoo's: the pretrained config's input
+            from gpusim import zoo
+            return zoo.get(f"timm:{name}").defaults["hw"]
+    out = []
+    for name in sorted(names, key=name_hash):
+        if len(out) >= n:
+            break
+        hw = input_size(name)
+        if hw <= max_hw:
+            out.append((name, hw))
+    return out
+
+
+def case_id(model, sizes, amp) -> str:
+    sz = "_".join(f"{k}{v}" for k, v in sizes.items())
+    return f"{model}__{sz}__{amp or 'float32'}__eager"
+
+
+def make_case(model, family, sizes, amp, tier, order) -> Case:
+    extra = {"amp": amp, "quick": True, "warmup": 2, "batch_halvings": 0}
+    return Case(case_id(model, sizes, amp), model, family, "broad", dict(sizes), "float32",
+                False, "eager", tier, order, extra)
+
+
+def plan_cases(timm_models, hf_types=(), fp32=False, zoo=None) -> list:
+    """AMP fp16 cases of every model (timm and Hugging Face interleaved, so a deadline
+    cuts both), then with ``fp32`` the same models in fp32."""
+    zoo = zoo or BroadZoo()
+    models = [(f"timm:{n}", _timm_family(n), {"batch": VISION_SIZES["batch"], "hw": hw})
+              for n, hw in timm_models]
+    hf = [(f"hfcfg:{t}", zoo.get(f"hfcfg:{t}").family, zoo.get(f"hfcfg:{t}").defaults)
+          for t in hf_types]
+    # one Hugging Face model after every few timm models
+    step = max(1, len(models) // max(1, len(hf)))
+    mixed = []
+    for i, m in enumerate(models):
+        if hf and i % step == 0:
+            mixed.append(hf.pop(0))
+        mixed.append(m)
+    mixed += hf
+    cases = [make_case(m, f, s, "float16", 0, i) for i, (m, f, s) in enumerate(mixed)]
+    if fp32:
+        cases += [make_case(m, f, s, None, 1, i) for i, (m, f, s) in enumerate(mixed)]
+    return cases
+
+
+def _timm_family(name: str) -> str:
+    """gpusim.zoo's family of a timm model ("cnn" where timm is not installed: plans in
+    tests)."""
+    try:
+        from gpusim import zoo
+        return zoo.get(f"timm:{name}").family
+    except Exception:  # noqa: BLE001
+        return "cnn"
+
+
+# ------------------------------------------------------------------------ run
+def is_oom(e: BaseException) -> bool:
+    return "out of memory" in str(e).lower() or type(e).__name__ == "OutOfMemoryError"
+
+
+def probe(case: Case, zoo, cache: ModelCache, device: str) -> float:
+    """Seconds of one call of the case's model (the second call: the first loads
+    kernels; the first alone when it already took over 4 x ``SLOW_S``); builds the model
+    into ``cache`` so the measurement reuses it."""
+    import torch
+    key = (case.model, case.dtype, case.channels_last, case.sizes.get("hw"))
+    t0 = time.time()
+    mod, args = cache.get(key, lambda: zoo.build(case.model, device=device,
+                                                 dtype=torch.float32, **case.sizes))
+    if args is not None:
+        case.extra["build_s"] = round(time.time() - t0, 3)
+    if args is None:
+        args = zoo.inputs(case.model, mod, device=device, dtype=torch.float32, **case.sizes)
+    fn = autocast_call(mod, case.extra.get("amp"), device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    try:
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            fn(*args)
+            sync()
+            if time.perf_counter() - t0 > 4 * SLOW_S:
+                return time.perf_counter() - t0
+            t0 = time.perf_counter()
+            fn(*args)
+            sync()
+            return time.perf_counter() - t0
+    finally:
+        del args
+
+
+def halved(case: Case, times: int = 1) -> Case | None:
+    b = case.sizes["batch"] >> times
+    if b < MIN_BATCH:
+        return None
+    sizes = dict(case.sizes, batch=b)
+    extra = dict(case.extra, batch_halvings=case.extra.get("batch_halvings", 0) + times)
+    return replace(case, case_id=case_id(case.model, sizes, case.extra.get("amp")), sizes=sizes,
+                   extra=extra)
+
+
+def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
+    """Probe (halving the batch on OOM or a slow call), then :func:`zoo_run.run_case`."""
+    import torch
+    while True:
+        try:
+            t = probe(case, zoo, cache, device)
+        except Exception as e:  # noqa: BLE001
+            if not is_oom(e):
+                raise
+            cache.evict(all_=True)
+            cache.failed.clear()               # a smaller batch may build and run
+            gc.collect()
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            nxt = halved(case)
+            if nxt is None:
+                raise
+            case = nxt
+            continue
+        if t > SLOW_S and halved(case) is not None:
+            k = min(int(math.ceil(math.log2(t / SLOW_S))), int(math.log2(case.sizes["batch"] / MIN_BATCH)))
+            if k > 0:
+                case = halved(case, k)
+        break
+    rec = run_case(case, zoo, cache, device)
+    rec["build_s"] = case.extra.get("build_s", rec.get("build_s"))   # built by the probe
+    rec["batch_halvings"] = case.extra.get("batch_halvings", 0)
+    rec["probe_call_s"] = round(t, 4)
+    if case.model.startswith("hfcfg:"):
+        rec["hf_config"] = zoo.hf_config(case.model)
+    return rec
+
+
+def run(out, cases, deadline_s=None, device="cuda", zoo=None, t_start=None,
+        case_timeout_s=30.0) -> dict:
+    import torch
+    zoo = zoo or BroadZoo()
+    t_start = t_start or time.time()
+    deadline = t_start + (deadline_s if deadline_s else 1e12)
+    cache = ModelCache(2 << 30)          # one model and its fp32 twin at most
+    summary = {"done": [], "failed": {}, "not_reached": []}
+    for i, c in enumerate(cases):
+        if time.time() >= deadline:
+            summary["not_reached"] = [x.case_id for x in cases[i:]]
+            break
+        t0 = time.time()
+        try:
+            with time_limit(min(case_timeout_s, max(deadline - time.time() + 20, 5))):
+                rec = measure_case(c, zoo, cache, device)
+        except Exception as e:  # noqa: BLE001 - one failing model never stops the run
+            rec = {"schema": 1, "case_id": c.case_id, "model": c.model, "family": c.family,
+                   "size": c.size, "sizes": c.sizes, "dtype": c.dtype, "amp": c.extra.get("amp"),
+                   "channels_last": False, "run": c.run, "tier": c.tier,
+                   "failed": one_line(e), "elapsed_s": round(time.time() - t0, 2)}
+            try:
+                if c.model.startswith("hfcfg:"):
+                    rec["hf_config"] = zoo.hf_config(c.model)
+                from validation import measure
+                rec["env"] = measure.env_info() if device == "cuda" else {"device": device}
+            except Exception:  # noqa: BLE001
+                pass
+            cache.evict(all_=True)
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        write_record(out, rec)
+        tag = f"[{i + 1}/{len(cases)} {time.time() - t_start:5.0f}s] {rec['case_id']}:"
+        if rec.get("failed"):
+            summary["failed"][c.case_id] = rec["failed"]
+            print(f"{tag} FAILED {rec['failed']}", flush=True)
+        else:
+            summary["done"].append(rec["case_id"])
+            peak = (rec.get("memory") or {}).get("peak_allocated_above_pre_call") or 0
+            print(f"{tag} {rec['kernel_count']} kernels {rec['kernel_sum_us']:.0f} us, wall "
+                  f"{rec['wall_us']:.0f} us, peak {peak / 2**30:.2f} GiB ({rec['elapsed_s']:.1f}s)",
+                  flush=True)
+    cache.evict(all_=True)
+    return summary
+
+
+def _shard(text: str) -> tuple:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+        if 0 <= i < n:
+            return i, n
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: give I/N with 0 <= I < N, e.g. 0/2")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m validation.broad_run")
+    ap.add_argument("--out", required=True, help="records file (.jsonl.gz): one row per case")
+    ap.add_argument("--n", type=int, default=200, help="timm models (lowest sha1 of the name)")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="start no new case after this many seconds")
+    ap.add_argument("--case-timeout-s", type=float, default=30.0)
+    ap.add_argument("--fp32", action="store_true", help="also every model in fp32, after AMP")
+    ap.add_argument("--no-hf", action="store_true", help="leave the Hugging Face configs out")
+    ap.add_argument("--shard", default=None, type=_shard,
+                    help="I/N: run only every N-th case from the I-th")
+    ap.add_argument("--skip-done", default=None, help="skip models recorded (not failed) in this file")
+    ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    a = ap.parse_args(argv)
+    t_start = time.time()
+    if a.n < 0:
+        ap.error("--n must be >= 0")
+    timm_models = sample_timm(a.n)
+    cases = plan_cases(timm_models, () if a.no_hf else tuple(HF_CONFIGS), a.fp32)
+    if a.shard:
+        i, n = a.shard
+        cases = cases[i::n]
+    if a.skip_done:
+        # a halved batch changes the id: skip by model and amp
+        from validation.records import read_records
+        done = {(r["model"], r.get("amp")) for r in read_records(a.skip_done) if not r.get("failed")}
+        cases = [c for c in cases if (c.model, c.extra.get("amp")) not in done]
+    if a.plan:
+        for c in cases:
+            print(c.tier, c.case_id)
+        print(f"{len(cases)} cases")
+        return 0
+    from validation import measure
+    measure.require_cuda()
+    print(f"broad_run: {len(cases)} cases, deadline {a.deadline_s} s", flush=True)
+    s = run(a.out, cases, a.deadline_s, "cuda", BroadZoo(), t_start, a.case_timeout_s)
+    print(f"broad_run: {len(s['done'])} done, {len(s['failed'])} failed, "
+          f"{len(s['not_reached'])} not reached, {time.time() - t_start:.0f} s", flush=True)
+    for k, v in s["failed"].items():
+        print(f"  failed {k}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
