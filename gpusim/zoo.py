@@ -497,8 +497,15 @@ def build(name: str, device="meta", dtype=torch.float32, channels_last: bool = F
     if channels_last and entry.family not in ("cnn", "vit"):
         raise ModelError(f"{entry.name}: channels_last applies to vision models only")
     device = torch.device(device)
-    with torch.device(device):
-        module = _BUILDERS[entry.name](sz)
+    try:
+        with torch.device(device):
+            module = _BUILDERS[entry.name](sz)
+    except (ModelError, ImportError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the library's own builder: one line, not a traceback
+        lines = str(e).strip().splitlines()
+        raise ModelError(f"{entry.name}: {entry.library} could not build it on {device.type} "
+                         f"({type(e).__name__}: {lines[0][:160] if lines else ''})") from None
     module = module.to(device=device, dtype=dt).eval()
     if channels_last:
         module = module.to(memory_format=torch.channels_last)

@@ -63,6 +63,33 @@ def _register(key, family, library, description, defaults, dtypes, builder, limi
     return entry
 
 
+class _weights_on:
+    """Create every parameter and buffer on ``device`` while the rest of a constructor
+    runs where it is (the CPU): what ``accelerate.init_empty_weights`` does."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def __enter__(self):
+        nn = torch.nn.Module
+        self.saved = nn.register_parameter, nn.register_buffer
+        reg_p, reg_b, dev = self.saved[0], self.saved[1], self.device
+
+        def register_parameter(mod, name, param):
+            if param is not None:
+                param = torch.nn.Parameter(param.to(dev), requires_grad=param.requires_grad)
+            reg_p(mod, name, param)
+
+        def register_buffer(mod, name, tensor, persistent=True):
+            reg_b(mod, name, None if tensor is None else tensor.to(dev), persistent)
+        nn.register_parameter, nn.register_buffer = register_parameter, register_buffer
+        return self
+
+    def __exit__(self, *exc):
+        torch.nn.Module.register_parameter, torch.nn.Module.register_buffer = self.saved
+        return False
+
+
 def _image(sz, device, dt, channels=3, channels_last=False):
     x = torch.randn(sz["batch"], channels, sz["hw"], sz["hw"], device=device, dtype=dt)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
@@ -124,11 +151,20 @@ def _tv_entry(key: str, name: str):
     if "weights_backbone" in inspect.signature(builder).parameters:
         kw["weights_backbone"] = None
 
-    def make(sizes):
+    def build(sizes):
         try:            # ViT-style builders fix their image size: build at the one asked
             return builder(image_size=sizes["hw"], **kw)
         except TypeError:
             return builder(**kw)
+
+    def make(sizes):
+        try:
+            return build(sizes)
+        except NotImplementedError as e:    # the builder computes with tensors (RegNet's
+            if "meta" not in str(e):        # widths): run it on the CPU, weights on meta
+                raise
+            with torch.device("cpu"), _weights_on(torch.device("meta")):
+                return build(sizes)
 
     def inputs(module, sz, device, dt, channels_last):
         if kind == "video":
