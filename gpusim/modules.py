@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import torch
-
 from .errors import UserError
 from .fmt import fmt_num, table
 from .graph import numel
@@ -42,6 +40,7 @@ class ModuleScopes:
     via :meth:`tag` after the trace)."""
 
     def __init__(self, root):
+        import torch
         self.names: dict[int, str] = {}
         if isinstance(root, torch.nn.Module):
             for name, m in root.named_modules(remove_duplicate=False):
@@ -74,6 +73,7 @@ class ModuleScopes:
         self._mark()
 
     def __enter__(self):
+        import torch
         hooks = torch.nn.modules.module
         self._handles = [hooks.register_module_forward_pre_hook(self._pre),
                          hooks.register_module_forward_hook(self._post)]
@@ -228,11 +228,10 @@ def rollup_text(pred, depth: int = DEFAULT_DEPTH) -> str:
     out = [f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), mode {pred.mode}, "
            f"per module to depth {depth}",
            table(module_rows(rows), MODULE_HEADER, "lrrrrrrr"),
-           f"modules          {len(rows)} rows; their times sum to the kernel total, "
-           f"{sum(k.us for k in pred.kernels):.1f} us (a fused kernel counts in the deepest "
-           "module holding all its ops)",
-           "act. peak        activation bytes allocated at the peak while the module's "
-           "kernels run"]
+           f"modules          {len(rows)} rows summing to the kernel total, "
+           f"{sum(k.us for k in pred.kernels):.1f} us (a fused kernel: in the deepest module "
+           "holding all its ops)",
+           "act. peak        activations allocated at the peak while the module's kernels run"]
     if not tagged:
         out.append(f"note             no kernel ran inside an nn.Module (a function was "
                    f"captured): every kernel is in {ROOT}")
