@@ -200,8 +200,10 @@ def _hf_config(name: str):
         return hf.AutoConfig.from_pretrained(path if local else name, local_files_only=True,
                                              trust_remote_code=False)
     except (OSError, EnvironmentError):
+        short = ", ".join(n for n in zoo.ZOO if n.startswith("hf:"))
         raise ModelError(f"no config for hf:{name} in the local cache; pass a directory with "
-                         "config.json (hf:path/to/dir), nothing is downloaded") from None
+                         f"config.json (hf:path/to/dir; nothing is downloaded) or a zoo name "
+                         f"({short})") from None
     except ValueError as e:     # an unknown model_type, a config that needs remote code
         raise ModelError(f"hf:{name}: transformers cannot build this config "
                          f"({str(e).splitlines()[0][:160]})") from None
