@@ -164,7 +164,8 @@ def _add_model_args(p, gpu_default="h100"):
     p.add_argument("--dtype", default="float32", type=str.lower,
                    help="float32 | float16 | bfloat16")
     p.add_argument("--size", action="append", metavar="KEY=VALUE",
-                   help="override an example's size (repeatable), e.g. --size batch=1")
+                   help="override a model's size (repeatable, or several keys at once), e.g. "
+                        "--size batch=8,seq=128")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--all", action="store_true", help="list every kernel, not the top 25")
     p.set_defaults(takes_model=True)

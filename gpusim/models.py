@@ -45,10 +45,11 @@ def parse_dtype(name) -> torch.dtype:
 
 
 def parse_sizes(items) -> dict:
-    """``["batch=8", "seq=128"]`` -> ``{"batch": 8, "seq": 128}``; sizes are positive
-    integers (a size that is not, or is absurdly large, is a user mistake)."""
+    """``["batch=8", "seq=128"]`` (or ``["batch=8,seq=128"]``: one ``--size`` may give
+    several keys) -> ``{"batch": 8, "seq": 128}``; sizes are positive integers (a size
+    that is not, or is absurdly large, is a user mistake)."""
     out = {}
-    for it in items or []:
+    for it in [x for item in items or [] for x in item.split(",")]:
         if "=" not in it:
             raise UserError(f"--size takes KEY=VALUE, got {it!r}")
         k, v = (x.strip() for x in it.split("=", 1))

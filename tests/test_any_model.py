@@ -114,6 +114,14 @@ def test_hf_config_folder(tmp_path):
     assert p.kernels and not p.unmodelled_ops
 
 
+def test_size_takes_several_keys(tmp_path):
+    from gpusim.models import parse_sizes
+    assert parse_sizes(["batch=2,seq=64", "tgt=8"]) == {"batch": 2, "seq": 64, "tgt": 8}
+    for bad in (["n=5,"], ["n=1,n=2"]):
+        with pytest.raises(Exception, match="--size"):
+            parse_sizes(bad)
+
+
 def test_short_names_still_curated():
     assert zoo.get("hf:bert-base").description.startswith("BERT-base")
     assert zoo.get("tv:resnet50").name in zoo.ZOO
