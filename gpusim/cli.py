@@ -318,6 +318,9 @@ def cmd_examples(a) -> int:
         return 0
     rows = [[name, fam, desc, sizes] for name, fam, _lib, desc, sizes in zoo.catalogue()]
     print(table(rows, ["zoo model", "family", "description", "defaults"], "llll"))
+    print("\nany other name its library lists works too: timm:NAME (timm.list_models()), "
+          "tv:NAME (torchvision.models.list_models()), hf:ID or hf:path/to/config_dir "
+          "(a Hugging Face config, never downloaded)")
     return 0
 
 
