@@ -226,6 +226,25 @@ def _sub(config, attr, default=None):
     return default
 
 
+def _causal(config, arch: str) -> bool:
+    """A decoder-only language model (input_ids alone, no padding mask): a causal-LM
+    class (transformers' causal-LM mapping names it), or the base model of a type that
+    has a causal LM and no masked LM (GPT-2, Llama; not BERT, whose mapping has both)."""
+    from transformers.models.auto import modeling_auto as ma
+
+    def names(mapping):
+        out = set()
+        for v in mapping.values():
+            out.update(v if isinstance(v, (tuple, list)) else (v,))
+        return out
+    causal_lm = ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    if arch in names(causal_lm) or arch.endswith("ForCausalLM") or \
+            getattr(config, "is_decoder", False):
+        return True
+    return (arch == ma.MODEL_MAPPING_NAMES.get(config.model_type) and config.model_type
+            in causal_lm and config.model_type not in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+
 def _hf_entry(key: str, name: str):
     hf = zoo._hf()
     config = _hf_config(name)
@@ -246,8 +265,7 @@ def _hf_entry(key: str, name: str):
         raise ModelError(f"hf:{name}: gpusim cannot infer inputs for {config.model_type} "
                          f"(forward takes none of input_ids, pixel_values, input_features)")
     arch = cls.__name__
-    causal = arch.endswith("ForCausalLM") or (not encdec and bool(getattr(config, "is_decoder",
-                                                                          False)))
+    causal = not encdec and _causal(config, arch)
     defaults, limits = {"batch": 1}, {}
     maxpos = _sub(config, "max_position_embeddings") or _sub(config, "n_positions") or 1 << 16
     img = _sub(config, "image_size")

@@ -125,3 +125,20 @@ def test_size_takes_several_keys(tmp_path):
 def test_short_names_still_curated():
     assert zoo.get("hf:bert-base").description.startswith("BERT-base")
     assert zoo.get("tv:resnet50").name in zoo.ZOO
+
+
+def test_hf_id_from_the_local_cache(tmp_path, monkeypatch):
+    """A hub id resolves from the local Hugging Face cache (its layout: refs/main names
+    the snapshot holding config.json), offline."""
+    import huggingface_hub.constants as c
+    repo = tmp_path / "models--someorg--tiny-gpt2"
+    snap = repo / "snapshots" / ("0" * 40)
+    hf.GPT2Config(n_layer=1, n_embd=32, n_head=2, architectures=["GPT2LMHeadModel"]) \
+        .save_pretrained(snap)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path))
+    e = zoo.get("hf:someorg/tiny-gpt2")
+    assert e.family == "decoder" and "gpt2" in e.description
+    m, args = zoo.build("hf:someorg/tiny-gpt2", seq=16)
+    assert type(m).__name__ == "GPT2LMHeadModel" and [tuple(a.shape) for a in args] == [(1, 16)]
