@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import networkx as nx
+
 from .errors import UserError
 from .fmt import fmt_num, table
 from .graph import numel
@@ -108,6 +110,10 @@ def tag_opgraph(gm, graph, pnames) -> None:
     for n in gm.graph.nodes:
         if n.name in g and "module" in n.meta:
             g.nodes[n.name]["module"] = n.meta["module"]
+    for n in nx.topological_sort(g):    # nodes capture adds itself (a constant's host copy)
+        a = g.nodes[n]
+        if "module" not in a and a.get("inputs"):
+            a["module"] = g.nodes[a["inputs"][0]].get("module", "")
     graph.meta["params"] = [p[2:] for p in pnames if p.startswith("p:") and p[2:] in g]
 
 

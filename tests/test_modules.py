@@ -151,3 +151,27 @@ def test_html_report_has_module_table(net_graph):
     assert 'id="modules-table"' in page and "blocks.1" in page and "eager µs" in page
     f = capture(lambda x: x * 2, (torch.empty(64, device="meta"),))
     assert 'id="modules"' not in viz.report_html(search(f, gpu="h100", algo="greedy"))
+
+
+def test_added_nodes_inherit_their_inputs_module():
+    """A constant built on the device inside a module's forward becomes a host copy node
+    that capture adds itself: it counts in that module, not at the top level."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.lin(x) * torch.tensor(0.5, device=x.device)
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Scaled()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    g = capture(Outer().to("meta"), (torch.randn(4, 8, device="meta"),))
+    h2d = [n for n in g.g.nodes if n.endswith("_h2d")]
+    assert h2d and all(g.g.nodes[n]["module"] == "inner" for n in h2d)
