@@ -108,6 +108,12 @@ def test_function_capture_is_all_top_level():
     assert ROOT in rollup_text(p) and "no kernel ran inside an nn.Module" in rollup_text(p)
 
 
+def test_front_door(net_graph):
+    import gpusim
+    p = gpusim.predict(net_graph, gpu="h100")
+    assert gpusim.rollup(p, 1) == rollup(p, 1) and "rollup" in gpusim.__all__
+
+
 def test_json_keys(net_graph):
     p = predict(net_graph, gpu="h100")
     d = json.loads(json.dumps(rollup_dict(p, 2)))
