@@ -133,6 +133,9 @@ def model_graph(spec: str, dtype="float32", sizes=None) -> OpGraph:
     try:
         return capture(fn, args, name=label)
     except CaptureError as e:
+        known = _known_refusal(spec)
+        if known:       # a family gpusim knows it cannot follow: say that, not torch's words
+            raise ModelError(f"{spec}: {known}") from None
         # a built-in or zoo model traces at its defaults, so a failure with the user's
         # --size is the sizes' doing (torch's words blame the model): say which knob to turn
         if not sizes:
@@ -144,3 +147,11 @@ def model_graph(spec: str, dtype="float32", sizes=None) -> OpGraph:
         why = str(e).split("; check that")[0]
         raise UserError(f"{spec} does not trace with --size {given} ({why}); check that the "
                         "sizes fit together (`gpusim examples` lists the defaults)") from None
+
+
+def _known_refusal(spec: str) -> str | None:
+    """Why a library-named model of a family capture cannot follow fails (None: not one)."""
+    if not spec.startswith(ZOO_PREFIXES):
+        return None
+    from . import zoo
+    return zoo.REFUSALS.get(zoo.ALIASES.get(spec, spec))

@@ -56,6 +56,8 @@ HOLDOUT: dict[str, ZooModel] = {}
 _BUILDERS: dict[str, Callable] = {}     # name -> fn(sizes) -> (module, input_kind, extra)
 _LIMITS: dict[str, dict] = {}           # name -> {size: (lo, hi, multiple_of)}
 _INPUTS: dict[str, Callable] = {}       # name -> fn(module, sizes, device, dtype, channels_last)
+#: name -> why capture cannot follow the model (said instead of the tracer's words)
+REFUSALS: dict[str, str] = {}
 
 _VISION_DEFAULTS = {"batch": 1, "hw": 224}
 _VISION_LARGE = {"batch": 32, "hw": 224}

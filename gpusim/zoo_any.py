@@ -176,6 +176,11 @@ def _tv_entry(key: str, name: str):
             return ([torch.randn(3, sz["hw"], sz["hw"], device=device, dtype=dt)
                      for _ in range(sz["batch"])],)
         return (_image(sz, device, dt, 3, channels_last),)
+    if kind == "detection":
+        zoo.REFUSALS[key] = ("torchvision's detectors filter boxes by score and run NMS in eval "
+                             "mode, so their output sizes depend on data, which gpusim's capture "
+                             "on fake tensors cannot follow; predict the backbone "
+                             "(e.g. tv:resnet50) or a classification model instead")
     family = "vit" if any(w in name for w in _VIT_WORDS) else "cnn"
     return _register(key, family, "torchvision", f"torchvision {name} ({kind}, from "
                      f"torchvision.models.list_models(), input {hw}px)", defaults,

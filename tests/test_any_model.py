@@ -77,6 +77,12 @@ def test_bad_names(name, msg):
     assert msg in str(e.value) and "\n" not in str(e.value)
 
 
+def test_detectors_refuse_saying_why(capsys):
+    assert main(["predict", "tv:ssdlite320_mobilenet_v3_large"]) == 2
+    err = capsys.readouterr().err
+    assert "filter boxes by score and run NMS" in err and len(err.strip().splitlines()) == 1
+
+
 def test_cli_refusal_is_one_line(capsys, tmp_path):
     assert main(["predict", f"hf:{tmp_path}"]) == 2
     err = capsys.readouterr().err
