@@ -29,6 +29,7 @@ from .graph import OpGraph
 import torch  # noqa: E402  (torch is a hard dependency of capture only)
 from .errors import GpusimError
 from .lifetimes import PythonLifetimes, python_frees
+from .modules import tag_opgraph
 from .ops import SYNC_OPS   # host reads: capture records them as sync nodes
 from .pycalls import Compiling, HostReads, TorchCalls
 
@@ -122,6 +123,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     import contextlib
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    from .modules import ModuleScopes
     from .sdpa import MathAttention
 
     if not isinstance(args, (tuple, list)):
@@ -149,11 +151,13 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
         quiet = _quiet_fake_tensor_logger()
         try:
             lives = PythonLifetimes()       # when Python really drops each tensor
+            scopes = ModuleScopes(fn_or_module)     # which module made each node
             # MathAttention: attention no fused CUDA kernel takes is traced as its math ops
-            with torch.no_grad(), reads, lives, MathAttention(), \
+            with torch.no_grad(), reads, lives, scopes, MathAttention(), \
                     (Compiling() if compiling else contextlib.nullcontext()):
                 gm = make_fx(counted, tracing_mode=tracing_mode, pre_dispatch=True,
                              _allow_non_fake_inputs=True)(*full_args)
+            scopes.tag(gm)
             break
         except CaptureError:
             raise
@@ -233,6 +237,7 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
             raise
         raise CaptureError(_explain_trace_failure(e)) from None
     _mark_tied(flat, pnames or [], graph)
+    tag_opgraph(gm, graph, pnames or [])     # each node's module, for the per-module roll-up
     graph.meta["module_calls"] = gm.meta.get("module_calls", 0)
     graph.meta["torch_calls"] = gm.meta.get("torch_calls", 0)
     graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))

@@ -77,12 +77,33 @@ def _check_args(a) -> None:
         else:
             load_spec(a.gpu)
         load_host(a.host)
+    if a.cmd in ("predict", "report"):
+        _check_rollup(a)
     if getattr(a, "memory_limit", None) is not None:
         a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
         raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
     if a.cmd == "whatif":
         a.fuse = fuse_groups(a.fuse)
+
+
+def _check_rollup(a) -> None:
+    """``--by kernel|module`` and ``--depth N`` (the roll-up's module levels)."""
+    from .modules import DEFAULT_DEPTH, check_by, check_depth
+    by = check_by(getattr(a, "by", None) or "module")
+    if a.depth is None:
+        a.depth = DEFAULT_DEPTH
+    else:
+        if by != "module":
+            raise UserError("--depth sets the module levels of --by module; add --by module "
+                            "or drop --depth")
+        try:
+            depth = int(a.depth)
+        except ValueError:
+            depth = a.depth
+        a.depth = check_depth(depth)
+    if by == "module" and getattr(a, "gpus", None):
+        raise UserError("--by module rolls up one GPU's run; name one --gpu or drop --by")
 
 
 def fuse_groups(items) -> list[list[str]]:
@@ -143,7 +164,8 @@ def _add_model_args(p, gpu_default="h100"):
     p.add_argument("--dtype", default="float32", type=str.lower,
                    help="float32 | float16 | bfloat16")
     p.add_argument("--size", action="append", metavar="KEY=VALUE",
-                   help="override an example's size (repeatable), e.g. --size batch=1")
+                   help="override a model's size (repeatable, or several keys at once), e.g. "
+                        "--size batch=8,seq=128")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--all", action="store_true", help="list every kernel, not the top 25")
     p.set_defaults(takes_model=True)
@@ -157,12 +179,19 @@ def _picture_args(p):
     p.set_defaults(outputs=OUTPUTS)
 
 
+def _depth_arg(p):
+    p.add_argument("--depth", default=None, metavar="N",
+                   help="module levels of the per-module roll-up (default 3: e.g. "
+                        "encoder.layer.0, layer1.0.conv1)")
+
+
 def _mode_arg(p, default):
     p.add_argument("--mode", default=default, type=str.lower,
                    help="eager | compiled | cudagraph")
 
 
 def cmd_predict(a) -> int:
+    from .modules import rollup_dict, rollup_text
     from .predict import modes_by_speed, predict
     from .report import dumps, modes_line, prediction_text
     g = _graph(a)
@@ -170,9 +199,13 @@ def cmd_predict(a) -> int:
         return _compare(a, g)
     p = predict(g, gpu=a.gpu, mode=a.mode, host=a.host)
     if a.json:
-        print(dumps(p.to_dict()))
+        doc = p.to_dict()
+        if a.by == "module":
+            doc.update(rollup_dict(p, a.depth))
+        print(dumps(doc))
     else:
-        print(prediction_text(p, None if a.all else 25))
+        print(prediction_text(p, body=rollup_text(p, a.depth)) if a.by == "module"
+              else prediction_text(p, None if a.all else 25))
         if p.fits:
             print(modes_line(modes_by_speed(g, a.gpu, have=p, host=a.host)))
     _extras(a, pred=p)
@@ -250,7 +283,8 @@ def cmd_report(a) -> int:
     sizes = parse_sizes(a.size)
     res = search(model_graph(a.model, a.dtype, sizes), gpu=a.gpu, mode=a.mode, algo=a.algo,
                  host=a.host)
-    page = viz.report_html(res, {"model": a.model, "dtype": a.dtype, "sizes": sizes})
+    page = viz.report_html(res, {"model": a.model, "dtype": a.dtype, "sizes": sizes,
+                                 "depth": a.depth})
     viz.write_atomic(a.out, page)
     print(f"wrote {a.out}", file=sys.stderr)
     return 0
@@ -284,6 +318,9 @@ def cmd_examples(a) -> int:
         return 0
     rows = [[name, fam, desc, sizes] for name, fam, _lib, desc, sizes in zoo.catalogue()]
     print(table(rows, ["zoo model", "family", "description", "defaults"], "llll"))
+    print("\nany other name its library lists works too: timm:NAME (timm.list_models()), "
+          "tv:NAME (torchvision.models.list_models()), hf:ID or hf:path/to/config_dir "
+          "(a Hugging Face config, never downloaded)")
     return 0
 
 
@@ -350,6 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="per-kernel time of a model on a GPU")
     _add_model_args(p)
     _mode_arg(p, "eager")
+    p.add_argument("--by", default="kernel", type=str.lower,
+                   help="kernel (the per-kernel list) | module (time, FLOPs, bytes, parameters "
+                        "and memory per nn.Module, like fvcore's flop_count_table)")
+    _depth_arg(p)
     _picture_args(p)
     p.set_defaults(fn=cmd_predict)
     s = sub.add_parser("search", help="find the best fusion partition")
@@ -408,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mode_arg(r, "compiled")
     r.add_argument("--out", required=True, help="the page (.html)")
     r.add_argument("--algo", default="auto", type=str.lower, help="auto | greedy | bytes | exact")
+    _depth_arg(r)
     r.set_defaults(fn=cmd_report, outputs=("out",))
     return ap
 

@@ -45,10 +45,11 @@ def parse_dtype(name) -> torch.dtype:
 
 
 def parse_sizes(items) -> dict:
-    """``["batch=8", "seq=128"]`` -> ``{"batch": 8, "seq": 128}``; sizes are positive
-    integers (a size that is not, or is absurdly large, is a user mistake)."""
+    """``["batch=8", "seq=128"]`` (or ``["batch=8,seq=128"]``: one ``--size`` may give
+    several keys) -> ``{"batch": 8, "seq": 128}``; sizes are positive integers (a size
+    that is not, or is absurdly large, is a user mistake)."""
     out = {}
-    for it in items or []:
+    for it in [x for item in items or [] for x in item.split(",")]:
         if "=" not in it:
             raise UserError(f"--size takes KEY=VALUE, got {it!r}")
         k, v = (x.strip() for x in it.split("=", 1))
@@ -132,6 +133,9 @@ def model_graph(spec: str, dtype="float32", sizes=None) -> OpGraph:
     try:
         return capture(fn, args, name=label)
     except CaptureError as e:
+        known = _known_refusal(spec)
+        if known:       # a family gpusim knows it cannot follow: say that, not torch's words
+            raise ModelError(f"{spec}: {known}") from None
         # a built-in or zoo model traces at its defaults, so a failure with the user's
         # --size is the sizes' doing (torch's words blame the model): say which knob to turn
         if not sizes:
@@ -143,3 +147,11 @@ def model_graph(spec: str, dtype="float32", sizes=None) -> OpGraph:
         why = str(e).split("; check that")[0]
         raise UserError(f"{spec} does not trace with --size {given} ({why}); check that the "
                         "sizes fit together (`gpusim examples` lists the defaults)") from None
+
+
+def _known_refusal(spec: str) -> str | None:
+    """Why a library-named model of a family capture cannot follow fails (None: not one)."""
+    if not spec.startswith(ZOO_PREFIXES):
+        return None
+    from . import zoo
+    return zoo.REFUSALS.get(zoo.ALIASES.get(spec, spec))

@@ -145,7 +145,8 @@ _VIEWS = ("view", "_unsafe_view", "reshape", "expand", "expand_as", "transpose",
           "unbind", "diagonal", "view_as", "lift_fresh", "lift_fresh_copy", "empty",
           "empty_like", "empty_strided", "dropout", "feature_dropout", "alpha_dropout",
           "movedim", "swapaxes", "numpy_T", "mT", "getitem", "_to_copy_alias",
-          "contiguous", "to", "type_as", "split_tensor", "new_empty", "new_empty_strided")
+          "contiguous", "to", "type_as", "split_tensor", "new_empty", "new_empty_strided",
+          "meshgrid")
 
 
 def _free_bytes(ctx):
@@ -170,7 +171,7 @@ POINTWISE = {
     "logical_and": 1, "logical_or": 1, "masked_fill": 1, "hardtanh": 1, "relu6": 1,
     "leaky_relu": 2, "square": 1, "reciprocal": 1, "sign": 1, "floor": 1, "ceil": 1,
     "round": 1, "fill": 1, "zeros_like": 1, "ones_like": 1, "full_like": 1, "zeros": 1,
-    "ones": 1, "full": 1, "arange": 1, "scalar_tensor": 1, "tril": 1, "triu": 1,
+    "ones": 1, "full": 1, "arange": 1, "linspace": 2, "logspace": 6, "scalar_tensor": 1, "tril": 1, "triu": 1,
     "bitwise_and": 1, "bitwise_or": 1, "bitwise_not": 1, "addcmul": 2, "addcdiv": 2,
     "lerp": 3, "hardsigmoid": 3, "hardswish": 4, "rand_like": 1, "randn_like": 1,
     # transcendental: a few FLOPs each (SFU op plus range reduction)
@@ -215,13 +216,15 @@ def _write_only_bytes(ctx: OpCtx) -> tuple[float, float]:
 #: counts no read of that tensor.
 LIKE_FACTORIES = ("new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided",
                   "zeros_like", "ones_like", "full_like", "empty_like", "rand_like",
-                  "randn_like", "randint_like")
+                  "randn_like", "randint_like", "zero", "zero_")
 
 
-@register("new_zeros", "new_ones", "new_full", kind="pointwise", bytes=_write_only_bytes)
+@register("new_zeros", "new_ones", "new_full", "zero", "zero_", kind="pointwise",
+          bytes=_write_only_bytes)
 def new_fill_flops(ctx: OpCtx) -> float:
     """``x.new_zeros(shape)`` and friends launch one fill kernel: 1 FLOP per output
-    element, bytes written only (``new_empty`` allocates and is registered as free)."""
+    element, bytes written only (``new_empty`` allocates and is registered as free);
+    ``x.zero_()`` is the same fill over ``x``'s own storage."""
     return float(ctx.out.numel)
 
 
@@ -250,9 +253,10 @@ def host_read_flops(ctx: OpCtx) -> float:
 
 @register("_to_copy", "copy", "clone", "_copy", "contiguous_copy", "expand_copy",
           "repeat", "repeat_interleave", "constant_pad_nd", "pad", "flip", "roll", "index_copy",
-          kind="copy")
+          "im2col", "col2im", kind="copy")
 def copy_flops(ctx: OpCtx) -> float:
-    """Copies and casts move bytes, compute nothing: 0 FLOPs."""
+    """Copies and casts move bytes, compute nothing: 0 FLOPs (``im2col``/``col2im``,
+    ``nn.Unfold``/``nn.Fold``, rearrange windows; col2im's overlap adds are not counted)."""
     return 0.0
 
 
@@ -262,6 +266,15 @@ def _gather_bytes(ctx: OpCtx) -> tuple[float, float]:
     return float(ctx.out.nbytes + idx), float(ctx.out.nbytes)
 
 
+@register("grid_sampler", "grid_sampler_2d", "grid_sampler_3d", kind="copy")
+def grid_sample_flops(ctx: OpCtx) -> float:
+    """``F.grid_sample``: each output element interpolates 4 (2-D) or 8 (3-D) input
+    values at a sampled point: ~2 FLOPs per tap (multiply-add). Bytes: the input, the
+    grid and the output, once each (the taps' reuse is left to the caches)."""
+    taps = 8 if len(ctx.ins[0].shape) == 5 else 4
+    return 2.0 * taps * ctx.out.numel
+
+
 @register("embedding", "index_select", "gather", "index", "take", kind="copy",
           bytes=_gather_bytes)
 def gather_flops(ctx: OpCtx) -> float:
@@ -269,7 +282,9 @@ def gather_flops(ctx: OpCtx) -> float:
     return 0.0
 
 
-@register("cat", "stack", "upsample_nearest2d", "upsample_bilinear2d", kind="copy")
+@register("cat", "stack", "upsample_nearest2d", "upsample_bilinear2d", "upsample_nearest1d",
+          "upsample_nearest3d", "upsample_linear1d", "upsample_bicubic2d", "upsample_trilinear3d",
+          "_upsample_nearest_exact2d", "_upsample_bilinear2d_aa", kind="copy")
 def cat_flops(ctx: OpCtx) -> float:
     """Concatenation: 0 FLOPs; reads every input, writes the result."""
     return 0.0
@@ -300,7 +315,9 @@ def softmax_flops(ctx: OpCtx) -> float:
 
 @register("max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d",
           "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "_adaptive_avg_pool2d",
-          kind="reduction")
+          "max_pool3d", "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d",
+          "_adaptive_avg_pool3d", "adaptive_max_pool3d", "adaptive_avg_pool1d",
+          "adaptive_max_pool1d", kind="reduction")
 def pool_flops(ctx: OpCtx) -> float:
     """Each output element reduces its window: window x output elements, or input
     elements for adaptive (global) pooling."""

@@ -113,16 +113,19 @@ NO_FIT_ADVICE = ("to fit           smaller --size values (`gpusim examples` list
                  "`gpusim search --memory-limit` for a fusion that needs less")
 
 
-def prediction_text(pred, top: int | None = None) -> str:
+def prediction_text(pred, top: int | None = None, body: str | None = None) -> str:
+    """The prediction as text: the kernel table (the ``top`` slowest; all when None) or,
+    given, ``body`` in its place (the per-module roll-up), then the totals."""
     if not pred.fits:       # a time for a run that cannot happen would mislead
         return "\n".join([f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), "
                           f"mode {pred.mode}: {fit_line(pred.memory, pred.spec)}"]
                          + memory_lines(pred)[:2] + [NO_FIT_ADVICE])
     ks = pred.kernels
     shown = sorted(ks, key=lambda k: -k.us)[:top] if top else ks
-    out = [f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), mode {pred.mode}",
-           table(kernel_rows(shown), KERNEL_HEADER)]
-    if top and len(ks) > top:
+    out = [body] if body is not None else [
+        f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), mode {pred.mode}",
+        table(kernel_rows(shown), KERNEL_HEADER)]
+    if top and len(ks) > top and body is None:
         out.append(f"... {len(ks) - top} more kernels (top {top} by time shown; --all for all)")
     bounds = {}
     for k in ks:

@@ -55,6 +55,9 @@ ZOO: dict[str, ZooModel] = {}
 HOLDOUT: dict[str, ZooModel] = {}
 _BUILDERS: dict[str, Callable] = {}     # name -> fn(sizes) -> (module, input_kind, extra)
 _LIMITS: dict[str, dict] = {}           # name -> {size: (lo, hi, multiple_of)}
+_INPUTS: dict[str, Callable] = {}       # name -> fn(module, sizes, device, dtype, channels_last)
+#: name -> why capture cannot follow the model (said instead of the tracer's words)
+REFUSALS: dict[str, str] = {}
 
 _VISION_DEFAULTS = {"batch": 1, "hw": 224}
 _VISION_LARGE = {"batch": 32, "hw": 224}
@@ -431,52 +434,24 @@ def get(name: str) -> ZooModel:
     key = ALIASES.get(name, name)
     if key in HOLDOUT:
         return HOLDOUT[key]
-    if key not in ZOO and key.startswith("timm:"):
-        entry = _any_timm(key)
+    if key not in ZOO and key.startswith(("timm:", "tv:", "hf:")):
+        from .zoo_any import lookup     # any name its library lists (gpusim.zoo_any)
+        entry = lookup(key)
         if entry is not None:
             return entry
     if key not in ZOO:
         prefix = name.split(":", 1)[0] + ":" if ":" in name else ""
+        lib = {"timm:": "timm.list_models()", "tv:": "torchvision.models.list_models()"}
+        if prefix in lib:
+            import difflib
+            listed = (_timm().list_models() if prefix == "timm:" else _tv().list_models())
+            close = difflib.get_close_matches(name[len(prefix):], listed, n=3)
+            hint = f" (close: {', '.join(prefix + c for c in close)})" if close else ""
+            raise ModelError(f"unknown model {name!r}: {lib[prefix]} has no "
+                             f"{name[len(prefix):]!r}{hint}")
         near = [n for n in ZOO if prefix and n.startswith(prefix)] or list(ZOO)
         raise ModelError(f"unknown zoo model {name!r}; known: {', '.join(near)}")
     return ZOO[key]
-
-
-#: words in a timm model name that mark a transformer-style (patch-token) network; the
-#: family only groups accuracy reports
-_VIT_WORDS = ("vit", "deit", "beit", "swin", "eva", "xcit", "pit_", "levit", "crossvit",
-              "mixer", "cait", "tnt_", "twins", "pvt", "coat", "convit", "mvit", "former",
-              "gmlp", "resmlp", "volo", "sequencer", "hiera", "davit", "fastvit", "nextvit")
-_ANY_TIMM: dict[str, ZooModel] = {}
-
-
-def _any_timm(key: str) -> ZooModel | None:
-    """Any model ``timm.list_models()`` lists, at the input size of its pretrained config
-    (``hw`` may be changed; fixed-size models are built at it)."""
-    if key in _ANY_TIMM:
-        return _ANY_TIMM[key]
-    timm = _timm()
-    name = key.split(":", 1)[1]
-    if not timm.is_model(name):
-        return None
-    cfg = timm.models.get_pretrained_cfg(name)
-    hw = int(cfg.input_size[-1]) if cfg is not None and cfg.input_size else 224
-    family = "vit" if any(w in name for w in _VIT_WORDS) else "cnn"
-
-    def make(sizes):
-        if sizes["hw"] == hw:
-            return timm.create_model(name, pretrained=False)
-        try:
-            return timm.create_model(name, pretrained=False, img_size=sizes["hw"])
-        except TypeError:        # a convolutional model: any size, no img_size argument
-            return timm.create_model(name, pretrained=False)
-    entry = ZooModel(key, family, "timm", f"timm {name} (from timm.list_models(), input "
-                     f"{hw}px from its pretrained config)", {"batch": 1, "hw": hw},
-                     {"batch": 32, "hw": hw}, _CNN_DTYPES, False)
-    _BUILDERS[key] = make
-    _LIMITS[key] = {"hw": (16, 2048, 1)}
-    _ANY_TIMM[key] = entry
-    return entry
 
 
 def _dtype(dtype) -> torch.dtype:
@@ -524,8 +499,15 @@ def build(name: str, device="meta", dtype=torch.float32, channels_last: bool = F
     if channels_last and entry.family not in ("cnn", "vit"):
         raise ModelError(f"{entry.name}: channels_last applies to vision models only")
     device = torch.device(device)
-    with torch.device(device):
-        module = _BUILDERS[entry.name](sz)
+    try:
+        with torch.device(device):
+            module = _BUILDERS[entry.name](sz)
+    except (ModelError, ImportError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the library's own builder: one line, not a traceback
+        lines = str(e).strip().splitlines()
+        raise ModelError(f"{entry.name}: {entry.library} could not build it on {device.type} "
+                         f"({type(e).__name__}: {lines[0][:160] if lines else ''})") from None
     module = module.to(device=device, dtype=dt).eval()
     if channels_last:
         module = module.to(memory_format=torch.channels_last)
@@ -542,6 +524,8 @@ def inputs(name: str, module, device="meta", dtype=torch.float32, channels_last:
 
 
 def _inputs(entry, module, sz, device, dt, channels_last):
+    if entry.name in _INPUTS:       # a model named by its library (gpusim.zoo_any)
+        return _INPUTS[entry.name](module, sz, device, dt, channels_last)
     if entry.family in ("cnn", "vit"):
         x = torch.randn(sz["batch"], 3, sz["hw"], sz["hw"], device=device, dtype=dt)
         if channels_last:

@@ -127,7 +127,8 @@ def test_sizes_and_dtypes_apply():
 
 
 @pytest.mark.parametrize("call,words", [
-    (lambda: zoo.build("tv:resnet5"), "unknown zoo model 'tv:resnet5'; known: tv:resnet18"),
+    (lambda: zoo.build("tv:resnet5"), "torchvision.models.list_models() has no 'resnet5' "
+     "(close: tv:resnet50"),
     (lambda: zoo.build("hf:nope"), "hf:bert-base"),
     (lambda: zoo.build("tv:resnet50", seq=128), "has no size 'seq'; its sizes are batch=1, hw=224"),
     (lambda: zoo.build("tv:resnet50", batch=0), "must be a positive integer"),

@@ -175,6 +175,8 @@ def kernel_graph(graph, kernels) -> tuple[nx.DiGraph, list[float]]:
             if i is None:
                 from_inputs[j] += b
             elif i != j:
+                if not q.has_edge(i, j):    # read through a view the quotient does not hold
+                    q.add_edge(i, j)
                 q.edges[i, j]["bytes"] = q.edges[i, j].get("bytes", 0.0) + b
     return q, from_inputs
 

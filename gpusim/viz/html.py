@@ -10,6 +10,7 @@ from ..fmt import fmt_bytes, fmt_shape, fmt_si, fmt_us
 from .common import BOUND_COLOURS, BOUNDS, MUTED, esc, ops_text, runs_of
 from .graph import dot_document, graph_svg, render_dot
 from ..memory import fit_line
+from ..modules import DEFAULT_DEPTH
 from .roofline import roofline_svg
 from .timeline import timeline_svg
 
@@ -210,6 +211,43 @@ def kernel_table(p, table_id: str) -> str:
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
+def module_section(res, depth: int) -> str:
+    """The per-module roll-up (:func:`gpusim.modules.rollup`) of the eager and the fused
+    run side by side; empty when the graph carries no module paths (a captured function)."""
+    from ..modules import ROOT, rollup
+    u, f = res.unfused, res.fused
+    if not any(f.graph.g.nodes[n].get("module") for n in f.graph.compute_nodes):
+        return ""
+    eager = {r.path: r for r in rollup(u, depth)}
+    fused = {r.path: r for r in rollup(f, depth)}
+    head = [("module", "l"), ("params", ""), ("FLOPs", ""), ("eager µs", ""),
+            ("fused µs", ""), ("speed-up", ""), ("% fused", ""), ("act. peak", "")]
+    th = "".join(f'<th class="{c}">{esc(h)}</th>' for h, c in head)
+    rows = []
+    for path in list(fused) + [p for p in eager if p not in fused]:
+        e, x = eager.get(path), fused.get(path)
+        us_e, us_f = (e.us if e else 0.0), (x.us if x else 0.0)
+        ref = x or e
+        sp = f"{us_e / us_f:.2f}×" if us_e and us_f else "-"
+        cells = [(path or ROOT, None, "l name"), (fmt_si(ref.params) if ref.params else "-",
+                                                 ref.params, ""),
+                 (fmt_si(ref.flops), ref.flops, ""), (f"{us_e:,.2f}", us_e, ""),
+                 (f"{us_f:,.2f}", us_f, ""), (sp, us_e / us_f if us_e and us_f else 0, ""),
+                 (f"{x.share:.1%}" if x else "-", x.share if x else 0, ""),
+                 (fmt_bytes(x.peak_bytes) if x and x.kernels else "-",
+                  x.peak_bytes if x else 0, "")]
+        rows.append("<tr>" + "".join(
+            f'<td class="{c}"{f" data-v={chr(34)}{v:.6g}{chr(34)}" if v is not None else ""}>'
+            f'{esc(t)}</td>' for t, v, c in cells) + "</tr>")
+    return ('<section id="modules"><h2>Modules</h2><p class="note">Predicted time per '
+            f'nn.Module to depth {depth}, eager and fused; a fused kernel counts in the deepest '
+            'module holding all its ops, so fusion across a boundary moves time to the parent. '
+            'Each column of times sums to its run\'s kernel total. Act. peak: activations '
+            'allocated at the peak while the module runs (fused run).</p>'
+            f'<div class="fig"><table class="sortable" id="modules-table"><thead><tr>{th}</tr>'
+            f'</thead><tbody>{"".join(rows)}</tbody></table></div></section>')
+
+
 def _strip_xml_prolog(svg: str) -> str:
     i = svg.find("<svg")
     return svg[i:] if i >= 0 else svg
@@ -239,7 +277,8 @@ def _graph_section(res) -> str:
 def report_html(result, info: dict | None = None) -> str:
     """The HTML report of a :class:`~gpusim.search.SearchResult` as one string.
 
-    ``info`` adds facts to the header: ``model``, ``dtype``, ``sizes`` (a dict).
+    ``info`` adds facts to the header: ``model``, ``dtype``, ``sizes`` (a dict); ``depth``
+    sets the module levels of the per-module table (default 3).
     """
     info = info or {}
     u, f = result.unfused, result.fused
@@ -278,6 +317,7 @@ def report_html(result, info: dict | None = None) -> str:
         'to the fused kernel.</p>'
         f'<div class="fig pic">{roofline_svg(result=result, uid="rf")}</div></section>',
         _graph_section(result),
+        module_section(result, info.get("depth") or DEFAULT_DEPTH),
         '<section id="kernels"><h2>Kernels</h2><p class="note">Fused run; click a heading to '
         'sort.</p>' + kernel_table(f, "kernels-fused") +
         '<details><summary>Unfused run (eager, one kernel per op)</summary>' +
