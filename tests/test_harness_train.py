@@ -88,7 +88,7 @@ def test_cpu_run_writes_one_record_per_case_with_phases(tmp_path):
               "tiny:t5": ({"batch": 2, "seq": 8, "tgt": 4}, {"batch": 2, "seq": 8, "tgt": 4})}
     cases = train_run.plan_cases(zoo, models=models, fused=(), compiled=())
     pick = ["tiny:cnn__batch2_hw16__fp32__sgd__eager", "tiny:broken__batch2_hw16__bf16__adamw__eager",
-            "tiny:t5__batch2_seq8_tgt4__fp32__adamw__eager"]
+            "tiny:t5__batch2_seq8_tgt4__fp32__adamw__eager", "tiny:cnn__batch2_hw16__fp16__adamw__eager"]
     cases = [c for c in cases if c.case_id in pick]
     out = str(tmp_path / "train.jsonl.gz")
     s = train_run.run(out, cases, device="cpu", zoo_mod=zoo, reps=1)
@@ -107,6 +107,13 @@ def test_cpu_run_writes_one_record_per_case_with_phases(tmp_path):
     assert "aten::conv2d" not in host["backward"]
     assert any(k.startswith("aten::_foreach") for k in host["optimizer"])
     assert cnn["wall"]["n"] >= 10 and cnn["wall_us"] > 0
+    fp16 = rows["tiny:cnn__batch2_hw16__fp16__adamw__eager"]
+    assert fp16["grad_scaler"] and fp16["amp"] == "float16"
+    assert fp16["grad_scaler_scale"]["after_warmup"] > 0 and "at_end" in fp16["grad_scaler_scale"]
+    # the scaled loss's backward, the unscale and inf check in the optimizer phase
+    assert "aten::mul" in fp16["phases"]["backward"]["host"]["aten_ops_top_counts"]
+    assert "aten::_amp_foreach_non_finite_check_and_unscale_" in \
+        fp16["phases"]["optimizer"]["host"]["aten_ops_top_counts"]
     t5 = rows["tiny:t5__batch2_seq8_tgt4__fp32__adamw__eager"]
     assert t5["loss"] == "lm" and t5["num_classes"] is None
     assert "aten::embedding_backward" in t5["phases"]["backward"]["host"]["aten_ops_top_counts"]
