@@ -88,3 +88,19 @@ def test_cpu_run_halves_on_oom_and_writes_zoo_rows(tmp_path):
     # rebuildable from the row alone
     m, args = broad_run.BroadZoo.from_row(gpt2).build(gpt2["model"], device="meta", **gpt2["sizes"])
     assert type(m).__name__ == gpt2["hf_config"]["class"] and args[0].shape == (16, 8)
+
+
+def test_summary_counts_timm_and_hf_apart():
+    rows = [{"case_id": "timm:a", "model": "timm:a", "wall_us": 2000.0, "kernel_count": 100,
+             "elapsed_s": 2.0, "batch_halvings": 1},
+            {"case_id": "timm:b", "model": "timm:b", "wall_us": 4000.0, "kernel_count": 300,
+             "elapsed_s": 3.0, "batch_halvings": 0},
+            {"case_id": "timm:c", "model": "timm:c", "failed": "TimeoutError: no result within 30 s",
+             "elapsed_s": 30.0},
+            {"case_id": "hfcfg:bert", "model": "hfcfg:bert", "wall_us": 1000.0, "kernel_count": 50,
+             "elapsed_s": 1.0}]
+    lines = broad_run.summarize(rows).splitlines()
+    assert lines[0] == ("timm: 3 rows, 2 measured, 1 failed, 1 with a halved batch; median 200 "
+                        "kernels, wall 3.00 ms, case 3.0 s")
+    assert lines[1].startswith("Hugging Face configs: 1 rows, 1 measured, 0 failed")
+    assert lines[2] == "  1x TimeoutError: no result within 30 s (e.g. timm:c)"

@@ -172,3 +172,23 @@ def test_time_limit_interrupts_a_case():
             time.sleep(2)
     with zoo_run.time_limit(None):
         pass
+
+
+def test_summary_reports_failures_by_reason_and_the_bf16_table():
+    def row(model, prec, opt, fwd, peak_phase, failed=None):
+        r = {"case_id": f"{model}__{prec}__{opt}", "model": model, "sizes": {"batch": 8, "seq": 128},
+             "precision": prec, "optimizer": opt, "run": "eager"}
+        if failed:
+            return dict(r, failed=failed)
+        ph = {p: {"kernel_count": n} for p, n in zip(train_run.PHASES, (0, fwd, 2 * fwd, 7))}
+        return dict(r, phases=ph, kernel_sum_us=2500.0, wall_us=3100.0, profile={"split": "correlation"},
+                    memory={"peak_step_case_bytes": 3 << 30, "peak_phase": peak_phase})
+    rows = [row("hf:gpt2", "bf16", "adamw", 120, "backward"), row("hf:gpt2", "fp32", "sgd", 90, "forward"),
+            row("hf:t5-small", "bf16", "adamw", 0, None, "OutOfMemoryError: CUDA out of memory."),
+            row("hf:t5-small", "fp16", "adamw", 0, None, "OutOfMemoryError: CUDA out of memory.")]
+    text = train_run.summarize(rows)
+    lines = text.splitlines()
+    assert lines[0] == "train records: 4 rows, 2 measured, 2 failed; kernel split correlation"
+    assert lines[1] == "  2x OutOfMemoryError: CUDA out of memory. (e.g. hf:t5-small__bf16__adamw)"
+    gpt2 = [ln for ln in lines if ln.startswith("hf:gpt2")]
+    assert len(gpt2) == 1 and gpt2[0].split()[-5:] == ["120/240/7", "2.50", "3.10", "3.00", "backward"]

@@ -374,6 +374,29 @@ def run(out, cases, deadline_s=None, device="cuda", zoo=None, t_start=None,
     return summary
 
 
+def summarize(rows) -> str:
+    """A short text report of broad records: models measured and failed (timm and
+    Hugging Face apart), halved batches, the failures by reason, medians."""
+    import statistics
+
+    from validation.records import failure_lines
+    out = []
+    for lib, pre in (("timm", "timm:"), ("Hugging Face configs", "hfcfg:")):
+        rs = [r for r in rows if r.get("model", "").startswith(pre)]
+        ok = [r for r in rs if not r.get("failed")]
+        if not rs:
+            continue
+        walls = [r["wall_us"] for r in ok if r.get("wall_us")]
+        ks = [r["kernel_count"] for r in ok if "kernel_count" in r]
+        out.append(f"{lib}: {len(rs)} rows, {len(ok)} measured, {len(rs) - len(ok)} failed, "
+                   f"{sum(1 for r in ok if r.get('batch_halvings'))} with a halved batch; median "
+                   f"{statistics.median(ks) if ks else 0:.0f} kernels, wall "
+                   f"{(statistics.median(walls) if walls else 0) / 1e3:.2f} ms, case "
+                   f"{statistics.median(r.get('elapsed_s', 0) for r in rs):.1f} s")
+    out += ["  " + ln for ln in failure_lines(rows)]
+    return "\n".join(out) or "no records"
+
+
 def _shard(text: str) -> tuple:
     try:
         i, n = (int(x) for x in text.split("/"))
@@ -397,8 +420,14 @@ def main(argv=None) -> int:
                     help="I/N: run only every N-th case from the I-th")
     ap.add_argument("--skip-done", default=None, help="skip models recorded (not failed) in this file")
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    ap.add_argument("--summary", action="store_true",
+                    help="print a short report of the records in --out and exit (no GPU)")
     a = ap.parse_args(argv)
     t_start = time.time()
+    if a.summary:
+        from validation.records import read_records
+        print(summarize(read_records(a.out)))
+        return 0
     if a.n < 0:
         ap.error("--n must be >= 0")
     timm_models = sample_timm(a.n)

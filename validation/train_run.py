@@ -396,6 +396,34 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda", zoo_mod=None,
     return summary
 
 
+def summarize(rows) -> str:
+    """A short text report of training records: counts, the failures by reason, and a
+    table of the bf16 AdamW and compiled cases (kernels per phase, sums, walls, peaks)."""
+    from gpusim.fmt import table
+
+    from validation.records import failure_lines
+    ok = [r for r in rows if not r.get("failed") and "phases" in r]
+    splits = sorted({(r.get("profile") or {}).get("split") for r in ok} - {None})
+    out = [f"train records: {len(rows)} rows, {len(ok)} measured, "
+           f"{sum(1 for r in rows if r.get('failed'))} failed; kernel split {', '.join(splits) or '-'}"]
+    out += ["  " + ln for ln in failure_lines(rows)]
+    sel = [r for r in ok if r["run"] == "compiled"
+           or (r.get("precision") == "bf16" and r.get("optimizer") == "adamw")]
+    if sel:
+        body = []
+        for r in sel:
+            ph, mem = r["phases"], r.get("memory") or {}
+            peak = mem.get("peak_step_case_bytes", mem.get("peak_step_allocated"))
+            body.append([f"{r['model']} {'x'.join(str(v) for v in r['sizes'].values())} {r['run']}",
+                         "/".join(str(ph[p]["kernel_count"]) for p in ("forward", "backward", "optimizer")),
+                         f"{r['kernel_sum_us'] / 1e3:.2f}", f"{r['wall_us'] / 1e3:.2f}",
+                         f"{peak / 2**30:.2f}" if peak is not None else "-",
+                         mem.get("peak_phase") or "-"])
+        out.append(table(body, ["bf16 AdamW case", "kernels f/b/o", "sum ms", "wall ms",
+                                "peak GiB", "peak in"]))
+    return "\n".join(out)
+
+
 def _tiers(text: str) -> set:
     try:
         return {int(t) for t in text.split(",") if t.strip()}
@@ -423,8 +451,14 @@ def main(argv=None) -> int:
                     help="run MemTracker and RuntimeEstimator on each case's step instead of "
                          "measuring it")
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    ap.add_argument("--summary", action="store_true",
+                    help="print a short report of the records in --out and exit (no GPU)")
     a = ap.parse_args(argv)
     t_start = time.time()
+    if a.summary:
+        from validation.records import read_records
+        print(summarize(read_records(a.out)))
+        return 0
     from gpusim import zoo as zoo_mod
     patterns = [p for p in a.cases.split(",") if p] if a.cases else None
     cases = plan_cases(zoo_mod, patterns=patterns, compiled=() if a.no_compiled else COMPILED)
