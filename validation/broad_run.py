@@ -294,31 +294,42 @@ def halved(case: Case, times: int = 1) -> Case | None:
                    extra=extra)
 
 
-def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
-    """Probe (halving the batch on OOM or a slow call), then :func:`zoo_run.run_case`."""
+def _free(cache: ModelCache, device: str) -> None:
     import torch
+    cache.evict(all_=True)
+    cache.failed.clear()                       # a smaller batch may build and run
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
+    """Probe (halving the batch on OOM or a slow call), then :func:`zoo_run.run_case`
+    (an OOM there halves the batch and starts again from the probe)."""
     while True:
         try:
             t = probe(case, zoo, cache, device)
         except Exception as e:  # noqa: BLE001
-            if not is_oom(e):
-                raise
-            cache.evict(all_=True)
-            cache.failed.clear()               # a smaller batch may build and run
-            gc.collect()
-            if device == "cuda":
-                torch.cuda.empty_cache()
-            nxt = halved(case)
+            nxt = halved(case) if is_oom(e) else None
             if nxt is None:
                 raise
+            _free(cache, device)
             case = nxt
             continue
         if t > SLOW_S and halved(case) is not None:
             k = min(int(math.ceil(math.log2(t / SLOW_S))), int(math.log2(case.sizes["batch"] / MIN_BATCH)))
             if k > 0:
                 case = halved(case, k)
+        try:
+            rec = run_case(case, zoo, cache, device)
+        except Exception as e:  # noqa: BLE001
+            nxt = halved(case) if is_oom(e) else None
+            if nxt is None:
+                raise
+            _free(cache, device)
+            case = nxt
+            continue
         break
-    rec = run_case(case, zoo, cache, device)
     rec["build_s"] = case.extra.get("build_s", rec.get("build_s"))   # built by the probe
     rec["batch_halvings"] = case.extra.get("batch_halvings", 0)
     rec["probe_call_s"] = round(t, 4)
