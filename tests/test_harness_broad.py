@@ -104,3 +104,51 @@ def test_summary_counts_timm_and_hf_apart():
                         "kernels, wall 3.00 ms, case 3.0 s")
     assert lines[1].startswith("Hugging Face configs: 1 rows, 1 measured, 0 failed")
     assert lines[2] == "  1x TimeoutError: no result within 30 s (e.g. timm:c)"
+
+
+class SleepZoo(broad_run.BroadZoo):
+    """``sleep:warm``: a first call of 0.2 s (kernel loading), then fast; ``sleep:slow``:
+    every call takes batch x 5 ms."""
+
+    def get(self, name):
+        from types import SimpleNamespace
+        return SimpleNamespace(name=name, family="cnn", library="test",
+                               defaults={"batch": 2, "hw": 8})
+
+    def build(self, name, device="meta", dtype=None, channels_last=False, **sizes):
+        import time
+
+        class Sleep(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(1))
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                if name == "sleep:warm":
+                    time.sleep(0.2 if self.calls == 1 else 0.001)
+                else:
+                    time.sleep(0.005 * x.shape[0])
+                return x * self.w
+        m = Sleep()
+        return m, self.inputs(name, m, device, dtype, **sizes)
+
+    def inputs(self, name, module, device="meta", dtype=None, channels_last=False, **sizes):
+        return (torch.randn(sizes["batch"], 3, sizes["hw"], sizes["hw"], device=device),)
+
+
+def test_probe_halves_on_the_fastest_call_not_the_first(monkeypatch, tmp_path):
+    monkeypatch.setattr(broad_run, "SLOW_S", 0.05)
+    zoo = SleepZoo()
+    warm = broad_run.make_case("sleep:warm", "cnn", {"batch": 16, "hw": 8}, None, 0, 0)
+    slow = broad_run.make_case("sleep:slow", "cnn", {"batch": 16, "hw": 8}, None, 0, 1)
+    out = str(tmp_path / "b.jsonl.gz")
+    broad_run.run(out, [warm, slow], device="cpu", zoo=zoo)
+    w, s = read_records(out)
+    # a slow first call alone halves nothing
+    assert w["sizes"]["batch"] == 16 and w["batch_halvings"] == 0
+    assert w["probe"]["calls_s"][0] > 0.15 and len(w["probe"]["calls_s"]) == 2
+    # every call 80 ms > 50 ms: three calls, then halved once (to 40 ms a call)
+    assert len(s["probe"]["calls_s"]) == 3 and s["probe"]["batch"] == 16
+    assert s["sizes"]["batch"] == 8 and s["batch_halvings"] == 1
