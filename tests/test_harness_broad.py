@@ -35,7 +35,7 @@ def test_plan_interleaves_hf_configs_amp_first_then_fp32():
     assert models[0] == "hfcfg:bert" and "hfcfg:gpt2" in models[1:8]
     assert all(c.sizes == {"batch": 256, "hw": 224} for c in amp if c.model.startswith("timm:"))
     t5 = next(c for c in amp if c.model == "hfcfg:t5")
-    assert t5.sizes == {"batch": 32, "seq": 128, "tgt": 32} and t5.family == "encdec"
+    assert t5.sizes == {"batch": 64, "seq": 256, "tgt": 64} and t5.family == "encdec"
     assert all(c.extra["quick"] and c.run == "eager" and c.dtype == "float32" for c in cases)
 
 

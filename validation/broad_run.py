@@ -7,7 +7,7 @@ Models: the ``N`` timm names (``timm.list_models()``) with the lowest sha1 of th
 (:func:`sample_timm`; a model whose pretrained config's input is over 384 px is skipped,
 the next one taken), and :data:`HF_CONFIGS`, Hugging Face models built from transformers'
 own config classes with the keyword arguments written there (nothing downloaded).
-One case per model, as timm's benchmark measures inference: batch 256 (text: 32 x 128
+One case per model, as timm's benchmark measures inference: batch 256 (text: 64 x 256
 tokens) under ``torch.autocast("cuda", dtype=float16)`` over fp32 weights, eager,
 ``torch.no_grad()``; ``--fp32`` adds the same cases in fp32 after every AMP case. A probe
 call first (:func:`probe`: up to 3 calls, the fastest counts): a model that runs out of
@@ -54,8 +54,10 @@ PROBE_BUDGET_S = 8.0    # ... and no further call once they add up to this
 MIN_BATCH = 8
 MAX_HW = 384
 VISION_SIZES = {"batch": 256}
-TEXT_SIZES = {"batch": 32, "seq": 128}
-ENCDEC_SIZES = {"batch": 32, "seq": 128, "tgt": 32}
+# text: 64 x 256 tokens (at 32 x 128 the H100 run of 2026-11-25 found BERT-size encoders
+# host-bound: wall 4.6-6x their kernel sum)
+TEXT_SIZES = {"batch": 64, "seq": 256}
+ENCDEC_SIZES = {"batch": 64, "seq": 256, "tgt": 64}
 
 #: Hugging Face models from their config classes: model_type -> (class, config kwargs,
 #: inputs, family). Defaults where the default config is a common checkpoint's size;
@@ -111,7 +113,7 @@ HF_CONFIGS = {
 
 def hf_sizes(kind: str) -> dict:
     return dict({"text": TEXT_SIZES, "decoder": TEXT_SIZES, "encdec": ENCDEC_SIZES,
-                 "audio": {"batch": 32, "tgt": 32}, "image": {"batch": 256, "hw": 224}}[kind])
+                 "audio": {"batch": 64, "tgt": 64}, "image": {"batch": 256, "hw": 224}}[kind])
 
 
 class BroadZoo:
