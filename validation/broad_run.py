@@ -330,6 +330,8 @@ def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
             k = min(int(math.ceil(math.log2(t / SLOW_S))), int(math.log2(case.sizes["batch"] / MIN_BATCH)))
             if k > 0:
                 case = halved(case, k)
+        if case.sizes["batch"] == probe_batch:     # the probe's calls were the warm-up's
+            case = replace(case, extra=dict(case.extra, warmup=1))
         try:
             rec = run_case(case, zoo, cache, device)
         except Exception as e:  # noqa: BLE001
