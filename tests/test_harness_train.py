@@ -192,3 +192,17 @@ def test_summary_reports_failures_by_reason_and_the_bf16_table():
     assert lines[1] == "  2x OutOfMemoryError: CUDA out of memory. (e.g. hf:t5-small__bf16__adamw)"
     gpt2 = [ln for ln in lines if ln.startswith("hf:gpt2")]
     assert len(gpt2) == 1 and gpt2[0].split()[-5:] == ["120/240/7", "2.50", "3.10", "3.00", "backward"]
+
+
+def test_estimator_output_sink_keeps_an_encoding_for_triton_nvsmi():
+    # triton.testing.nvsmi decodes nvidia-smi's bytes with sys.stdout.encoding while the
+    # estimator's printout is swallowed: a plain StringIO (encoding None) failed every
+    # roofline estimate on the H100
+    import contextlib
+    import sys
+
+    from validation.train_competitors import _Quiet
+    with contextlib.redirect_stdout(_Quiet()):
+        print("Estimated total_time: 1.000 ms")
+        decoded = b"1980, 2619".decode(sys.stdout.encoding)
+    assert decoded == "1980, 2619"
