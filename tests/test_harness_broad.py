@@ -152,3 +152,13 @@ def test_probe_halves_on_the_fastest_call_not_the_first(monkeypatch, tmp_path):
     # every call 80 ms > 50 ms: three calls, then halved once (to 40 ms a call)
     assert len(s["probe"]["calls_s"]) == 3 and s["probe"]["batch"] == 16
     assert s["sizes"]["batch"] == 8 and s["batch_halvings"] == 1
+
+
+def test_skip_done_remeasures_failed_and_first_call_halved_rows():
+    rows = [{"model": "timm:a", "amp": "float16"},
+            {"model": "timm:b", "amp": "float16", "failed": "RuntimeError: x"},
+            {"model": "timm:c", "amp": "float16", "batch_halvings": 2},             # first-call rule
+            {"model": "timm:d", "amp": "float16", "batch_halvings": 1, "probe": {"batch": 256}},
+            {"model": "timm:a", "amp": None}]
+    assert broad_run.done_models(rows) == {("timm:a", "float16"), ("timm:d", "float16"),
+                                           ("timm:a", None)}

@@ -420,6 +420,14 @@ def summarize(rows) -> str:
     return "\n".join(out) or "no records"
 
 
+def done_models(rows) -> set:
+    """``{(model, amp)}`` measured in ``rows`` (a halved batch changes the case id, so by
+    model). Rows whose batch was halved on the first probe call alone (no ``probe``
+    field: the first H100 run) count as not done: they are measured again."""
+    return {(r["model"], r.get("amp")) for r in rows if not r.get("failed")
+            and not (r.get("batch_halvings") and "probe" not in r)}
+
+
 def _shard(text: str) -> tuple:
     try:
         i, n = (int(x) for x in text.split("/"))
@@ -459,9 +467,8 @@ def main(argv=None) -> int:
         i, n = a.shard
         cases = cases[i::n]
     if a.skip_done:
-        # a halved batch changes the id: skip by model and amp
         from validation.records import read_records
-        done = {(r["model"], r.get("amp")) for r in read_records(a.skip_done) if not r.get("failed")}
+        done = done_models(read_records(a.skip_done))
         cases = [c for c in cases if (c.model, c.extra.get("amp")) not in done]
     if a.plan:
         for c in cases:
