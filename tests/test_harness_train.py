@@ -109,7 +109,8 @@ def test_cpu_run_writes_one_record_per_case_with_phases(tmp_path):
     assert cnn["wall"]["n"] >= 10 and cnn["wall_us"] > 0
     fp16 = rows["tiny:cnn__batch2_hw16__fp16__adamw__eager"]
     assert fp16["grad_scaler"] and fp16["amp"] == "float16"
-    assert fp16["grad_scaler_scale"]["after_warmup"] > 0 and "at_end" in fp16["grad_scaler_scale"]
+    sc = fp16["grad_scaler_scale"]
+    assert sc["after_warmup"] > 0 and "after_profile" in sc and "at_end" in sc
     # the scaled loss's backward, the unscale and inf check in the optimizer phase
     assert "aten::mul" in fp16["phases"]["backward"]["host"]["aten_ops_top_counts"]
     assert "aten::_amp_foreach_non_finite_check_and_unscale_" in \

@@ -39,7 +39,8 @@ count, sum, host statistics), ``wall_us`` (median over >= 10 back-to-back steps,
 events around each step), ``memory`` (resident before the step = weights + optimizer state
 + inputs after ``zero_grad``; the step's peak with one reset at its start; per phase the
 peak with a reset at the phase's start, and the phase holding the peak), and the
-grad scaler's scale after warm-up and at the end (a fall means skipped steps). A failing
+grad scaler's scale after warm-up (run until a step leaves it alone), after the
+profiled steps and at the end (a fall means a skipped optimizer step). A failing
 case writes ``failed`` and the run goes on; ``--case-timeout-s`` bounds each case.
 
 ``--competitors``: instead of measuring, run PyTorch's own estimators on each case's step
@@ -275,10 +276,19 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
         for _ in range(3):
             step()
         sync()
-        rec["warmup_s"] = round(time.perf_counter() - tw, 3)
-        if scaler is not None:
-            rec["grad_scaler_scale"] = {"after_warmup": float(scaler.get_scale())}
         one_s = (time.perf_counter() - tw - rec["first_step_s"]) / 3
+        if scaler is not None:
+            # a step whose gradients overflow skips the optimizer (no AdamW kernels) and
+            # halves the scale: warm up until a step leaves the scale alone (random
+            # weights overflow early; the H100 run saw 65536 -> 8192 in 4 steps)
+            scale = float(scaler.get_scale())
+            for _ in range(6):
+                step()
+                scale, prev = float(scaler.get_scale()), scale
+                if scale == prev:
+                    break
+            rec["grad_scaler_scale"] = {"after_warmup": scale}
+        rec["warmup_s"] = round(time.perf_counter() - tw, 3)
         if cuda:
             rec["memory"] = step_memory(step, mod, opt, batch)
             m = rec["memory"]
@@ -288,6 +298,8 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
         if reps is None:
             reps = 1 if one_s > 0.1 else (2 if one_s > 0.03 else 3)
         prof = measure.profile_phases(step, reps=reps, flush=cuda)
+        if scaler is not None:              # a fall: a profiled step skipped its optimizer
+            rec["grad_scaler_scale"]["after_profile"] = float(scaler.get_scale())
         kernels, phases = [], {}
         for ph in PHASES:
             p = prof["phases"].get(ph, {"kernels": [], "per_call_kernel_count": [], "host": {}})
