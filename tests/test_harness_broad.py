@@ -162,3 +162,17 @@ def test_skip_done_remeasures_failed_and_first_call_halved_rows():
             {"model": "timm:a", "amp": None}]
     assert broad_run.done_models(rows) == {("timm:a", "float16"), ("timm:d", "float16"),
                                            ("timm:a", None)}
+
+
+def test_merge_replaces_models_measured_again(tmp_path):
+    from validation.records import write_records
+    old = [{"model": "timm:a", "amp": "float16", "sizes": {"batch": 16}},
+           {"model": "timm:b", "amp": "float16", "sizes": {"batch": 256}}]
+    new = [{"model": "timm:a", "amp": "float16", "sizes": {"batch": 256}},
+           {"model": "timm:c", "amp": "float16", "sizes": {"batch": 256}}]
+    write_records(str(tmp_path / "old.jsonl.gz"), old)
+    write_records(str(tmp_path / "new.jsonl.gz"), new)
+    out = str(tmp_path / "merged.jsonl.gz")
+    assert broad_run.main(["--merge", str(tmp_path / "old.jsonl.gz"), str(tmp_path / "new.jsonl.gz"),
+                           "--out", out]) == 0
+    assert read_records(out) == [old[1]] + new

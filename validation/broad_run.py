@@ -428,6 +428,13 @@ def done_models(rows) -> set:
             and not (r.get("batch_halvings") and "probe" not in r)}
 
 
+def merge_rows(old, new) -> list:
+    """``old`` rows without those ``new`` measures again (same model and amp), then
+    ``new``: a continuation run's file joined to the earlier one."""
+    again = {(r["model"], r.get("amp")) for r in new}
+    return [r for r in old if (r["model"], r.get("amp")) not in again] + list(new)
+
+
 def _shard(text: str) -> tuple:
     try:
         i, n = (int(x) for x in text.split("/"))
@@ -453,8 +460,17 @@ def main(argv=None) -> int:
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
     ap.add_argument("--summary", action="store_true",
                     help="print a short report of the records in --out and exit (no GPU)")
+    ap.add_argument("--merge", nargs=2, metavar=("OLD", "NEW"), default=None,
+                    help="write OLD's rows less the models NEW measured again, then NEW's, "
+                         "to --out, and exit (no GPU)")
     a = ap.parse_args(argv)
     t_start = time.time()
+    if a.merge:
+        from validation.records import read_records, write_records
+        rows = merge_rows(read_records(a.merge[0]), read_records(a.merge[1]))
+        write_records(a.out, rows)
+        print(f"{a.out}: {len(rows)} rows")
+        return 0
     if a.summary:
         from validation.records import read_records
         print(summarize(read_records(a.out)))
