@@ -35,7 +35,7 @@ def test_plan_interleaves_hf_configs_amp_first_then_fp32():
     assert models[0] == "hfcfg:bert" and "hfcfg:gpt2" in models[1:8]
     assert all(c.sizes == {"batch": 256, "hw": 224} for c in amp if c.model.startswith("timm:"))
     t5 = next(c for c in amp if c.model == "hfcfg:t5")
-    assert t5.sizes == {"batch": 32, "seq": 128, "tgt": 32} and t5.family == "encdec"
+    assert t5.sizes == {"batch": 64, "seq": 256, "tgt": 64} and t5.family == "encdec"
     assert all(c.extra["quick"] and c.run == "eager" and c.dtype == "float32" for c in cases)
 
 
@@ -88,3 +88,91 @@ def test_cpu_run_halves_on_oom_and_writes_zoo_rows(tmp_path):
     # rebuildable from the row alone
     m, args = broad_run.BroadZoo.from_row(gpt2).build(gpt2["model"], device="meta", **gpt2["sizes"])
     assert type(m).__name__ == gpt2["hf_config"]["class"] and args[0].shape == (16, 8)
+
+
+def test_summary_counts_timm_and_hf_apart():
+    rows = [{"case_id": "timm:a", "model": "timm:a", "wall_us": 2000.0, "kernel_count": 100,
+             "elapsed_s": 2.0, "batch_halvings": 1},
+            {"case_id": "timm:b", "model": "timm:b", "wall_us": 4000.0, "kernel_count": 300,
+             "elapsed_s": 3.0, "batch_halvings": 0},
+            {"case_id": "timm:c", "model": "timm:c", "failed": "TimeoutError: no result within 30 s",
+             "elapsed_s": 30.0},
+            {"case_id": "hfcfg:bert", "model": "hfcfg:bert", "wall_us": 1000.0, "kernel_count": 50,
+             "elapsed_s": 1.0}]
+    lines = broad_run.summarize(rows).splitlines()
+    assert lines[0] == ("timm: 3 rows, 2 measured, 1 failed, 1 with a halved batch; median 200 "
+                        "kernels, wall 3.00 ms, case 3.0 s")
+    assert lines[1].startswith("Hugging Face configs: 1 rows, 1 measured, 0 failed")
+    assert lines[2] == "  1x TimeoutError: no result within 30 s (e.g. timm:c)"
+
+
+class SleepZoo(broad_run.BroadZoo):
+    """``sleep:warm``: a first call of 0.2 s (kernel loading), then fast; ``sleep:slow``:
+    every call takes batch x 5 ms."""
+
+    def get(self, name):
+        from types import SimpleNamespace
+        return SimpleNamespace(name=name, family="cnn", library="test",
+                               defaults={"batch": 2, "hw": 8})
+
+    def build(self, name, device="meta", dtype=None, channels_last=False, **sizes):
+        import time
+
+        class Sleep(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(1))
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                if name == "sleep:warm":
+                    time.sleep(0.2 if self.calls == 1 else 0.001)
+                else:
+                    time.sleep(0.005 * x.shape[0])
+                return x * self.w
+        m = Sleep()
+        return m, self.inputs(name, m, device, dtype, **sizes)
+
+    def inputs(self, name, module, device="meta", dtype=None, channels_last=False, **sizes):
+        return (torch.randn(sizes["batch"], 3, sizes["hw"], sizes["hw"], device=device),)
+
+
+def test_probe_halves_on_the_fastest_call_not_the_first(monkeypatch, tmp_path):
+    monkeypatch.setattr(broad_run, "SLOW_S", 0.05)
+    zoo = SleepZoo()
+    warm = broad_run.make_case("sleep:warm", "cnn", {"batch": 16, "hw": 8}, None, 0, 0)
+    slow = broad_run.make_case("sleep:slow", "cnn", {"batch": 16, "hw": 8}, None, 0, 1)
+    out = str(tmp_path / "b.jsonl.gz")
+    broad_run.run(out, [warm, slow], device="cpu", zoo=zoo)
+    w, s = read_records(out)
+    # a slow first call alone halves nothing
+    assert w["sizes"]["batch"] == 16 and w["batch_halvings"] == 0
+    assert w["probe"]["calls_s"][0] > 0.15 and len(w["probe"]["calls_s"]) == 2
+    # every call 80 ms > 50 ms: three calls, then halved once (to 40 ms a call)
+    assert len(s["probe"]["calls_s"]) == 3 and s["probe"]["batch"] == 16
+    assert s["sizes"]["batch"] == 8 and s["batch_halvings"] == 1
+
+
+def test_skip_done_remeasures_failed_and_first_call_halved_rows():
+    rows = [{"model": "timm:a", "amp": "float16"},
+            {"model": "timm:b", "amp": "float16", "failed": "RuntimeError: x"},
+            {"model": "timm:c", "amp": "float16", "batch_halvings": 2},             # first-call rule
+            {"model": "timm:d", "amp": "float16", "batch_halvings": 1, "probe": {"batch": 256}},
+            {"model": "timm:a", "amp": None}]
+    assert broad_run.done_models(rows) == {("timm:a", "float16"), ("timm:d", "float16"),
+                                           ("timm:a", None)}
+
+
+def test_merge_replaces_models_measured_again(tmp_path):
+    from validation.records import write_records
+    old = [{"model": "timm:a", "amp": "float16", "sizes": {"batch": 16}},
+           {"model": "timm:b", "amp": "float16", "sizes": {"batch": 256}}]
+    new = [{"model": "timm:a", "amp": "float16", "sizes": {"batch": 256}},
+           {"model": "timm:c", "amp": "float16", "sizes": {"batch": 256}}]
+    write_records(str(tmp_path / "old.jsonl.gz"), old)
+    write_records(str(tmp_path / "new.jsonl.gz"), new)
+    out = str(tmp_path / "merged.jsonl.gz")
+    assert broad_run.main(["--merge", str(tmp_path / "old.jsonl.gz"), str(tmp_path / "new.jsonl.gz"),
+                           "--out", out]) == 0
+    assert read_records(out) == [old[1]] + new

@@ -7,11 +7,12 @@ Models: the ``N`` timm names (``timm.list_models()``) with the lowest sha1 of th
 (:func:`sample_timm`; a model whose pretrained config's input is over 384 px is skipped,
 the next one taken), and :data:`HF_CONFIGS`, Hugging Face models built from transformers'
 own config classes with the keyword arguments written there (nothing downloaded).
-One case per model, as timm's benchmark measures inference: batch 256 (text: 32 x 128
+One case per model, as timm's benchmark measures inference: batch 256 (text: 64 x 256
 tokens) under ``torch.autocast("cuda", dtype=float16)`` over fp32 weights, eager,
 ``torch.no_grad()``; ``--fp32`` adds the same cases in fp32 after every AMP case. A probe
-call first: a model that runs out of memory, or whose call takes over ``SLOW_S``,
-has its batch halved (down to ``MIN_BATCH``) before it is measured.
+call first (:func:`probe`: up to 3 calls, the fastest counts): a model that runs out of
+memory, or whose fastest call takes over ``SLOW_S``, has its batch halved (down to
+``MIN_BATCH``) before it is measured.
 
 Each case is measured by the zoo harness's own per-case function
 (:func:`validation.zoo_run.run_case`, ``quick``: 2 warm-up calls, 2 profiled calls, wall
@@ -47,12 +48,16 @@ from types import SimpleNamespace
 from validation.zoo_run import (Case, ModelCache, autocast_call, one_line, run_case,
                                 time_limit, write_record)
 
-SLOW_S = 0.25          # a probe call slower than this halves the batch
+SLOW_S = 0.25          # the fastest probe call slower than this halves the batch
+PROBE_CALLS = 3         # at most this many probe calls ...
+PROBE_BUDGET_S = 8.0    # ... and no further call once they add up to this
 MIN_BATCH = 8
 MAX_HW = 384
 VISION_SIZES = {"batch": 256}
-TEXT_SIZES = {"batch": 32, "seq": 128}
-ENCDEC_SIZES = {"batch": 32, "seq": 128, "tgt": 32}
+# text: 64 x 256 tokens (at 32 x 128 the H100 run of 2026-11-25 found BERT-size encoders
+# host-bound: wall 4.6-6x their kernel sum)
+TEXT_SIZES = {"batch": 64, "seq": 256}
+ENCDEC_SIZES = {"batch": 64, "seq": 256, "tgt": 64}
 
 #: Hugging Face models from their config classes: model_type -> (class, config kwargs,
 #: inputs, family). Defaults where the default config is a common checkpoint's size;
@@ -108,7 +113,7 @@ HF_CONFIGS = {
 
 def hf_sizes(kind: str) -> dict:
     return dict({"text": TEXT_SIZES, "decoder": TEXT_SIZES, "encdec": ENCDEC_SIZES,
-                 "audio": {"batch": 32, "tgt": 32}, "image": {"batch": 256, "hw": 224}}[kind])
+                 "audio": {"batch": 64, "tgt": 64}, "image": {"batch": 256, "hw": 224}}[kind])
 
 
 class BroadZoo:
@@ -254,10 +259,14 @@ def is_oom(e: BaseException) -> bool:
     return "out of memory" in str(e).lower() or type(e).__name__ == "OutOfMemoryError"
 
 
-def probe(case: Case, zoo, cache: ModelCache, device: str) -> float:
-    """Seconds of one call of the case's model (the second call: the first loads
-    kernels; the first alone when it already took over 4 x ``SLOW_S``); builds the model
-    into ``cache`` so the measurement reuses it."""
+def probe(case: Case, zoo, cache: ModelCache, device: str) -> list:
+    """Seconds of the first calls of the case's model: up to ``PROBE_CALLS``, stopping
+    at a call under ``SLOW_S`` or once they add up to ``PROBE_BUDGET_S``. The first call
+    at a new input shape is no steady state: it loads kernels and asks cuDNN's
+    heuristics for every new convolution (seconds for a depthwise-heavy net: an H100
+    run, 2026-11-25, halved 40 of 116 timm models' batches on the first call's time
+    alone), so the decision takes the fastest call. Builds the model into ``cache``
+    so the measurement reuses it."""
     import torch
     key = (case.model, case.dtype, case.channels_last, case.sizes.get("hw"))
     t0 = time.time()
@@ -269,17 +278,17 @@ def probe(case: Case, zoo, cache: ModelCache, device: str) -> float:
         args = zoo.inputs(case.model, mod, device=device, dtype=torch.float32, **case.sizes)
     fn = autocast_call(mod, case.extra.get("amp"), device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    times = []
     try:
         with torch.no_grad():
-            t0 = time.perf_counter()
-            fn(*args)
-            sync()
-            if time.perf_counter() - t0 > 4 * SLOW_S:
-                return time.perf_counter() - t0
-            t0 = time.perf_counter()
-            fn(*args)
-            sync()
-            return time.perf_counter() - t0
+            while len(times) < PROBE_CALLS and sum(times) < PROBE_BUDGET_S:
+                t0 = time.perf_counter()
+                fn(*args)
+                sync()
+                times.append(time.perf_counter() - t0)
+                if times[-1] <= SLOW_S:
+                    break
+        return times
     finally:
         del args
 
@@ -294,34 +303,48 @@ def halved(case: Case, times: int = 1) -> Case | None:
                    extra=extra)
 
 
-def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
-    """Probe (halving the batch on OOM or a slow call), then :func:`zoo_run.run_case`."""
+def _free(cache: ModelCache, device: str) -> None:
     import torch
+    cache.evict(all_=True)
+    cache.failed.clear()                       # a smaller batch may build and run
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
+    """Probe (halving the batch on OOM or a slow call), then :func:`zoo_run.run_case`
+    (an OOM there halves the batch and starts again from the probe)."""
     while True:
         try:
-            t = probe(case, zoo, cache, device)
+            calls, probe_batch = probe(case, zoo, cache, device), case.sizes["batch"]
+            t = min(calls)
         except Exception as e:  # noqa: BLE001
-            if not is_oom(e):
-                raise
-            cache.evict(all_=True)
-            cache.failed.clear()               # a smaller batch may build and run
-            gc.collect()
-            if device == "cuda":
-                torch.cuda.empty_cache()
-            nxt = halved(case)
+            nxt = halved(case) if is_oom(e) else None
             if nxt is None:
                 raise
+            _free(cache, device)
             case = nxt
             continue
         if t > SLOW_S and halved(case) is not None:
             k = min(int(math.ceil(math.log2(t / SLOW_S))), int(math.log2(case.sizes["batch"] / MIN_BATCH)))
             if k > 0:
                 case = halved(case, k)
+        if case.sizes["batch"] == probe_batch:     # the probe's calls were the warm-up's
+            case = replace(case, extra=dict(case.extra, warmup=1))
+        try:
+            rec = run_case(case, zoo, cache, device)
+        except Exception as e:  # noqa: BLE001
+            nxt = halved(case) if is_oom(e) else None
+            if nxt is None:
+                raise
+            _free(cache, device)
+            case = nxt
+            continue
         break
-    rec = run_case(case, zoo, cache, device)
     rec["build_s"] = case.extra.get("build_s", rec.get("build_s"))   # built by the probe
     rec["batch_halvings"] = case.extra.get("batch_halvings", 0)
-    rec["probe_call_s"] = round(t, 4)
+    rec["probe"] = {"batch": probe_batch, "calls_s": [round(x, 4) for x in calls]}
     if case.model.startswith("hfcfg:"):
         rec["hf_config"] = zoo.hf_config(case.model)
     return rec
@@ -374,6 +397,44 @@ def run(out, cases, deadline_s=None, device="cuda", zoo=None, t_start=None,
     return summary
 
 
+def summarize(rows) -> str:
+    """A short text report of broad records: models measured and failed (timm and
+    Hugging Face apart), halved batches, the failures by reason, medians."""
+    import statistics
+
+    from validation.records import failure_lines
+    out = []
+    for lib, pre in (("timm", "timm:"), ("Hugging Face configs", "hfcfg:")):
+        rs = [r for r in rows if r.get("model", "").startswith(pre)]
+        ok = [r for r in rs if not r.get("failed")]
+        if not rs:
+            continue
+        walls = [r["wall_us"] for r in ok if r.get("wall_us")]
+        ks = [r["kernel_count"] for r in ok if "kernel_count" in r]
+        out.append(f"{lib}: {len(rs)} rows, {len(ok)} measured, {len(rs) - len(ok)} failed, "
+                   f"{sum(1 for r in ok if r.get('batch_halvings'))} with a halved batch; median "
+                   f"{statistics.median(ks) if ks else 0:.0f} kernels, wall "
+                   f"{(statistics.median(walls) if walls else 0) / 1e3:.2f} ms, case "
+                   f"{statistics.median(r.get('elapsed_s', 0) for r in rs):.1f} s")
+    out += ["  " + ln for ln in failure_lines(rows)]
+    return "\n".join(out) or "no records"
+
+
+def done_models(rows) -> set:
+    """``{(model, amp)}`` measured in ``rows`` (a halved batch changes the case id, so by
+    model). Rows whose batch was halved on the first probe call alone (no ``probe``
+    field: the first H100 run) count as not done: they are measured again."""
+    return {(r["model"], r.get("amp")) for r in rows if not r.get("failed")
+            and not (r.get("batch_halvings") and "probe" not in r)}
+
+
+def merge_rows(old, new) -> list:
+    """``old`` rows without those ``new`` measures again (same model and amp), then
+    ``new``: a continuation run's file joined to the earlier one."""
+    again = {(r["model"], r.get("amp")) for r in new}
+    return [r for r in old if (r["model"], r.get("amp")) not in again] + list(new)
+
+
 def _shard(text: str) -> tuple:
     try:
         i, n = (int(x) for x in text.split("/"))
@@ -397,8 +458,23 @@ def main(argv=None) -> int:
                     help="I/N: run only every N-th case from the I-th")
     ap.add_argument("--skip-done", default=None, help="skip models recorded (not failed) in this file")
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    ap.add_argument("--summary", action="store_true",
+                    help="print a short report of the records in --out and exit (no GPU)")
+    ap.add_argument("--merge", nargs=2, metavar=("OLD", "NEW"), default=None,
+                    help="write OLD's rows less the models NEW measured again, then NEW's, "
+                         "to --out, and exit (no GPU)")
     a = ap.parse_args(argv)
     t_start = time.time()
+    if a.merge:
+        from validation.records import read_records, write_records
+        rows = merge_rows(read_records(a.merge[0]), read_records(a.merge[1]))
+        write_records(a.out, rows)
+        print(f"{a.out}: {len(rows)} rows")
+        return 0
+    if a.summary:
+        from validation.records import read_records
+        print(summarize(read_records(a.out)))
+        return 0
     if a.n < 0:
         ap.error("--n must be >= 0")
     timm_models = sample_timm(a.n)
@@ -407,9 +483,8 @@ def main(argv=None) -> int:
         i, n = a.shard
         cases = cases[i::n]
     if a.skip_done:
-        # a halved batch changes the id: skip by model and amp
         from validation.records import read_records
-        done = {(r["model"], r.get("amp")) for r in read_records(a.skip_done) if not r.get("failed")}
+        done = done_models(read_records(a.skip_done))
         cases = [c for c in cases if (c.model, c.extra.get("amp")) not in done]
     if a.plan:
         for c in cases:

@@ -33,10 +33,6 @@ echo "== broad (left $L s, deadline $BD s)"
 timeout $(( L - 5 )) python3 -m validation.broad_run --out "$OUT/broad.jsonl.gz" --deadline-s $BD \
   "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn\|FutureWarning"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
-python3 -c "
-from validation.records import read_records as r
-rows = r('$OUT/broad.jsonl.gz')
-print(len(rows), 'rows,', sum(1 for x in rows if x.get('failed')), 'failed,',
-      sum(1 for x in rows if x.get('batch_halvings')), 'halved')"
 ls -la "$OUT"
+python3 -m validation.broad_run --summary --out "$OUT/broad.jsonl.gz"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -58,10 +58,10 @@ if [ "$COMP" -gt 0 ]; then
     | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
+ls -la "$OUT"
 python3 -c "
 from validation.records import read_records as r
-for f in ('train', 'train_competitors'):
-    rows = r('$OUT/' + f + '.jsonl.gz')
-    if rows: print(f, len(rows), 'rows,', sum(1 for x in rows if x.get('failed')), 'failed')"
-ls -la "$OUT"
+rows = r('$OUT/train_competitors.jsonl.gz')
+if rows: print('train_competitors', len(rows), 'rows,', sum(1 for x in rows if x.get('failed')), 'failed')"
+[ -f "$OUT/train.jsonl.gz" ] && python3 -m validation.train_run --summary --out "$OUT/train.jsonl.gz"
 echo "total $(( $(date +%s) - T0 )) s"

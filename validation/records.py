@@ -74,6 +74,18 @@ def append_record(path: str, row: dict) -> str:
     return path
 
 
+def failure_lines(rows, top: int = 8) -> list:
+    """The commonest failure reasons of records ``rows``, most frequent first, each with
+    its count and one case it hit: ``["3x RuntimeError: ... (e.g. case)"]``."""
+    from collections import Counter
+    reasons = Counter(r["failed"] for r in rows if r.get("failed"))
+    first = {}
+    for r in rows:
+        if r.get("failed"):
+            first.setdefault(r["failed"], r.get("case_id"))
+    return [f"{n}x {why[:150]} (e.g. {first[why]})" for why, n in reasons.most_common(top)]
+
+
 def run_set(results_dir: str, gpu: str, name: str) -> str:
     """Where a GPU's run set lives: ``<results_dir>/<gpu>/<name>.jsonl.gz`` (``name``: zoo,
     holdout, classic, ...)."""

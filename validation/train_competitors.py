@@ -91,13 +91,24 @@ def memtracker(case, zoo_mod, desc) -> dict:
     return {"peak": int(peak), "before": int(before), "peak_by_category": cats}
 
 
+class _Quiet(io.StringIO):
+    """Swallows the estimator's printed total; keeps an ``encoding`` (triton's
+    ``testing.nvsmi``, which the roofline asks for the device's peaks, decodes
+    nvidia-smi's answer with ``sys.stdout.encoding``: a plain StringIO's None failed
+    every roofline estimate on the H100, 2026-11-25)."""
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+
 def runtime_estimator(case, zoo_mod, desc, mode: str) -> dict:
     from torch.distributed._tools.runtime_estimator import RuntimeEstimator
     fake_mode, step, *_ = _fake_step(case, zoo_mod, desc)
     with fake_mode:
         rte = RuntimeEstimator()
         marks = _RuntimePhases(rte)
-        with contextlib.redirect_stdout(io.StringIO()), rte(mode):
+        with contextlib.redirect_stdout(_Quiet()), rte(mode):
             step(marks)
     return {"total_ms": round(rte.total_runtime, 4), "phases_ms": marks.ms}
 

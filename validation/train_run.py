@@ -39,7 +39,8 @@ count, sum, host statistics), ``wall_us`` (median over >= 10 back-to-back steps,
 events around each step), ``memory`` (resident before the step = weights + optimizer state
 + inputs after ``zero_grad``; the step's peak with one reset at its start; per phase the
 peak with a reset at the phase's start, and the phase holding the peak), and the
-grad scaler's scale after warm-up and at the end (a fall means skipped steps). A failing
+grad scaler's scale after warm-up (run until a step leaves it alone), after the
+profiled steps and at the end (a fall means a skipped optimizer step). A failing
 case writes ``failed`` and the run goes on; ``--case-timeout-s`` bounds each case.
 
 ``--competitors``: instead of measuring, run PyTorch's own estimators on each case's step
@@ -275,10 +276,19 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
         for _ in range(3):
             step()
         sync()
-        rec["warmup_s"] = round(time.perf_counter() - tw, 3)
-        if scaler is not None:
-            rec["grad_scaler_scale"] = {"after_warmup": float(scaler.get_scale())}
         one_s = (time.perf_counter() - tw - rec["first_step_s"]) / 3
+        if scaler is not None:
+            # a step whose gradients overflow skips the optimizer (no AdamW kernels) and
+            # halves the scale: warm up until a step leaves the scale alone (random
+            # weights overflow early; the H100 run saw 65536 -> 8192 in 4 steps)
+            scale = float(scaler.get_scale())
+            for _ in range(6):
+                step()
+                scale, prev = float(scaler.get_scale()), scale
+                if scale == prev:
+                    break
+            rec["grad_scaler_scale"] = {"after_warmup": scale}
+        rec["warmup_s"] = round(time.perf_counter() - tw, 3)
         if cuda:
             rec["memory"] = step_memory(step, mod, opt, batch)
             m = rec["memory"]
@@ -288,6 +298,8 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, reps=None) -> 
         if reps is None:
             reps = 1 if one_s > 0.1 else (2 if one_s > 0.03 else 3)
         prof = measure.profile_phases(step, reps=reps, flush=cuda)
+        if scaler is not None:              # a fall: a profiled step skipped its optimizer
+            rec["grad_scaler_scale"]["after_profile"] = float(scaler.get_scale())
         kernels, phases = [], {}
         for ph in PHASES:
             p = prof["phases"].get(ph, {"kernels": [], "per_call_kernel_count": [], "host": {}})
@@ -396,6 +408,34 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda", zoo_mod=None,
     return summary
 
 
+def summarize(rows) -> str:
+    """A short text report of training records: counts, the failures by reason, and a
+    table of the bf16 AdamW and compiled cases (kernels per phase, sums, walls, peaks)."""
+    from gpusim.fmt import table
+
+    from validation.records import failure_lines
+    ok = [r for r in rows if not r.get("failed") and "phases" in r]
+    splits = sorted({(r.get("profile") or {}).get("split") for r in ok} - {None})
+    out = [f"train records: {len(rows)} rows, {len(ok)} measured, "
+           f"{sum(1 for r in rows if r.get('failed'))} failed; kernel split {', '.join(splits) or '-'}"]
+    out += ["  " + ln for ln in failure_lines(rows)]
+    sel = [r for r in ok if r["run"] == "compiled"
+           or (r.get("precision") == "bf16" and r.get("optimizer") == "adamw")]
+    if sel:
+        body = []
+        for r in sel:
+            ph, mem = r["phases"], r.get("memory") or {}
+            peak = mem.get("peak_step_case_bytes", mem.get("peak_step_allocated"))
+            body.append([f"{r['model']} {'x'.join(str(v) for v in r['sizes'].values())} {r['run']}",
+                         "/".join(str(ph[p]["kernel_count"]) for p in ("forward", "backward", "optimizer")),
+                         f"{r['kernel_sum_us'] / 1e3:.2f}", f"{r['wall_us'] / 1e3:.2f}",
+                         f"{peak / 2**30:.2f}" if peak is not None else "-",
+                         mem.get("peak_phase") or "-"])
+        out.append(table(body, ["bf16 AdamW case", "kernels f/b/o", "sum ms", "wall ms",
+                                "peak GiB", "peak in"]))
+    return "\n".join(out)
+
+
 def _tiers(text: str) -> set:
     try:
         return {int(t) for t in text.split(",") if t.strip()}
@@ -423,8 +463,14 @@ def main(argv=None) -> int:
                     help="run MemTracker and RuntimeEstimator on each case's step instead of "
                          "measuring it")
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    ap.add_argument("--summary", action="store_true",
+                    help="print a short report of the records in --out and exit (no GPU)")
     a = ap.parse_args(argv)
     t_start = time.time()
+    if a.summary:
+        from validation.records import read_records
+        print(summarize(read_records(a.out)))
+        return 0
     from gpusim import zoo as zoo_mod
     patterns = [p for p in a.cases.split(",") if p] if a.cases else None
     cases = plan_cases(zoo_mod, patterns=patterns, compiled=() if a.no_compiled else COMPILED)
