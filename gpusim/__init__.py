@@ -25,10 +25,10 @@ from .errors import GpusimError
 _API = {"predict": "predict", "Prediction": "predict", "search": "search", "whatif": "search",
         "SearchResult": "search", "capture": "capture", "lower": "lower",
         "load_spec": "hardware", "load_host": "host", "load_model": "models",
-        "Partition": "partition"}
+        "Partition": "partition", "sweep": "sweep"}
 
 __all__ = ["predict", "search", "whatif", "capture", "lower", "load_spec", "load_host", "load_model",
-           "Partition", "Prediction", "SearchResult", "GpusimError"]
+           "sweep", "Partition", "Prediction", "SearchResult", "GpusimError"]
 
 
 def __getattr__(name):
