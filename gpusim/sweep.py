@@ -216,18 +216,18 @@ def run_task(task: Task) -> list[dict]:
     sizes = dict(task.sizes)
     base = {"model": task.model, "sizes": sizes_text(task.sizes), "dtype": task.dtype,
             "train": task.train, "amp": task.amp}
+    host = load_host(task.host)         # checked by plan(): a mistake there is the user's
     try:
-        host = load_host(task.host)
         with torch.no_grad():
             graph = model_graph(task.model, task.dtype, sizes)
         error = None
     except Exception as e:  # noqa: BLE001 - a failed capture is a row, not a crash
-        host, graph, error = None, None, _one_line(e)
+        graph, error = None, _one_line(e)
     takes = model_sizes(task.model)
     effective = dict(takes, **sizes)
     rows = []
     for gpu, mode in task.runs:
-        row = dict(base, gpu=gpu, mode=mode, host=host.name if host else str(task.host),
+        row = dict(base, gpu=gpu, mode=mode, host=host.name,
                    **{k: v for k, v in effective.items()})
         row["samples_per_call"] = effective.get("batch", 1)
         if error is None:
@@ -473,8 +473,9 @@ def sweep(models, gpus, sizes=None, modes=("eager", "compiled", "cudagraph"),
             with bar:
                 _run(todo, client, sink)
         finally:
-            if cluster is not None:
+            if client is not None and client is not dask:       # ours: close it
                 client.close()
+            if cluster is not None:
                 cluster.close()
     everything = _frame(have + new, order)
     if out is not None and (new or os.path.exists(partial_path(out)) or not os.path.exists(out)):
