@@ -25,6 +25,7 @@ delete them to retry) and runs only the missing ones.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -66,7 +67,9 @@ def have_dask() -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=None)
 def version() -> str:
+    """The installed gpusim's version (every row carries it)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as v
     try:
@@ -247,7 +250,7 @@ def run_task(task: Task) -> list[dict]:
 
 def prediction_row(p) -> dict:
     """The scalar figures of ``p.to_dict()`` (what ``predict --json`` prints) as columns."""
-    d = p.to_dict()
+    d = p.to_dict(kernels=False)
     row = {k: d[k] for k in FIGURES}
     row["gpu_name"] = p.spec.display_name
     row["spec_source"] = p.spec.source
