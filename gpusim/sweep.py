@@ -248,6 +248,15 @@ def run_task(task: Task) -> list[dict]:
     return rows
 
 
+def failed_rows(task: Task, error: str) -> list[dict]:
+    """The rows of a task whose worker died before it could return any."""
+    from .host import load_host
+    host = load_host(task.host).name
+    return [{"model": task.model, "sizes": sizes_text(task.sizes), "dtype": task.dtype,
+             "train": task.train, "amp": task.amp, "gpu": g, "mode": m, "host": host,
+             "error": error, "gpusim_version": version()} for g, m in task.runs]
+
+
 def prediction_row(p) -> dict:
     """The scalar figures of ``p.to_dict()`` (what ``predict --json`` prints) as columns."""
     d = p.to_dict(kernels=False)
@@ -391,7 +400,7 @@ def _client(dask):
         if not n.isdigit() or int(n) < 1:
             raise UserError(f"--dask {text}: give local:N with N worker processes, e.g. local:4")
         cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address=":0", silence_logs=logging.CRITICAL)
         return Client(cluster), cluster
     if "://" not in text:
         raise UserError(f"--dask {text!r}: give local:N, a scheduler address such as "
@@ -411,8 +420,13 @@ def _run(tasks: list[Task], client, sink) -> None:
         return
     from dask.distributed import as_completed
     futures = client.map(run_task, tasks, pure=False)
+    task_of = {f.key: t for f, t in zip(futures, tasks)}
     for fut in as_completed(futures):
-        sink(fut.result())
+        try:
+            rows = fut.result()
+        except Exception as e:  # noqa: BLE001 - a worker died on it (memory): error rows
+            rows = failed_rows(task_of[fut.key], _one_line(e))
+        sink(rows)
 
 
 def sweep(models, gpus, sizes=None, modes=("eager", "compiled", "cudagraph"),

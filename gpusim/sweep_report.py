@@ -83,8 +83,7 @@ def answers(df, prices: dict | None = None, target_latency_ms: float | None = No
            "targets": {"latency_ms": target_latency_ms, "throughput": target_throughput},
            "missing_prices": [g for g in prices if g not in gpus]}
     cols = GROUP + ["samples_per_call", "gpu", "mode", "samples_per_s", "end_to_end_ms"]
-    out["throughput"] = fit[cols].sort_values(GROUP + ["gpu", "mode", "samples_per_call"]) \
-        if len(fit) else fit
+    out["throughput"] = fit[cols]           # in sweep order: the page's panels follow it
     out["frontier"] = _frontier(ok, gpus)
     out["fastest_mode"] = _fastest_mode(fit)
     priced = fit[fit["gpu"].isin(list(prices))].copy() if len(fit) else fit

@@ -282,3 +282,24 @@ def test_ci_runs_the_readme_test_command():
         last = f.read().rstrip("\n").split("\n")[-1]
     assert "```\n" + last + "\n```" in readme
     assert '".[test,plot,zoo,sweep]"' in last
+
+
+def test_readme_sweep_commands_run(tmp_path, monkeypatch):
+    """The README's sweep and report commands, verbatim (a LocalCluster when Dask is
+    installed, this process when not)."""
+    import shlex
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    block = re.search(r"## Sweeps\n.*?```sh\n(.*?)```", text, re.S).group(1)
+    lines = block.strip().split("\n")
+    assert len(lines) == 2 and all(x.startswith("gpusim sweep ") for x in lines)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    from contextlib import redirect_stdout
+    with redirect_stdout(out):
+        for line in lines:
+            assert main(shlex.split(line)[1:]) == 0, line
+    df = read_results("sweep.parquet" if HAVE_ARROW else "sweep.csv")
+    assert len(df) == 2 * 3 * 3 * 2 and (df["error"] == "").all()
+    html = (tmp_path / "sweep.html").read_text()
+    assert "Cheapest GPU that meets the target" in html and "$ / M samples" in html

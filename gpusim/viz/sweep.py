@@ -82,7 +82,8 @@ def _label(r) -> str:
 def throughput_svg(res) -> str:
     """Samples per second against batch: one panel per model (and other sizes, dtype), a
     colour per GPU, a line style per mode; log-log."""
-    _, Figure, _ = _mpl()
+    matplotlib, Figure, _ = _mpl()
+    import matplotlib.ticker  # noqa: F401
     t = res["throughput"]
     groups = list(t.groupby(["model", "dtype", "other_sizes"], sort=False))[:MAX_PANELS]
     cols = min(3, len(groups))
@@ -97,6 +98,9 @@ def throughput_svg(res) -> str:
                     marker="o", ms=3, lw=1.4, color=colour[gpu], label=f"{gpu} {mode}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        batches = sorted(set(int(b) for b in g["samples_per_call"]))
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_title(_label(dict(zip(["model", "dtype", "other_sizes"], key))), fontsize=9)
         ax.set_xlabel("batch", fontsize=8)
         ax.set_ylabel("samples / s", fontsize=8)
