@@ -57,7 +57,7 @@ def run(workers: int, names: list[str]) -> dict:
     from dask.distributed import Client, LocalCluster
     t0 = time.perf_counter()
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.CRITICAL)
     client = Client(cluster)
     client.run(_warm)
     cpu0 = client.run(time.process_time)

@@ -290,6 +290,10 @@ def cmd_sweep_report(a) -> int:
     prices = parse_prices(a.price)
     res = answers(read_results(a.results), prices, a.target_latency_ms, a.target_throughput)
     viz.write_atomic(a.out, viz.sweep_html(res, a.results))
+    if a.json:          # the page's answers as data
+        print(json.dumps({"out": a.out, **{k: json.loads(res[k].to_json(orient="records"))
+                                           for k in ("cheapest", "frontier", "fastest_mode", "cost")
+                                           if res[k] is not None}}))
     print(f"wrote {a.out}", file=sys.stderr)
     return 0
 
@@ -307,7 +311,7 @@ def sweep_report_parser() -> argparse.ArgumentParser:
                    help="the cheapest GPU whose time per call is at most this")
     r.add_argument("--target-throughput", type=float, default=None,
                    help="the cheapest GPU that runs at least this many samples per second")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="also print the answers as one JSON document")
     r.set_defaults(fn=cmd_sweep_report, outputs=("out",), takes_model=False, cmd="sweep report")
     return r
 
@@ -466,7 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--algo", default="auto", type=str.lower, help="auto | greedy | bytes | exact")
     r.set_defaults(fn=cmd_report, outputs=("out",))
     sw = sub.add_parser("sweep", help="many models x sizes x GPUs x modes into one table, on "
-                        "Dask; `gpusim sweep report RESULTS --out F.html` answers from it")
+                        "Dask; `gpusim sweep report RESULTS --out F.html` answers from it",
+                        description="Predict every model x size x dtype on every GPU x mode "
+                        "into one table (docs/sweep.md). `gpusim sweep report RESULTS --out "
+                        "F.html` answers from it (see `gpusim sweep report --help`).")
     sw.add_argument("models", nargs="+", metavar="MODEL", help="models as predict takes them")
     sw.add_argument("--gpu", required=True, help="GPU specs, comma-separated: h100,a100,l4")
     sw.add_argument("--size", action="append", metavar="KEY=V1,V2",

@@ -59,7 +59,7 @@ def cluster():
     import logging
     from dask.distributed import LocalCluster
     c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                     dashboard_address=None, silence_logs=logging.ERROR)
+                     dashboard_address=":0", silence_logs=logging.CRITICAL)
     yield c
     c.close()
 
@@ -93,7 +93,7 @@ def test_two_worker_cluster_rows_equal_predict(cluster, tmp_path, capsys):
 
 def _sweep_argv(out):
     return ["sweep", "conv_bn_relu", "add_relu_mul", "--gpu", "h100,t4", "--size",
-            "batch=" + ",".join(str(b) for b in range(1, 41)), "--size", "n=4096,8192",
+            "batch=" + ",".join(str(b) for b in range(1, 21)), "--size", "n=4096,8192",
             "--mode", "eager,compiled", "--out", out, "--dask", "off"]
 
 
@@ -116,7 +116,7 @@ def test_killed_sweep_resumes_only_missing_rows(tmp_path):
     assert not os.path.exists(out)                   # killed before the merge
     with open(part) as f:
         before = f.read().count("\n")
-    assert 12 <= before < 168
+    assert 12 <= before < 88
     # a kill in the middle of a write leaves a cut last line: it is dropped, not fatal
     with open(part, "a") as f:
         f.write('{"model": "conv_bn_relu", "sizes": "bat')
@@ -125,10 +125,10 @@ def test_killed_sweep_resumes_only_missing_rows(tmp_path):
     with redirect_stdout(buf):
         assert main(_sweep_argv(out)) == 0
     m = re.search(r"(\d+) rows \((\d+) new, (\d+) already there\)", buf.getvalue())
-    assert m and int(m.group(1)) == 2 * 2 * (40 + 2) and int(m.group(3)) == before
+    assert m and int(m.group(1)) == 2 * 2 * (20 + 2) and int(m.group(3)) == before
     assert not os.path.exists(part)
     got = read_results(out)
-    assert len(got) == 168 and len(got.drop_duplicates(list(KEY))) == 168
+    assert len(got) == 88 and len(got.drop_duplicates(list(KEY))) == 88
     clean = str(tmp_path / "clean.csv")
     with redirect_stdout(io.StringIO()):
         assert main(_sweep_argv(clean)) == 0
@@ -226,8 +226,13 @@ def test_cli_report_page_in_headless_chromium(rows, tmp_path, capsys):
     res_path = str(tmp_path / "r.parquet")
     write_results(res_path, rows)
     page = tmp_path / "sweep.html"
+    capsys.readouterr()
     assert main(["sweep", "report", res_path, "--out", str(page), "--price", "h100=2.5,t4=0.35",
-                 "--target-latency-ms", "5"]) == 0
+                 "--target-latency-ms", "5", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)          # the page's answers, as data
+    want = answers(rows, {"h100-sxm": 2.5, "t4": 0.35}, target_latency_ms=5)
+    assert [r["gpu"] for r in doc["cheapest"]] == list(want["cheapest"]["gpu"])
+    assert len(doc["fastest_mode"]) == len(want["fastest_mode"]) and len(doc["cost"]) == 4
     html = page.read_text()
     for sid in ("cheapest", "throughput", "frontier", "fastest", "cost"):
         assert f'id="{sid}"' in html
@@ -284,10 +289,17 @@ def test_ci_runs_the_readme_test_command():
     assert '".[test,plot,zoo,sweep]"' in last
 
 
-def test_readme_sweep_commands_run(tmp_path, monkeypatch):
-    """The README's sweep and report commands, verbatim (a LocalCluster when Dask is
-    installed, this process when not)."""
+def test_readme_sweep_commands_run(tmp_path, monkeypatch, request):
+    """The README's sweep and report commands, verbatim (on Dask when it is installed:
+    the module's 2-worker cluster, already warm, stands in for the LocalCluster the
+    command would start; this process when not)."""
+    import importlib
     import shlex
+    if have_dask():
+        from dask.distributed import Client
+        c = request.getfixturevalue("cluster")
+        sw = importlib.import_module("gpusim.sweep")
+        monkeypatch.setattr(sw, "_client", lambda dask: (Client(c), None))
     with open(os.path.join(ROOT, "README.md")) as f:
         text = f.read()
     block = re.search(r"## Sweeps\n.*?```sh\n(.*?)```", text, re.S).group(1)
