@@ -207,6 +207,14 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def task_graph(task: Task):
+    """The graph ``gpusim predict`` captures for the task's model, sizes and dtype: the
+    one place a sweep builds its input, where ``train`` and ``amp`` go to the capture once
+    ``predict`` takes them (:func:`_train_amp_supported` refuses them until then)."""
+    from .models import model_graph
+    return model_graph(task.model, task.dtype, dict(task.sizes))
+
+
 def run_task(task: Task) -> list[dict]:
     """Capture ``task``'s model once and predict it on each (GPU, mode) of its runs: one
     row per run, or per run a row with the one-line error. Runs on a Dask worker; returns
@@ -214,7 +222,6 @@ def run_task(task: Task) -> list[dict]:
     import torch
     from .hardware import load_spec
     from .host import load_host
-    from .models import model_graph
     from .predict import predict
     sizes = dict(task.sizes)
     base = {"model": task.model, "sizes": sizes_text(task.sizes), "dtype": task.dtype,
@@ -222,7 +229,7 @@ def run_task(task: Task) -> list[dict]:
     host = load_host(task.host)         # checked by plan(): a mistake there is the user's
     try:
         with torch.no_grad():
-            graph = model_graph(task.model, task.dtype, sizes)
+            graph = task_graph(task)
         error = None
     except Exception as e:  # noqa: BLE001 - a failed capture is a row, not a crash
         graph, error = None, _one_line(e)
@@ -315,10 +322,15 @@ def read_results(path: str):
     missing = [k for k in KEY if k not in df.columns]
     if missing:
         raise UserError(f"{path} is not a gpusim sweep's results (no column {missing[0]!r})")
-    for col in ("sizes", "error", "amp", "unmodelled_ops", "memory_peak_ops"):
-        if col in df.columns:
-            df[col] = df[col].fillna("").astype(str)
-    return df
+    return _tidy(df)
+
+
+def _as_bool(v):
+    if isinstance(v, str):
+        return {"true": True, "false": False}.get(v.strip().lower())
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return bool(v)
 
 
 def read_partial(path: str) -> list[dict]:
@@ -368,13 +380,29 @@ def _frame(rows: list[dict], order: dict | None = None):
     order = order or {}
     keys = sorted(by_key, key=lambda k: (order.get(k, len(order)), tuple(map(str, k))))
     df = pd.DataFrame([by_key[k] for k in keys])
-    if not len(df):
-        return df
-    # the key, then the sizes (every size the model took, defaults included), then figures
+    return _tidy(df) if len(df) else df
+
+
+def _tidy(df):
+    """Columns in order, the key, then the sizes (every size the model took, defaults
+    included), then the figures; whole numbers stay whole where a row lacks them (the
+    batch of a model without one) instead of turning float."""
+    pd = _pandas()
     tail = {"samples_per_call", "samples_per_s", "error", "gpusim_version", "gpu_name",
             "spec_source", "graph", "unmodelled_ops"} | set(FIGURES)
     rest = [c for c in df.columns if c not in KEY]
     sizes = [c for c in rest if c not in tail and not c.startswith("memory_")]
+    ints = sizes + ["samples_per_call", "n_kernels"] + [
+        "memory_" + k for k in MEMORY if k not in ("peak_ops", "fits", "capacity_bytes")]
+    for c in ints:
+        if c in df.columns and pd.api.types.is_numeric_dtype(df[c]):
+            df[c] = df[c].astype("Int64")
+    for c in ("sizes", "error", "amp", "unmodelled_ops", "memory_peak_ops"):
+        if c in df.columns:
+            df[c] = df[c].fillna("").astype(str)
+    for c in ("train", "memory_fits"):          # a CSV's "False" is no False
+        if c in df.columns:
+            df[c] = df[c].map(_as_bool).astype(object)
     return df[[c for c in KEY if c in df.columns] + sizes + [c for c in rest if c not in sizes]]
 
 

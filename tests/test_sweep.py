@@ -136,6 +136,20 @@ def test_killed_sweep_resumes_only_missing_rows(tmp_path):
     pd.testing.assert_frame_equal(got, ref)
 
 
+def test_local_cluster_of_n_workers():
+    """--dask local:N starts N worker processes (and the sweep closes what it started)."""
+    if not have_dask():
+        pytest.skip("dask.distributed (the sweep extra) not installed")
+    import importlib
+    sw = importlib.import_module("gpusim.sweep")
+    client, cluster = sw._client("local:1")
+    try:
+        assert len(client.scheduler_info()["workers"]) == 1
+    finally:
+        client.close()
+        cluster.close()
+
+
 class _Tty(io.StringIO):
     def isatty(self):
         return True
@@ -162,12 +176,17 @@ def test_train_amp_slot_in_but_refused_here():
             sweep_fn(["add_relu_mul"], ["h100"], modes=["eager"], dask="off", **kw)
 
 
-def test_failures_are_rows_and_sizes_apply_where_taken():
+def test_failures_are_rows_and_sizes_apply_where_taken(tmp_path):
     """A model that does not trace at a size is an error row, one line; a size only some
-    models take applies to those."""
+    models take applies to those; a CSV reads back with the same values and types."""
+    out = str(tmp_path / "r.csv")
     df = sweep_fn(["add_relu_mul", "transformer_block"], ["h100"],
-                  {"n": [4096], "heads": [12, 7]}, modes=["eager"], dask="off")
+                  {"n": [4096], "heads": [12, 7]}, modes=["eager"], dask="off", out=out)
     assert len(df) == 3
+    back = read_results(out)
+    assert list(back["memory_fits"]) == [True, True, None] and list(back["train"]) == [False] * 3
+    assert str(back["n"].dtype) == "Int64" and list(back["heads"].astype(object)) == [pd.NA, 12, 7]
+    pd.testing.assert_frame_equal(back, df, check_dtype=False)
     bad = df[df["error"] != ""]
     assert list(bad["sizes"]) == ["heads=7"] and "\n" not in bad["error"].iloc[0]
     assert list(df[df["model"] == "add_relu_mul"]["sizes"]) == ["n=4096"]
