@@ -271,6 +271,19 @@ def test_cli_report_page_in_headless_chromium(rows, tmp_path, capsys):
     assert "Uncaught" not in r.stderr
 
 
+def test_page_tables_are_capped(rows, monkeypatch):
+    """A huge sweep's page shows the first rows of each table and says so."""
+    pytest.importorskip("matplotlib", reason="matplotlib draws the sweep report")
+    import importlib
+    page = importlib.import_module("gpusim.viz.sweep")
+    monkeypatch.setattr(page, "MAX_ROWS", 3)
+    html = page.sweep_html(answers(rows))
+    n = len(answers(rows)["fastest_mode"])
+    assert f"The first 3 of {n} rows" in html
+    table = re.search(r'id="fastest-table">(.*?)</table>', html, re.S).group(1)
+    assert table.count("<tr>") == 1 + 3
+
+
 @pytest.mark.parametrize("argv, message", [
     (["sweep", "report"], r"required: results, --out \(see `gpusim sweep report --help`\)"),
     (["sweep", "add_relu_mul", "--out", "{d}/r.csv"], "required: --gpu"),

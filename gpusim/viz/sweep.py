@@ -60,18 +60,25 @@ def _ms(x) -> str:
     return fmt_us(float(x) * 1e3)
 
 
+MAX_ROWS = 500
+
+
 def _table(head, rows, tid: str) -> str:
-    """``head``: [(title, "l" or "")]; ``rows``: lists of (text, sort value or None)."""
+    """``head``: [(title, "l" or "")]; ``rows``: lists of (text, sort value or None). A
+    page shows the first :data:`MAX_ROWS` (a 300,000-row sweep would make a page no
+    browser opens); the API's DataFrames hold them all."""
     th = "".join(f'<th class="{c}">{esc(h)}</th>' for h, c in head)
     body = []
-    for r in rows:
+    more = (f'<p class="note">The first {MAX_ROWS} of {len(rows)} rows; '
+            'gpusim.sweep_report.answers() returns them all.</p>' if len(rows) > MAX_ROWS else "")
+    for r in rows[:MAX_ROWS]:
         tds = []
         for (text, v), (_, cls) in zip(r, head):
             dv = f' data-v="{v:.6g}"' if isinstance(v, (int, float)) and math.isfinite(v) else ""
             tds.append(f'<td class="{cls}"{dv}>{esc(text)}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
     return (f'<div class="fig"><table class="sortable" id="{tid}"><thead><tr>{th}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table></div>')
+            f'<tbody>{"".join(body)}</tbody></table></div>{more}')
 
 
 def _label(r) -> str:
@@ -223,9 +230,9 @@ def _errors_section(res) -> str:
         return ""
     head = [("model", "l"), ("sizes", "l"), ("GPU", "l"), ("mode", "l"), ("error", "l")]
     rows = [[(r["model"], None), (r["sizes"] or "-", None), (r["gpu"], None), (r["mode"], None),
-             (r["error"], None)] for r in e.head(200).to_dict("records")]
-    return (f'<section id="errors"><h2>Errors</h2><p class="note">{len(e)} row(s) failed '
-            f'(first 200 shown).</p>{_table(head, rows, "errors-table")}</section>')
+             (r["error"], None)] for r in e.to_dict("records")]
+    return (f'<section id="errors"><h2>Errors</h2><p class="note">{len(e)} row(s) failed.</p>'
+            f'{_table(head, rows, "errors-table")}</section>')
 
 
 def sweep_html(res, source: str = "") -> str:
