@@ -12,7 +12,8 @@ the wall includes starting and warming the cluster. The workers' CPU seconds (th
 process time during the sweep) say how much work there was, apart from how many cores
 the machine lent: equal rows per CPU-second at 1 and 2 workers means the work divides
 without overhead, and wall-clock scaling is then the cores' to give (the 1-minute load
-average before each run says how busy the machine already was).
+average before each run says how busy the machine already was). The main process's CPU
+seconds (Dask's scheduler and client, writing the rows) come out of the same cores.
 
     python benchmarks/sweep_scaling.py [--workers 1,2] [--models 50]
 """
@@ -62,18 +63,20 @@ def run(workers: int, names: list[str]) -> dict:
     client.run(_warm)
     cpu0 = client.run(time.process_time)
     load = os.getloadavg()[0]
+    main0 = time.process_time()
     t1 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         df = gpusim.sweep(names, GPUS, {"batch": BATCHES}, modes=MODES,
                           out=os.path.join(d, "sweep.parquet"), dask=client)
         t2 = time.perf_counter()
+    main_cpu = time.process_time() - main0
     cpu = sum(client.run(time.process_time).values()) - sum(cpu0.values())
     client.close()
     cluster.close()
     errors = int((df["error"] != "").sum())
     return {"workers": workers, "startup": t1 - t0, "sweep": t2 - t1, "wall": t2 - t0,
             "rows": len(df), "errors": errors, "rate": len(df) / (t2 - t1), "cpu": cpu,
-            "load": load,
+            "load": load, "main_cpu": main_cpu,
             "first_error": df.loc[df["error"] != "", "error"].head(1).tolist()}
 
 
@@ -87,14 +90,14 @@ def main(argv=None):
           f"{','.join(map(str, BATCHES))} x modes {','.join(MODES)}; {os.cpu_count()} CPUs",
           flush=True)
     print("workers  startup s  sweep s  wall s  rows  errors  rows/s  worker CPU s  "
-          "rows/CPU-s  load before", flush=True)
+          "rows/CPU-s  main CPU s  load before", flush=True)
     results = []
     for w in (int(x) for x in a.workers.split(",")):
         r = run(w, names)
         results.append(r)
         print(f"{r['workers']:7d}  {r['startup']:9.1f}  {r['sweep']:7.1f}  {r['wall']:6.1f}  "
               f"{r['rows']:4d}  {r['errors']:6d}  {r['rate']:6.2f}  {r['cpu']:12.1f}  "
-              f"{r['rows'] / r['cpu']:10.2f}  {r['load']:11.1f}", flush=True)
+              f"{r['rows'] / r['cpu']:10.2f}  {r['main_cpu']:10.1f}  {r['load']:11.1f}", flush=True)
         if r["first_error"]:
             print(f"         first error: {r['first_error'][0]}", flush=True)
     if len(results) > 1:
