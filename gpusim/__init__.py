@@ -25,10 +25,10 @@ from .errors import GpusimError
 _API = {"predict": "predict", "Prediction": "predict", "search": "search", "whatif": "search",
         "SearchResult": "search", "capture": "capture", "lower": "lower",
         "load_spec": "hardware", "load_host": "host", "load_model": "models",
-        "Partition": "partition", "rollup": "modules"}
+        "Partition": "partition", "rollup": "modules", "sweep": "sweep"}
 
 __all__ = ["predict", "search", "whatif", "capture", "lower", "load_spec", "load_host", "load_model",
-           "Partition", "Prediction", "SearchResult", "GpusimError", "rollup"]
+           "Partition", "Prediction", "SearchResult", "GpusimError", "rollup", "sweep"]
 
 
 def __getattr__(name):

@@ -56,7 +56,10 @@ def _check_args(a) -> None:
         if opt == "plot":
             viz.plot_format(path)
             load_matplotlib()       # missing: say so before a --trace beside it is written
-        if opt == "out" and a.cmd == "report":
+        if opt == "out" and a.cmd == "sweep":
+            from .sweep import out_format
+            out_format(path)
+        if opt == "out" and a.cmd in ("report", "sweep report"):
             viz.html_target(path)
         viz.check_target(path)
     if a.takes_model:
@@ -290,6 +293,63 @@ def cmd_report(a) -> int:
     return 0
 
 
+def cmd_sweep(a) -> int:
+    """``gpusim sweep MODEL... --gpu a,b --size batch=1,8 --out F``: every combination,
+    on Dask (:func:`gpusim.sweep.sweep`), one row per prediction in ``--out``."""
+    from .compare import parse_gpus
+    from .sweep import parse_size_grid, sweep
+    df = sweep(a.models, parse_gpus(a.gpu), parse_size_grid(a.size), _words(a.mode, "--mode"),
+               _words(a.dtype, "--dtype"), host=a.host, out=a.out, dask=a.dask)
+    errors = int((df["error"] != "").sum()) if len(df) else 0
+    done = {"out": a.out, "rows": len(df), "new_rows": df.attrs.get("new_rows", 0),
+            "errors": errors}
+    print(json.dumps(done) if a.json else f"{a.out}: {len(df)} rows ({done['new_rows']} new, "
+          f"{len(df) - done['new_rows']} already there), {errors} with an error")
+    return 0
+
+
+def _words(text: str, opt: str) -> list[str]:
+    """``"eager,compiled"`` -> ``["eager", "compiled"]``; an empty word is a mistake."""
+    words = [w.strip().lower() for w in str(text).split(",")]
+    if "" in words:
+        raise UserError(f"{opt} {text!r} has an empty value; separate values by single commas")
+    return words
+
+
+def cmd_sweep_report(a) -> int:
+    """``gpusim sweep report RESULTS --out F.html``: the answers of a sweep, one page."""
+    from . import viz
+    from .sweep import read_results
+    from .sweep_report import answers, parse_prices
+    prices = parse_prices(a.price)
+    res = answers(read_results(a.results), prices, a.target_latency_ms, a.target_throughput)
+    viz.write_atomic(a.out, viz.sweep_html(res, a.results))
+    if a.json:          # the page's answers as data
+        print(json.dumps({"out": a.out, **{k: json.loads(res[k].to_json(orient="records"))
+                                           for k in ("cheapest", "frontier", "fastest_mode", "cost")
+                                           if res[k] is not None}}))
+    print(f"wrote {a.out}", file=sys.stderr)
+    return 0
+
+
+def sweep_report_parser() -> argparse.ArgumentParser:
+    """``gpusim sweep report``: ``report`` is never a model name (built-in names, zoo
+    names with their prefix and file:NAME all differ), so it selects this parser."""
+    r = _Parser(prog="gpusim sweep report", description="Answers from sweep results: "
+                "throughput against batch, memory frontier, fastest mode, cost, cheapest GPU.")
+    r.add_argument("results", help="a sweep's .parquet or .csv")
+    r.add_argument("--out", required=True, help="the page (.html)")
+    r.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR",
+                   help="what a GPU costs per hour (repeatable, or comma-separated): h100=2.49")
+    r.add_argument("--target-latency-ms", type=float, default=None,
+                   help="the cheapest GPU whose time per call is at most this")
+    r.add_argument("--target-throughput", type=float, default=None,
+                   help="the cheapest GPU that runs at least this many samples per second")
+    r.add_argument("--json", action="store_true", help="also print the answers as one JSON document")
+    r.set_defaults(fn=cmd_sweep_report, outputs=("out",), takes_model=False, cmd="sweep report")
+    return r
+
+
 def cmd_specs(a) -> int:
     """Without a GPU: the table of all specs; with one: its every figure, value, source
     and ref (where each figure came from)."""
@@ -451,6 +511,27 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--algo", default="auto", type=str.lower, help="auto | greedy | bytes | exact")
     _depth_arg(r)
     r.set_defaults(fn=cmd_report, outputs=("out",))
+    sw = sub.add_parser("sweep", help="many models x sizes x GPUs x modes into one table, on "
+                        "Dask; `gpusim sweep report RESULTS --out F.html` answers from it",
+                        description="Predict every model x size x dtype on every GPU x mode "
+                        "into one table (docs/sweep.md). `gpusim sweep report RESULTS --out "
+                        "F.html` answers from it (see `gpusim sweep report --help`).")
+    sw.add_argument("models", nargs="+", metavar="MODEL", help="models as predict takes them")
+    sw.add_argument("--gpu", required=True, help="GPU specs, comma-separated: h100,a100,l4")
+    sw.add_argument("--size", action="append", metavar="KEY=V1,V2",
+                    help="sizes to sweep (repeatable): --size batch=1,8,64 --size seq=128,512")
+    sw.add_argument("--mode", default="eager,compiled,cudagraph",
+                    help="modes, comma-separated (default all three)")
+    sw.add_argument("--dtype", default="float32", help="dtypes, comma-separated")
+    sw.add_argument("--host", default=None, metavar="NAME|PATH",
+                    help="host profile (default the reference host, the same for every GPU)")
+    sw.add_argument("--out", required=True, help="results .parquet or .csv: rows already "
+                    "there are skipped, so a killed sweep resumes")
+    sw.add_argument("--dask", default=None, metavar="local:N|tcp://HOST:PORT|off",
+                    help="where tasks run (default: local:<CPUs> with the sweep extra, else "
+                         "this process)")
+    sw.add_argument("--json", action="store_true", help="print one JSON summary")
+    sw.set_defaults(fn=cmd_sweep, outputs=("out",))
     return ap
 
 
@@ -472,7 +553,10 @@ def main(argv=None) -> int:
     as_json = "--json" in argv
     try:
         ap = build_parser()
-        cmds = next(x.choices for x in ap._actions if isinstance(x, argparse._SubParsersAction))
+        if len(argv) > 1 and argv[0].lower() == "sweep" and argv[1] == "report":
+            ap, argv = sweep_report_parser(), argv[2:]
+        cmds = next((x.choices for x in ap._actions
+                     if isinstance(x, argparse._SubParsersAction)), {})
         if argv and argv[0].lower() in cmds:        # a command is a choice: PREDICT works
             argv[0] = argv[0].lower()
         a, extra = ap.parse_known_args(argv)

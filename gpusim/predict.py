@@ -85,19 +85,23 @@ class Prediction:
     def bytes(self) -> float:
         return sum(k.bytes for k in self.kernels)
 
-    def to_dict(self) -> dict:
-        return {
+    def to_dict(self, kernels: bool = True) -> dict:
+        """What ``gpusim predict --json`` prints; ``kernels=False`` leaves out the
+        per-kernel list (a sweep's row keeps the totals)."""
+        d = {
             "gpu": self.gpu, "mode": self.mode, "graph": self.graph.name,
             "device_us": self.device_us, "end_to_end_us": self.end_to_end_us,
             "latency_us": self.latency_us, "idle_us": self.idle_us,
             "host_us": self.timeline.host_us, "host": self.host.name if self.host else None,
             "python_us": self.timeline.python_us, "n_kernels": len(self.kernels),
             "flops": self.flops, "bytes": self.bytes,
-            "kernels": [k.to_dict() for k in self.kernels],
-            "unmodelled_ops": self.unmodelled_ops,
-            "memory": dict(self.memory.to_dict(), fits=self.fits,
-                           capacity_bytes=capacity_bytes(self.spec)),
         }
+        if kernels:
+            d["kernels"] = [k.to_dict() for k in self.kernels]
+        d["unmodelled_ops"] = self.unmodelled_ops
+        d["memory"] = dict(self.memory.to_dict(), fits=self.fits,
+                           capacity_bytes=capacity_bytes(self.spec))
+        return d
 
 
 def as_spec(gpu) -> GPUSpec:

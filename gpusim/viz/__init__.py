@@ -14,6 +14,7 @@ the optional ``plot`` extra. One module per picture:
 ``graph``     ``--dot F.dot``: the fused graph in Graphviz DOT (:func:`dot_output`,
               :func:`dot_document`) and the report's kernel-level :func:`graph_svg`.
 ``html``      ``gpusim report``: one self-contained page (:func:`report_html`).
+``sweep``     ``gpusim sweep report``: a sweep's answers, one page (:func:`sweep_html`).
 
 Numbers, bytes and times are written as :mod:`gpusim.fmt` writes them. The accuracy
 plot (``gpusim accuracy --plot``) lives with the accuracy data, in
@@ -26,6 +27,7 @@ from .graph import dot_document, dot_output, graph_svg, kernel_graph, render_dot
 from .html import kernel_table, report_html, timeline_page
 from .roofline import (FusionMove, RoofPoint, fusion_moves, plot_output, roofline_figure,
                        roofline_points, roofline_svg, roofs, unit_name)
+from .sweep import sweep_html
 from .timeline import timeline_svg
 from .trace import (TID_GPU, TID_HOST, TID_IDLE, TID_MEASURED, record_kernels, trace_document,
                     trace_output)
@@ -37,7 +39,7 @@ __all__ = [
     "kernel_table", "report_html", "timeline_page",
     "FusionMove", "RoofPoint", "fusion_moves", "plot_output", "roofline_figure",
     "roofline_points", "roofline_svg", "roofs", "unit_name",
-    "timeline_svg",
+    "sweep_html", "timeline_svg",
     "TID_GPU", "TID_HOST", "TID_IDLE", "TID_MEASURED", "record_kernels", "trace_document",
     "trace_output",
 ]
