@@ -116,17 +116,38 @@ def _quiet_fake_tensor_logger():
     return lambda: log.setLevel(level)
 
 
-def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool = False):
+def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool = False,
+             amp=None):
     """Trace to an FX GraphModule of aten ops (pre-dispatch). Returns (gm, flat_inputs, names).
-    ``compiling``: trace the code path ``torch.compile`` takes (:class:`Compiling`)."""
-    import contextlib
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from .sdpa import MathAttention
+    ``compiling``: trace the code path ``torch.compile`` takes (:class:`Compiling`).
+    ``amp`` (``"bf16"``/``"fp16"``): run the forward under ``torch.autocast("cuda")``.
+    Autocast regions (``amp`` or the model's own) trace as on a GPU (:mod:`gpusim.amp`)."""
+    from . import amp as amp_mod
 
     if not isinstance(args, (tuple, list)):
         args = (args,)
     fn, full_args, pnames = _wrap(fn_or_module, args)
+    if amp is not None:
+        fn = amp_mod.under_autocast(fn, amp)
+        full_args = amp_mod.to_fake_cuda(full_args)
+    gm, flat = _trace(fn, full_args, tracing_mode, compiling)
+    if amp is None and amp_mod.uses_cuda_autocast(gm):
+        # the model enters torch.autocast("cuda") itself: trace again on CUDA tensors,
+        # where autocast's dispatch key fires
+        full_args = amp_mod.to_fake_cuda(full_args)
+        gm, flat = _trace(fn, full_args, tracing_mode, compiling)
+    gm.meta["autocast_casts"] = amp_mod.make_casts_explicit(gm, full_args)
+    return gm, flat, pnames
+
+
+def _trace(fn, full_args, tracing_mode: str, compiling: bool):
+    """``make_fx`` of ``fn(*full_args)``, host reads answered (see :func:`trace_fx`)."""
+    import contextlib
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from .amp import GpuAutocast
+    from .sdpa import MathAttention
+
     flat = _flatten_tensors(full_args, [])
     calls = [0]
     torch_calls = TorchCalls()
@@ -150,7 +171,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
         try:
             lives = PythonLifetimes()       # when Python really drops each tensor
             # MathAttention: attention no fused CUDA kernel takes is traced as its math ops
-            with torch.no_grad(), reads, lives, MathAttention(), \
+            with torch.no_grad(), reads, lives, MathAttention(), GpuAutocast(), \
                     (Compiling() if compiling else contextlib.nullcontext()):
                 gm = make_fx(counted, tracing_mode=tracing_mode, pre_dispatch=True,
                              _allow_non_fake_inputs=True)(*full_args)
@@ -171,7 +192,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     gm.meta["torch_calls"] = torch_calls.calls
     gm.meta["host_reads"] = reads.sites
     gm.meta["py_deaths"] = lives.deaths
-    return gm, flat, pnames
+    return gm, flat
 
 
 #: Ops that allocate an uninitialised buffer: no kernel, no bytes, and not a view of
@@ -194,7 +215,8 @@ def _explain_trace_failure(e: Exception) -> str:
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
 
 
-def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False) -> OpGraph:
+def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False,
+            amp=None) -> OpGraph:
     """Trace ``fn_or_module(*args)`` on fake tensors into an :class:`OpGraph`.
 
     Parameters
@@ -203,6 +225,9 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     args : tuple of example inputs (real, ``meta`` or fake tensors; Python scalars allowed)
     compiling : trace the code path the model takes under ``torch.compile`` (library
         code that asks ``torch.compiler.is_compiling()`` answers differently)
+    amp : ``"bf16"`` or ``"fp16"``: run the forward under ``torch.autocast("cuda")``
+        (fp32 weights and inputs, mixed-precision ops; :mod:`gpusim.amp`). Autocast
+        regions in the model's own code trace as on a GPU either way.
 
     ``graph.meta`` carries what the host profile prices the model's own Python by
     (:func:`gpusim.host.python_us`): ``module_calls`` (nn.Module calls per forward) and
@@ -218,13 +243,14 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     >>> [g.node(n)["op"] for n in g.compute_nodes]
     ['aten.add.Tensor', 'aten.relu.default']
     """
-    return capture_full(fn_or_module, args, name, compiling=compiling).graph
+    return capture_full(fn_or_module, args, name, compiling=compiling, amp=amp).graph
 
 
 def capture_full(fn_or_module, args=(), name: str | None = None,
-                 tracing_mode: str = "fake", compiling: bool = False) -> Captured:
+                 tracing_mode: str = "fake", compiling: bool = False, amp=None) -> Captured:
+    from .amp import amp_name
     t0 = time.perf_counter()
-    gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling)
+    gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling, amp)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
     try:
         graph = fx_to_opgraph(gm, label, pnames)
@@ -238,6 +264,8 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
     graph.meta["compiling"] = compiling
+    graph.meta["amp"] = amp_name(amp)
+    graph.meta["autocast_casts"] = gm.meta.get("autocast_casts", 0)
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
 
 

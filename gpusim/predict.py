@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .capture import capture
+from .errors import UserError
 from .cost import CostOptions, KernelEstimate, estimate_kernel
 from .graph import OpGraph
 from .hardware import GPUSpec, load_spec
@@ -104,11 +105,15 @@ def as_spec(gpu) -> GPUSpec:
     return gpu if isinstance(gpu, GPUSpec) else load_spec(gpu)
 
 
-def as_graph(target, args=None) -> OpGraph:
-    """An OpGraph as is, or capture a callable/module on ``args``."""
+def as_graph(target, args=None, amp=None) -> OpGraph:
+    """An OpGraph as is, or capture a callable/module on ``args`` (``amp``: under
+    ``torch.autocast("cuda")``, :func:`gpusim.capture`)."""
     if isinstance(target, OpGraph):
+        if amp is not None:
+            raise UserError("amp= applies when gpusim captures the model; pass the model "
+                            "and its args, or capture(model, args, amp=...) yourself")
         return target
-    return capture(target, () if args is None else args)
+    return capture(target, () if args is None else args, amp=amp)
 
 
 def views_per_kernel(graph: OpGraph, kernels) -> tuple[list[int], int]:
@@ -167,7 +172,8 @@ def modes_by_speed(graph: OpGraph, gpu="h100", have: "Prediction | None" = None,
 
 
 def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
-            opts: CostOptions = CostOptions(), regions: bool = False, host=None) -> Prediction:
+            opts: CostOptions = CostOptions(), regions: bool = False, host=None,
+            amp=None) -> Prediction:
     """Predict how long ``target`` takes on ``gpu``.
 
     Parameters
@@ -182,6 +188,8 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     host : host profile name, path to a host .toml, or a HostProfile (default the
         reference host, :mod:`gpusim.host`): who issues the kernels, the same for every
         GPU so that a comparison of GPUs compares GPUs
+    amp : ``"bf16"`` | ``"fp16"``: run the forward under ``torch.autocast("cuda")`` (fp32
+        weights and inputs; :mod:`gpusim.amp`)
 
     >>> import torch
     >>> p = predict(lambda x: x + 2, (torch.empty(2**26, device="meta"),), gpu="rtx3090ti")
@@ -190,5 +198,5 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     """
     check_mode(mode)
     spec = as_spec(gpu)
-    graph = as_graph(target, args)
+    graph = as_graph(target, args, amp)
     return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts, host)
