@@ -104,9 +104,13 @@ def uses_cuda_autocast(gm) -> bool:
 def to_fake_cuda(args):
     """``args`` with every tensor replaced by a fake CUDA tensor of the same shape,
     strides, dtype and ``requires_grad`` (one ``FakeTensorMode``, which ``make_fx`` then
-    reuses). Parameters stay leaves that require grad, as autocast's cache asks."""
+    reuses; set up as ``make_fx(tracing_mode="fake")`` sets up its own, with a shape
+    environment for host reads). Parameters stay leaves that require grad, as
+    autocast's cache asks."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    mode = FakeTensorMode(allow_fallback_kernels=True, allow_non_fake_inputs=True,
+                          shape_env=ShapeEnv(), static_shapes=True)
     memo: dict[int, torch.Tensor] = {}
 
     def conv(t):
@@ -250,7 +254,8 @@ def make_casts_explicit(gm, inputs=()) -> int:
                 for c in held:      # clear_autocast_cache: the copies are dropped here
                     deaths[c.name] = prev.name if prev is not None else None
                 held, cache = [], {}
-        elif node.op == "call_function" and hasattr(node.target, "_schema"):
+        elif node.op == "call_function" and hasattr(node.target, "_schema") \
+                and node.meta.get("autocast", True):
             region = next((r for r in reversed(stack) if r[0] == "cuda"), None)
             if region is not None and region[2]:
                 inserted += _cast_inputs(gm, node, region, cache, held, leaf)
@@ -303,6 +308,47 @@ def _cast_val(v, dtype):
                                    device=v.device)
 
 
+class autocast_off:
+    """While tracing, a section that runs below the autocast key (an op's fallback that
+    autocast has already cast for: the math attention): CUDA autocast is off inside, and
+    the FX nodes traced in it are marked ``meta["autocast"] = False`` so that
+    :func:`make_casts_explicit` leaves them alone. (A ``torch.autocast(enabled=False)``
+    inside a ``TorchFunctionMode`` handler records no region in the graph.)"""
+
+    def __enter__(self):
+        self.on = torch.is_autocast_enabled("cuda")
+        self.graph, self.last = None, None
+        if not self.on:
+            return self
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+        mode = get_proxy_mode()
+        if mode is not None:
+            self.graph = mode.tracer.graph
+            self.last = next(iter(reversed(self.graph.nodes)), None)
+        torch.set_autocast_enabled("cuda", False)
+        return self
+
+    def __exit__(self, *exc):
+        if not self.on:
+            return False
+        torch.set_autocast_enabled("cuda", True)
+        if self.graph is not None:
+            started = self.last is None
+            for n in self.graph.nodes:
+                if started:
+                    n.meta["autocast"] = False
+                started = started or n is self.last
+        return False
+
+
+def autocast_dtype(t) -> "torch.dtype | None":
+    """The dtype autocast's lower-precision cast gives ``t`` (None: not cast)."""
+    if isinstance(t, torch.Tensor) and torch.is_autocast_enabled("cuda") and \
+            t.device.type == "cuda" and t.dtype == torch.float32:
+        return torch.get_autocast_dtype("cuda")
+    return None
+
+
 def lower_precision(*tensors):
     """``tensors`` as autocast's lower-precision cast leaves them (fp32 CUDA tensors to the
     enabled CUDA autocast dtype), for tracing code that stands in for an op autocast casts
@@ -315,5 +361,6 @@ def lower_precision(*tensors):
 
 
 __all__ = ["AMP_DTYPES", "GpuAutocast", "amp_dtype", "amp_name", "autocast_casts",
+           "autocast_dtype", "autocast_off",
            "lower_precision", "make_casts_explicit", "to_fake_cuda", "under_autocast",
            "uses_cuda_autocast"]
