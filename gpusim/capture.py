@@ -87,14 +87,27 @@ def _to_meta_arg(a, vals):
 
 
 def _wrap(fn_or_module, args):
-    """A pure function of (params, buffers, *args) and the flat list of its inputs."""
+    """A pure function of (params, buffers, *args) and the flat list of its inputs.
+    Arguments make_fx cannot take apart (a Hugging Face cache) go in as their tensors,
+    and the model's outputs come back as pytrees (:mod:`gpusim.pytrees`)."""
+    from .pytrees import plain_outputs, split_inputs
+    args, rebuild = split_inputs(args)
+    pure, full_args, names = _wrap_plain(fn_or_module, args, rebuild)
+
+    def traced(*a):
+        return plain_outputs(pure(*a))
+    return traced, full_args, names
+
+
+def _wrap_plain(fn_or_module, args, rebuild=None):
+    rebuild = rebuild or (lambda *a: a)
     if isinstance(fn_or_module, torch.nn.Module):
         module = fn_or_module
         params = dict(module.named_parameters(remove_duplicate=False))
         buffers = dict(module.named_buffers(remove_duplicate=False))
 
         def pure(p, b, *a):
-            return torch.func.functional_call(module, (p, b), a, tie_weights=True)
+            return torch.func.functional_call(module, (p, b), rebuild(*a), tie_weights=True)
         names = ([f"p:{k}" for k in params] + [f"b:{k}" for k in buffers])
         return pure, (params, buffers, *args), names
     if not callable(fn_or_module):
@@ -103,7 +116,7 @@ def _wrap(fn_or_module, args):
     fn = fn_or_module
 
     def call(*a):   # make_fx binds every parameter; hide defaults such as inplace=False
-        return fn(*a)
+        return fn(*rebuild(*a))
     return call, tuple(args), []
 
 
