@@ -208,6 +208,12 @@ def _trace(fn, full_args, tracing_mode: str, compiling: bool):
     return gm, flat
 
 
+#: Ops returning no tensor that launch no kernel (asserts, profiler marks, shape guards)
+_NO_KERNEL = ("_assert_async", "_assert_scalar", "_assert_tensor_metadata",
+              "_functional_assert_async", "_functional_assert_scalar", "sym_constrain_range",
+              "sym_constrain_range_for_size", "_record_function_enter",
+              "_record_function_enter_new", "_record_function_exit", "record_stream")
+
 #: Ops that allocate an uninitialised buffer: no kernel, no bytes, and not a view of
 #: their tensor argument (which gives only dtype and device).
 _ALLOCATIONS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
@@ -304,6 +310,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
     vals: dict = {}
     inplace_writer: dict = {}  # storage key -> last in-place op that wrote it
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    dropped: list[str] = []    # ops that became no node but may run a kernel
     labels = {}
     n_params = len(param_names or [])
     for i, n in enumerate(placeholders):
@@ -347,6 +354,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             _add_view(g, n.name, "getitem", val, src.name, g.nodes[src.name]["base"])
             continue
         if not hasattr(n.target, "_schema") and not hasattr(n.target, "overloadpacket"):
+            if isinstance(n.target, torch._ops.HigherOrderOperator):
+                dropped.append(f"higher_order.{n.target.name()}")   # a subgraph: not priced
             # python-level helpers (e.g. sym size ops) carry no kernel
             if isinstance(val, torch.Tensor) and in_nodes:
                 _add_view(g, n.name, str(n.target), val, in_nodes[0].name,
@@ -358,7 +367,11 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
         if not outs:
-            continue        # e.g. profiler ops, asserts
+            # asserts and profiler marks launch nothing; any other op that returns no
+            # tensor (an in-place ``_foreach_add_``) is not priced: say so
+            if ops.packet_name(opname) not in _NO_KERNEL and in_nodes:
+                dropped.append(opname)
+            continue
         in_tensors = [vals[a.name] for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
         tensor_nodes = [a for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
         ctx = ops.OpCtx(opname, [_meta(t) for t in in_tensors], [_meta(t) for t in outs],
@@ -458,7 +471,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
     # whose value the host reads, ``sync_nodes`` the graph nodes that read it
     sync_nodes = [n for n in g.nodes if g.nodes[n].get("sync")]
     return OpGraph(g, name, meta={"syncs": [g.nodes[n]["sync"]["reads_op"] for n in sync_nodes],
-                                  "sync_nodes": sync_nodes})
+                                  "sync_nodes": sync_nodes, "unpriced_ops": dropped})
 
 
 def _add_sync(g, name, opname, src, vals, inplace_writer):

@@ -50,6 +50,16 @@ class Prediction:
     def unmodelled_ops(self) -> list[str]:
         return [f"{n} ({self.graph.node(n)['op']})" for n in self.graph.unmodelled]
 
+    @property
+    def unmodelled_counts(self) -> dict[str, int]:
+        """``{aten op: times}`` for every op outside the cost model: those priced as
+        memory-bound copies and those that returned no tensor and are not priced
+        (``graph.meta["unpriced_ops"]``), most frequent first."""
+        from collections import Counter
+        c = Counter(self.graph.node(n)["op"] for n in self.graph.unmodelled)
+        c.update(self.graph.meta.get("unpriced_ops", []))
+        return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
     @cached_property
     def memory(self) -> MemoryEstimate:
         """Memory of one call (:mod:`gpusim.memory`): weights, inputs, activation peak
@@ -95,7 +105,8 @@ class Prediction:
             "python_us": self.timeline.python_us, "n_kernels": len(self.kernels),
             "flops": self.flops, "bytes": self.bytes,
             "kernels": [k.to_dict() for k in self.kernels],
-            "unmodelled_ops": self.unmodelled_ops,
+            "unmodelled_ops": self.unmodelled_ops, "unmodelled": self.unmodelled_counts,
+            "amp": self.graph.meta.get("amp"),
             "memory": dict(self.memory.to_dict(), fits=self.fits,
                            capacity_bytes=capacity_bytes(self.spec)),
         }
