@@ -225,3 +225,25 @@ def test_zoo_model_under_amp_is_faster_on_h100(capfd):
     assert runs[True]["device_us"] < 0.5 * runs[False]["device_us"]
     assert runs[True]["n_kernels"] > runs[False]["n_kernels"]
     assert runs[True]["unmodelled"] == {}
+
+
+def test_harness_plans_amp_cases_and_records_rebuild_their_graph():
+    pytest.importorskip("torchvision")
+    from gpusim import zoo
+    from validation.records import record_graph
+    from validation.zoo_run import plan_amp_cases
+    cases = plan_amp_cases({k: zoo.ZOO[k] for k in ("tv:resnet18", "hf:gpt2")}, "main",
+                           compiled=("hf:gpt2",), runs=("eager", "compiled"))
+    assert [(c.case_id, c.dtype, c.amp) for c in cases] == [
+        ("tv:resnet18__large__amp-fp16__nchw__eager", "float32", "fp16"),
+        ("hf:gpt2__large__amp-bf16__nchw__eager", "float32", "bf16"),
+        ("tv:resnet18__default__amp-fp16__nchw__eager", "float32", "fp16"),
+        ("hf:gpt2__default__amp-bf16__nchw__eager", "float32", "bf16"),
+        ("hf:gpt2__large__amp-bf16__nchw__compiled", "float32", "bf16")]
+    rec = {"model": "tv:resnet18", "sizes": {"batch": 1, "hw": 64}, "dtype": "float32",
+           "channels_last": False, "run": "eager"}
+    g32, g16 = record_graph(rec), record_graph(dict(rec, amp="fp16"))
+    assert g32.meta["amp"] is None and g16.meta["amp"] == "fp16"
+    convs = [g16.node(n) for n in g16.compute_nodes if g16.node(n)["kind"] == "conv"]
+    assert convs and all(a["dtype"] == "float16" for a in convs)
+    assert g16.meta["autocast_casts"] == 20 + 2 + 1   # 20 conv weights, fc weight+bias, input
