@@ -22,12 +22,9 @@ in its main dtype, then batch 1, then the other dtypes, then channels_last, comp
 ``--holdout`` runs the held-out models (``gpusim.zoo.HOLDOUT``) instead, compiled
 ``HOLDOUT_COMPILED``.
 
-``--amp`` plans automatic-mixed-precision cases instead (a run set of their own,
-``zoo_amp.jsonl.gz``): fp32 weights and inputs, the forward under
-``torch.autocast("cuda", dtype)`` as timm's benchmark runs it (``main``: fp16 for CNNs,
-bf16 for the others; compiled runs call the compiled model inside autocast). Their rows
-hold ``dtype: "float32"`` and ``amp: "bf16"|"fp16"``; :func:`validation.records.record_graph`
-captures them with ``amp=`` so they score like any row (``validation.amp_accuracy``).
+``--amp`` plans AMP cases instead (run set ``zoo_amp.jsonl.gz``): the fp32 model under
+``torch.autocast("cuda", dtype)`` as timm's benchmark runs it (``main``: fp16 for CNNs, bf16
+otherwise); rows hold ``dtype: "float32"`` and ``amp``, scored by ``validation.amp_accuracy``.
 """
 
 from __future__ import annotations
@@ -96,21 +93,19 @@ def plan_amp_cases(zoo: dict, amp: str, compiled=DEFAULT_COMPILED, patterns=None
     cases = []
     for mi, (name, e) in enumerate(zoo.items()):
         a = amp_for(e, amp)
-        for ti, (size, sizes) in enumerate((("large", e.large), ("default", e.defaults))):
-            if "eager" in runs:
-                cases.append(Case(case_id(name, size, "float32", False, "eager", a), name,
-                                  e.family, size, dict(sizes), "float32", False, "eager", ti,
-                                  mi, amp=a))
-        for ri, run in enumerate(r for r in ("compiled", "cudagraph") if r in runs):
-            if name in (compiled or ()):
-                cases.append(Case(case_id(name, "large", "float32", False, run, a), name,
-                                  e.family, "large", dict(e.large), "float32", False, run,
-                                  2 + ri, list(compiled).index(name), amp=a))
+        todo = [(ti, size, "eager", mi) for ti, size in enumerate(("large", "default"))
+                if "eager" in runs]
+        todo += [(2 + ri, "large", run, list(compiled).index(name)) for ri, run in
+                 enumerate(r for r in ("compiled", "cudagraph") if r in runs)
+                 if name in (compiled or ())]
+        for tier, size, run, order in todo:
+            cases.append(Case(case_id(name, size, "float32", False, run, a), name, e.family,
+                              size, dict(e.large if size == "large" else e.defaults),
+                              "float32", False, run, tier, order, amp=a))
     if patterns:
         cases = [c for c in cases if any(fnmatch.fnmatch(c.case_id, p) or fnmatch.fnmatch(c.model, p)
                                          for p in patterns)]
-    cases.sort(key=lambda c: (c.tier, c.order))
-    return cases
+    return sorted(cases, key=lambda c: (c.tier, c.order))
 
 
 def main_dtype(entry) -> str:
