@@ -180,8 +180,14 @@ def autocast_casts(op, args, kwargs, dtype) -> list[tuple[int, torch.dtype]]:
     pos = {id(f): i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)}
     a, k = spec.unflatten(fakes)
     # casts that the op itself makes (``to``, the math attention's upcast) appear with
-    # autocast off too; autocast's are the difference
-    on, off = _casts_seen(op, a, k, dtype, mode), _casts_seen(op, a, k, None, mode)
+    # autocast off too; autocast's are the difference. (Off, an op whose inputs only
+    # autocast reconciles fails: no casts of its own; torch's logger is kept quiet.)
+    from .capture import _quiet_fake_tensor_logger
+    restore = _quiet_fake_tensor_logger()
+    try:
+        on, off = _casts_seen(op, a, k, dtype, mode), _casts_seen(op, a, k, None, mode)
+    finally:
+        restore()
     for c in off:
         if c in on:
             on.remove(c)
