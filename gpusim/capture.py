@@ -209,10 +209,9 @@ def _trace(fn, full_args, tracing_mode: str, compiling: bool):
 
 
 #: Ops returning no tensor that launch no kernel (asserts, profiler marks, shape guards)
-_NO_KERNEL = ("_assert_async", "_assert_scalar", "_assert_tensor_metadata",
-              "_functional_assert_async", "_functional_assert_scalar", "sym_constrain_range",
-              "sym_constrain_range_for_size", "_record_function_enter",
-              "_record_function_enter_new", "_record_function_exit", "record_stream")
+_NO_KERNEL = ("_assert_async", "_assert_scalar", "_assert_tensor_metadata", "record_stream",
+              "sym_constrain_range", "sym_constrain_range_for_size", "_record_function_enter",
+              "_record_function_enter_new", "_record_function_exit")
 
 #: Ops that allocate an uninitialised buffer: no kernel, no bytes, and not a view of
 #: their tensor argument (which gives only dtype and device).
@@ -366,9 +365,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if ops.packet_name(opname) in SYNC_OPS and in_nodes:
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
-        if not outs:
-            # asserts and profiler marks launch nothing; any other op that returns no
-            # tensor (an in-place ``_foreach_add_``) is not priced: say so
+        if not outs:    # an op returning no tensor (``_foreach_add_``): not priced, said so
             if ops.packet_name(opname) not in _NO_KERNEL and in_nodes:
                 dropped.append(opname)
             continue
@@ -434,7 +431,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         # operand drops them to a per-element path that moves bytes far slower (measured:
         # calibrate's broadcast-add benchmark). Fused (generated) kernels do not care.
         contiguous = all(_plain(t, outs[0]) for t in in_tensors) and \
-            all(o.is_contiguous() for o in outs)
+            all(_plain(o, outs[0]) for o in outs)
         g.add_node(n.name, op=opname, kind=est["kind"], shape=tuple(int(s) for s in outs[0].shape)
                    if len(outs) == 1 else shape, dtype=_dtype_name(outs[0].dtype),
                    flops=est["flops"], bytes_read=float(sum(reads.values())),
@@ -559,12 +556,15 @@ def _attention_heads_swap(g, name: str) -> bool:
 
 
 def _plain(t, out) -> bool:
-    """An operand ATen can stream with vector loads: a 0-dim scalar, or contiguous at the
-    output's shape."""
+    """An operand ATen can stream with vector loads: a 0-dim scalar, contiguous at the
+    output's shape, or dense with its strides (TensorIterator permutes channels-last dims)."""
     if t.dim() == 0:
         return True
     try:
-        return bool(t.is_contiguous()) and tuple(t.shape) == tuple(out.shape)
+        from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+        return tuple(t.shape) == tuple(out.shape) and (
+            bool(t.is_contiguous() and out.is_contiguous()) or
+            (tuple(t.stride()) == tuple(out.stride()) and dense(t)))
     except Exception:  # noqa: BLE001 - odd tensor subclasses: assume the slow path
         return False
 

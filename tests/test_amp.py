@@ -247,3 +247,23 @@ def test_harness_plans_amp_cases_and_records_rebuild_their_graph():
     convs = [g16.node(n) for n in g16.compute_nodes if g16.node(n)["kind"] == "conv"]
     assert convs and all(a["dtype"] == "float16" for a in convs)
     assert g16.meta["autocast_casts"] == 20 + 2 + 1   # 20 conv weights, fc weight+bias, input
+
+
+def test_channels_last_elementwise_stays_vectorised_on_cuda_traces():
+    # traced on CUDA tensors (as AMP is), cuDNN's convolutions return channels-last
+    # outputs; ATen streams elementwise ops over them with vector loads (same strides)
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.f = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+
+        def forward(self, x):
+            return self.f(x) + x
+
+    m = Block().eval().to("meta", memory_format=torch.channels_last)
+    x = meta(8, 16, 32, 32).contiguous(memory_format=torch.channels_last)
+    g = capture(m, (x,), amp="fp16")
+    pw = [g.node(n) for n in g.compute_nodes if g.node(n)["kind"] == "pointwise"]
+    assert [a["op"] for a in pw] == ["aten.relu.default", "aten.add.Tensor"]
+    assert all(a["contiguous"] for a in pw)
+    assert pw[0]["dtype"] == "float16" and pw[1]["dtype"] == "float32"   # fp16 + fp32 input
