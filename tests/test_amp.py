@@ -192,6 +192,13 @@ def test_cast_copies_are_priced_and_cached_casts_held_to_the_end():
     assert bf16.memory.peak_bytes < weights16 + 4 * 2 ** 20
 
 
+def test_search_takes_amp():
+    with torch.device("meta"):
+        block = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256))
+    r = gpusim.search(block, (meta(8, 128, 256),), gpu="h100", amp="bf16", algo="greedy")
+    assert r.graph.meta["amp"] == "bf16" and r.speedup_device >= 1.0
+
+
 def test_amp_argument_errors():
     with pytest.raises(gpusim.GpusimError, match="unknown --amp 'fp8'; use one of: bf16, fp16"):
         gpusim.predict(nn.Linear(4, 4), (meta(2, 4),), amp="fp8")
