@@ -556,15 +556,16 @@ def _attention_heads_swap(g, name: str) -> bool:
 
 
 def _plain(t, out) -> bool:
-    """An operand ATen can stream with vector loads: a 0-dim scalar, contiguous at the
-    output's shape, or dense with its strides (TensorIterator permutes channels-last dims)."""
+    """An operand ATen can stream with vector loads: a 0-dim scalar, contiguous at the output's
+    shape, or on CUDA traces (:mod:`gpusim.amp`) dense with its strides (TensorIterator permutes
+    cuDNN's channels-last outputs; meta traces keep the rule the zoo figures are scored with)."""
     if t.dim() == 0:
         return True
     try:
         from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
         return tuple(t.shape) == tuple(out.shape) and (
-            bool(t.is_contiguous() and out.is_contiguous()) or
-            (tuple(t.stride()) == tuple(out.stride()) and dense(t)))
+            bool(t.is_contiguous() and out.is_contiguous()) or (out.device.type == "cuda" and
+            tuple(t.stride()) == tuple(out.stride()) and dense(t)))
     except Exception:  # noqa: BLE001 - odd tensor subclasses: assume the slow path
         return False
 
