@@ -88,14 +88,27 @@ def _to_meta_arg(a, vals):
 
 
 def _wrap(fn_or_module, args):
-    """A pure function of (params, buffers, *args) and the flat list of its inputs."""
+    """A pure function of (params, buffers, *args) and the flat list of its inputs.
+    Arguments make_fx cannot take apart (a Hugging Face cache) go in as their tensors,
+    and the model's outputs come back as pytrees (:mod:`gpusim.pytrees`)."""
+    from .pytrees import plain_outputs, split_inputs
+    args, rebuild = split_inputs(args)
+    pure, full_args, names = _wrap_plain(fn_or_module, args, rebuild)
+
+    def traced(*a):
+        return plain_outputs(pure(*a))
+    return traced, full_args, names
+
+
+def _wrap_plain(fn_or_module, args, rebuild=None):
+    rebuild = rebuild or (lambda *a: a)
     if isinstance(fn_or_module, torch.nn.Module):
         module = fn_or_module
         params = dict(module.named_parameters(remove_duplicate=False))
         buffers = dict(module.named_buffers(remove_duplicate=False))
 
         def pure(p, b, *a):
-            return torch.func.functional_call(module, (p, b), a, tie_weights=True)
+            return torch.func.functional_call(module, (p, b), rebuild(*a), tie_weights=True)
         names = ([f"p:{k}" for k in params] + [f"b:{k}" for k in buffers])
         return pure, (params, buffers, *args), names
     if not callable(fn_or_module):
@@ -104,7 +117,7 @@ def _wrap(fn_or_module, args):
     fn = fn_or_module
 
     def call(*a):   # make_fx binds every parameter; hide defaults such as inplace=False
-        return fn(*a)
+        return fn(*rebuild(*a))
     return call, tuple(args), []
 
 
@@ -117,18 +130,40 @@ def _quiet_fake_tensor_logger():
     return lambda: log.setLevel(level)
 
 
-def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool = False):
+def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool = False,
+             amp=None):
     """Trace to an FX GraphModule of aten ops (pre-dispatch). Returns (gm, flat_inputs, names).
-    ``compiling``: trace the code path ``torch.compile`` takes (:class:`Compiling`)."""
-    import contextlib
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from .modules import ModuleScopes
-    from .sdpa import MathAttention
+    ``compiling``: trace the code path ``torch.compile`` takes (:class:`Compiling`).
+    ``amp`` (``"bf16"``/``"fp16"``): run the forward under ``torch.autocast("cuda")``.
+    Autocast regions (``amp`` or the model's own) trace as on a GPU (:mod:`gpusim.amp`)."""
+    from . import amp as amp_mod
 
     if not isinstance(args, (tuple, list)):
         args = (args,)
     fn, full_args, pnames = _wrap(fn_or_module, args)
+    if amp is not None:
+        fn = amp_mod.under_autocast(fn, amp)
+        full_args = amp_mod.to_fake_cuda(full_args)
+    gm, flat = _trace(fn, full_args, tracing_mode, compiling, fn_or_module)
+    if amp is None and amp_mod.uses_cuda_autocast(gm):
+        # the model enters torch.autocast("cuda") itself: trace again on CUDA tensors,
+        # where autocast's dispatch key fires
+        full_args = amp_mod.to_fake_cuda(full_args)
+        gm, flat = _trace(fn, full_args, tracing_mode, compiling, fn_or_module)
+    gm.meta["autocast_casts"] = amp_mod.make_casts_explicit(gm, full_args)
+    return gm, flat, pnames
+
+
+def _trace(fn, full_args, tracing_mode: str, compiling: bool, root=None):
+    """``make_fx`` of ``fn(*full_args)``, host reads answered (see :func:`trace_fx`);
+    ``root``: the module whose submodule paths tag the nodes (:class:`ModuleScopes`)."""
+    import contextlib
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from .amp import GpuAutocast
+    from .modules import ModuleScopes
+    from .sdpa import MathAttention
+
     flat = _flatten_tensors(full_args, [])
     calls = [0]
     torch_calls = TorchCalls()
@@ -151,9 +186,9 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
         quiet = _quiet_fake_tensor_logger()
         try:
             lives = PythonLifetimes()       # when Python really drops each tensor
-            scopes = ModuleScopes(fn_or_module)     # which module made each node
+            scopes = ModuleScopes(root)     # which module made each node
             # MathAttention: attention no fused CUDA kernel takes is traced as its math ops
-            with torch.no_grad(), reads, lives, scopes, MathAttention(), \
+            with torch.no_grad(), reads, lives, scopes, MathAttention(), GpuAutocast(), \
                     (Compiling() if compiling else contextlib.nullcontext()):
                 gm = make_fx(counted, tracing_mode=tracing_mode, pre_dispatch=True,
                              _allow_non_fake_inputs=True)(*full_args)
@@ -175,8 +210,13 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     gm.meta["torch_calls"] = torch_calls.calls
     gm.meta["host_reads"] = reads.sites
     gm.meta["py_deaths"] = lives.deaths
-    return gm, flat, pnames
+    return gm, flat
 
+
+#: Ops returning no tensor that launch no kernel (asserts, profiler marks, shape guards)
+_NO_KERNEL = ("_assert_async", "_assert_scalar", "_assert_tensor_metadata", "record_stream",
+              "sym_constrain_range", "sym_constrain_range_for_size", "_record_function_enter",
+              "_record_function_enter_new", "_record_function_exit")
 
 #: Ops that allocate an uninitialised buffer: no kernel, no bytes, and not a view of
 #: their tensor argument (which gives only dtype and device).
@@ -198,7 +238,8 @@ def _explain_trace_failure(e: Exception) -> str:
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
 
 
-def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False) -> OpGraph:
+def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = False,
+            amp=None) -> OpGraph:
     """Trace ``fn_or_module(*args)`` on fake tensors into an :class:`OpGraph`.
 
     Parameters
@@ -207,6 +248,9 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     args : tuple of example inputs (real, ``meta`` or fake tensors; Python scalars allowed)
     compiling : trace the code path the model takes under ``torch.compile`` (library
         code that asks ``torch.compiler.is_compiling()`` answers differently)
+    amp : ``"bf16"`` or ``"fp16"``: run the forward under ``torch.autocast("cuda")``
+        (fp32 weights and inputs, mixed-precision ops; :mod:`gpusim.amp`). Autocast
+        regions in the model's own code trace as on a GPU either way.
 
     ``graph.meta`` carries what the host profile prices the model's own Python by
     (:func:`gpusim.host.python_us`): ``module_calls`` (nn.Module calls per forward) and
@@ -222,13 +266,14 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     >>> [g.node(n)["op"] for n in g.compute_nodes]
     ['aten.add.Tensor', 'aten.relu.default']
     """
-    return capture_full(fn_or_module, args, name, compiling=compiling).graph
+    return capture_full(fn_or_module, args, name, compiling=compiling, amp=amp).graph
 
 
 def capture_full(fn_or_module, args=(), name: str | None = None,
-                 tracing_mode: str = "fake", compiling: bool = False) -> Captured:
+                 tracing_mode: str = "fake", compiling: bool = False, amp=None) -> Captured:
+    from .amp import amp_name
     t0 = time.perf_counter()
-    gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling)
+    gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling, amp)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
     try:
         graph = fx_to_opgraph(gm, label, pnames)
@@ -243,6 +288,8 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
     graph.meta["compiling"] = compiling
+    graph.meta["amp"] = amp_name(amp)
+    graph.meta["autocast_casts"] = gm.meta.get("autocast_casts", 0)
     return Captured(gm, flat, pnames, graph, time.perf_counter() - t0)
 
 
@@ -268,6 +315,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
     vals: dict = {}
     inplace_writer: dict = {}  # storage key -> last in-place op that wrote it
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    dropped: list[str] = []    # ops that became no node but may run a kernel
     labels = {}
     n_params = len(param_names or [])
     for i, n in enumerate(placeholders):
@@ -311,6 +359,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             _add_view(g, n.name, "getitem", val, src.name, g.nodes[src.name]["base"])
             continue
         if not hasattr(n.target, "_schema") and not hasattr(n.target, "overloadpacket"):
+            if isinstance(n.target, torch._ops.HigherOrderOperator):
+                dropped.append(f"higher_order.{n.target.name()}")   # a subgraph: not priced
             # python-level helpers (e.g. sym size ops) carry no kernel
             if isinstance(val, torch.Tensor) and in_nodes:
                 _add_view(g, n.name, str(n.target), val, in_nodes[0].name,
@@ -321,8 +371,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if ops.packet_name(opname) in SYNC_OPS and in_nodes:
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
-        if not outs:
-            continue        # e.g. profiler ops, asserts
+        if not outs:    # an op returning no tensor (``_foreach_add_``): not priced, said so
+            if ops.packet_name(opname) not in _NO_KERNEL and in_nodes:
+                dropped.append(opname)
+            continue
         in_tensors = [vals[a.name] for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
         tensor_nodes = [a for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
         ctx = ops.OpCtx(opname, [_meta(t) for t in in_tensors], [_meta(t) for t in outs],
@@ -385,7 +437,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         # operand drops them to a per-element path that moves bytes far slower (measured:
         # calibrate's broadcast-add benchmark). Fused (generated) kernels do not care.
         contiguous = all(_plain(t, outs[0]) for t in in_tensors) and \
-            all(o.is_contiguous() for o in outs)
+            all(_plain(o, outs[0]) for o in outs)
         g.add_node(n.name, op=opname, kind=est["kind"], shape=tuple(int(s) for s in outs[0].shape)
                    if len(outs) == 1 else shape, dtype=_dtype_name(outs[0].dtype),
                    flops=est["flops"], bytes_read=float(sum(reads.values())),
@@ -422,7 +474,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
     # whose value the host reads, ``sync_nodes`` the graph nodes that read it
     sync_nodes = [n for n in g.nodes if g.nodes[n].get("sync")]
     return OpGraph(g, name, meta={"syncs": [g.nodes[n]["sync"]["reads_op"] for n in sync_nodes],
-                                  "sync_nodes": sync_nodes})
+                                  "sync_nodes": sync_nodes, "unpriced_ops": dropped})
 
 
 def _add_sync(g, name, opname, src, vals, inplace_writer):
@@ -510,12 +562,16 @@ def _attention_heads_swap(g, name: str) -> bool:
 
 
 def _plain(t, out) -> bool:
-    """An operand ATen can stream with vector loads: a 0-dim scalar, or contiguous at the
-    output's shape."""
+    """An operand ATen can stream with vector loads: a 0-dim scalar, contiguous at the output's
+    shape, or on CUDA traces (:mod:`gpusim.amp`) dense with its strides (TensorIterator permutes
+    cuDNN's channels-last outputs; meta traces keep the rule the zoo figures are scored with)."""
     if t.dim() == 0:
         return True
     try:
-        return bool(t.is_contiguous()) and tuple(t.shape) == tuple(out.shape)
+        from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+        return tuple(t.shape) == tuple(out.shape) and (
+            bool(t.is_contiguous() and out.is_contiguous()) or (out.device.type == "cuda" and
+            tuple(t.stride()) == tuple(out.stride()) and dense(t)))
     except Exception:  # noqa: BLE001 - odd tensor subclasses: assume the slow path
         return False
 

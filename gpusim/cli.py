@@ -36,7 +36,7 @@ OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and
 def _graph(args):
     """The OpGraph a model-taking command works on (name, dtype and sizes from args)."""
     from .models import model_graph, parse_sizes
-    return model_graph(args.model, args.dtype, parse_sizes(args.size))
+    return model_graph(args.model, args.dtype, parse_sizes(args.size), getattr(args, "amp", None))
 
 
 def _check_args(a) -> None:
@@ -45,7 +45,7 @@ def _check_args(a) -> None:
     from . import viz
     from .hardware import load_spec
     from .host import load_host
-    from .models import parse_dtype, parse_sizes
+    from .models import check_amp, parse_dtype, parse_sizes
     from .viz.common import load_matplotlib
     from .search import ALGOS
     from .simulate import check_mode
@@ -65,6 +65,7 @@ def _check_args(a) -> None:
     if a.takes_model:
         parse_sizes(a.size)
         parse_dtype(a.dtype)
+        check_amp(a.amp, a.dtype)
         check_mode(a.mode)
         if a.cmd == "predict" and "," in a.gpu:     # one model on several GPUs
             from .compare import parse_gpus
@@ -166,6 +167,9 @@ def _add_model_args(p, gpu_default="h100"):
                         "reference host, the same for every GPU; `gpusim hosts` lists them)")
     p.add_argument("--dtype", default="float32", type=str.lower,
                    help="float32 | float16 | bfloat16")
+    p.add_argument("--amp", default=None, metavar="bf16|fp16",
+                   help="fp32 weights and inputs, the forward under torch.autocast(\"cuda\") "
+                        "at this dtype (mixed precision)")
     p.add_argument("--size", action="append", metavar="KEY=VALUE",
                    help="override a model's size (repeatable, or several keys at once), e.g. "
                         "--size batch=8,seq=128")

@@ -127,11 +127,23 @@ def _load_file(spec: str, sizes: dict):
     return out[0], tuple(out[1]), f"{os.path.basename(path)}:{name}"
 
 
-def model_graph(spec: str, dtype="float32", sizes=None) -> OpGraph:
-    """Load a model by name and capture it on meta tensors (:func:`gpusim.capture`)."""
+def check_amp(amp, dtype="float32"):
+    """The autocast dtype name for ``amp`` (None: no autocast); AMP runs an fp32 model."""
+    from .amp import amp_name
+    name = amp_name(amp)
+    if name is not None and parse_dtype(dtype) != torch.float32:
+        raise UserError(f"--amp {name} runs an fp32 model under autocast; drop --dtype "
+                        f"{dtype} (or use --dtype float32)")
+    return name
+
+
+def model_graph(spec: str, dtype="float32", sizes=None, amp=None) -> OpGraph:
+    """Load a model by name and capture it on meta tensors (:func:`gpusim.capture`);
+    ``amp`` (``"bf16"``/``"fp16"``): fp32 weights, the forward under autocast."""
+    amp = check_amp(amp, dtype)
     fn, args, label = load_model(spec, device="meta", dtype=parse_dtype(dtype), **(sizes or {}))
     try:
-        return capture(fn, args, name=label)
+        return capture(fn, args, name=label + (f" amp {amp}" if amp else ""), amp=amp)
     except CaptureError as e:
         known = _known_refusal(spec)
         if known:       # a family gpusim knows it cannot follow: say that, not torch's words

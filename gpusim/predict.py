@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .capture import capture
+from .errors import UserError
 from .cost import CostOptions, KernelEstimate, estimate_kernel
 from .graph import OpGraph
 from .hardware import GPUSpec, load_spec
@@ -48,6 +49,16 @@ class Prediction:
     @property
     def unmodelled_ops(self) -> list[str]:
         return [f"{n} ({self.graph.node(n)['op']})" for n in self.graph.unmodelled]
+
+    @property
+    def unmodelled_counts(self) -> dict[str, int]:
+        """``{aten op: times}`` for every op outside the cost model: those priced as
+        memory-bound copies and those that returned no tensor and are not priced
+        (``graph.meta["unpriced_ops"]``), most frequent first."""
+        from collections import Counter
+        c = Counter(self.graph.node(n)["op"] for n in self.graph.unmodelled)
+        c.update(self.graph.meta.get("unpriced_ops", []))
+        return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @cached_property
     def memory(self) -> MemoryEstimate:
@@ -95,10 +106,12 @@ class Prediction:
             "host_us": self.timeline.host_us, "host": self.host.name if self.host else None,
             "python_us": self.timeline.python_us, "n_kernels": len(self.kernels),
             "flops": self.flops, "bytes": self.bytes,
+            "amp": self.graph.meta.get("amp"),
         }
         if kernels:
             d["kernels"] = [k.to_dict() for k in self.kernels]
         d["unmodelled_ops"] = self.unmodelled_ops
+        d["unmodelled"] = self.unmodelled_counts
         d["memory"] = dict(self.memory.to_dict(), fits=self.fits,
                            capacity_bytes=capacity_bytes(self.spec))
         return d
@@ -108,11 +121,15 @@ def as_spec(gpu) -> GPUSpec:
     return gpu if isinstance(gpu, GPUSpec) else load_spec(gpu)
 
 
-def as_graph(target, args=None) -> OpGraph:
-    """An OpGraph as is, or capture a callable/module on ``args``."""
+def as_graph(target, args=None, amp=None) -> OpGraph:
+    """An OpGraph as is, or capture a callable/module on ``args`` (``amp``: under
+    ``torch.autocast("cuda")``, :func:`gpusim.capture`)."""
     if isinstance(target, OpGraph):
+        if amp is not None:
+            raise UserError("amp= applies when gpusim captures the model; pass the model "
+                            "and its args, or capture(model, args, amp=...) yourself")
         return target
-    return capture(target, () if args is None else args)
+    return capture(target, () if args is None else args, amp=amp)
 
 
 def views_per_kernel(graph: OpGraph, kernels) -> tuple[list[int], int]:
@@ -171,7 +188,8 @@ def modes_by_speed(graph: OpGraph, gpu="h100", have: "Prediction | None" = None,
 
 
 def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
-            opts: CostOptions = CostOptions(), regions: bool = False, host=None) -> Prediction:
+            opts: CostOptions = CostOptions(), regions: bool = False, host=None,
+            amp=None) -> Prediction:
     """Predict how long ``target`` takes on ``gpu``.
 
     Parameters
@@ -186,6 +204,8 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     host : host profile name, path to a host .toml, or a HostProfile (default the
         reference host, :mod:`gpusim.host`): who issues the kernels, the same for every
         GPU so that a comparison of GPUs compares GPUs
+    amp : ``"bf16"`` | ``"fp16"``: run the forward under ``torch.autocast("cuda")`` (fp32
+        weights and inputs; :mod:`gpusim.amp`)
 
     >>> import torch
     >>> p = predict(lambda x: x + 2, (torch.empty(2**26, device="meta"),), gpu="rtx3090ti")
@@ -194,5 +214,5 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     """
     check_mode(mode)
     spec = as_spec(gpu)
-    graph = as_graph(target, args)
+    graph = as_graph(target, args, amp)
     return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts, host)

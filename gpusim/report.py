@@ -144,10 +144,11 @@ def prediction_text(pred, top: int | None = None, body: str | None = None) -> st
     out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
                f"{pred.idle_us:.1f} us of the first call)")
     out += sync_lines(pred)
-    if pred.unmodelled_ops:
-        out.append(f"unmodelled ops   {len(pred.unmodelled_ops)}: " + ", ".join(pred.unmodelled_ops[:8])
-                   + (" ..." if len(pred.unmodelled_ops) > 8 else "")
-                   + "  (estimated as memory-bound copies)")
+    if pred.unmodelled_counts:
+        out.append("unmodelled ops   " + ", ".join(
+            f"{op} x{k}" for op, k in pred.unmodelled_counts.items())
+            + "  (outside the cost model: priced as memory-bound copies, or not at all "
+              "when they return no tensor)")
     out += memory_lines(pred)
     return "\n".join(out)
 

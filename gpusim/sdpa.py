@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from .amp import autocast_dtype, autocast_off, lower_precision
 from .arch import attention_backend
 
 _SDPA = (F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
@@ -48,12 +49,14 @@ def _arg(args, kwargs, i, name, default=None):
     return args[i] if len(args) > i else kwargs.get(name, default)
 
 
-def fused_backend_possible(q, k, v, mask=None, spec=None) -> bool:
+def fused_backend_possible(q, k, v, mask=None, spec=None, dtype=None) -> bool:
     """Whether some fused SDPA kernel can run these inputs (else math): on ``spec``'s GPU
     when given (its architecture row may have no fused backend for the dtype: bf16 before
     sm80, :func:`gpusim.arch.attention_backend`), else on an sm80+ GPU (capture traces
-    once for every GPU; dispatch then prices the row's backend)."""
-    if spec is not None and attention_backend(spec, str(q.dtype).removeprefix("torch.")) == "math":
+    once for every GPU; dispatch then prices the row's backend). ``dtype``: the dtype the
+    kernel sees, when not the query's (autocast casts before it, :mod:`gpusim.amp`)."""
+    dtype = dtype or q.dtype
+    if spec is not None and attention_backend(spec, str(dtype).removeprefix("torch.")) == "math":
         return False
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False
@@ -61,7 +64,7 @@ def fused_backend_possible(q, k, v, mask=None, spec=None) -> bool:
         return False
     if mask is not None and mask.stride(-1) != 1:
         return False
-    if q.dtype == torch.float32 and (q.size(-1) % 4 or v.size(-1) % 4 or q.size(-1) != k.size(-1)
+    if dtype == torch.float32 and (q.size(-1) % 4 or v.size(-1) % 4 or q.size(-1) != k.size(-1)
                                      or k.size(-3) != q.size(-3) or v.size(-3) != q.size(-3)):
         return False          # fp32 runs only memory-efficient attention (see the docstring)
     return True
@@ -143,15 +146,22 @@ class MathAttention(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _MATMUL and not kwargs and len(args) == 2 and _reshaping_matmul(*args):
-            return _matmul(*args)
+            # under CUDA autocast, matmul casts its operands before it reshapes them
+            return _matmul(*lower_precision(*args))
         if func in _SDPA:
             q, k, v = args[0], args[1], args[2]
             mask = _arg(args, kwargs, 3, "attn_mask")
-            if not fused_backend_possible(q, k, v, mask, self.spec):
-                return math_attention(q, k, v, mask, _arg(args, kwargs, 4, "dropout_p", 0.0),
-                                      _arg(args, kwargs, 5, "is_causal", False),
-                                      _arg(args, kwargs, 6, "scale"),
-                                      _arg(args, kwargs, 7, "enable_gqa", False))
+            if not fused_backend_possible(q, k, v, mask, self.spec, autocast_dtype(q)):
+                # autocast casts query, key, value and a float mask, then the math
+                # fallback runs below the autocast key: in the cast dtype, autocast off
+                q, k, v = lower_precision(q, k, v)
+                mask = lower_precision(mask)[0] if mask is not None and \
+                    mask.is_floating_point() else mask
+                with autocast_off():
+                    return math_attention(q, k, v, mask, _arg(args, kwargs, 4, "dropout_p", 0.0),
+                                          _arg(args, kwargs, 5, "is_causal", False),
+                                          _arg(args, kwargs, 6, "scale"),
+                                          _arg(args, kwargs, 7, "enable_gqa", False))
             if (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
                     and torch.compiler.is_compiling()):
                 # torch.compile traces SDPA's composite body: the boolean mask becomes an

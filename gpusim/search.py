@@ -275,7 +275,7 @@ def enumerate_partitions(graph: OpGraph):
 def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "auto",
            fold_bn: bool = True, opts: CostOptions = CostOptions(),
            max_group: int | None = None, memory_limit: float | None = None,
-           host=None) -> SearchResult:
+           host=None, amp=None) -> SearchResult:
     """Find a fusion partition for ``target`` and predict what it buys.
 
     ``unfused`` is eager PyTorch (one kernel per op); ``fused`` is the partition run in
@@ -284,12 +284,13 @@ def search(target, args=None, gpu="h100", mode: str = "compiled", algo: str = "a
     activation peak, :mod:`gpusim.memory`): the fastest of the searched partition,
     Inductor's own grouping and one kernel per op that fits; :class:`SearchError` when
     none does. ``host``: the host profile (name, path; default the reference host).
+    ``amp``: capture ``target`` under ``torch.autocast("cuda")`` (:func:`gpusim.predict`).
     """
     check_mode(mode)
     if algo not in ALGOS:
         raise SearchError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")
     spec, host = as_spec(gpu), load_host(host)
-    graph0 = as_graph(target, args)
+    graph0 = as_graph(target, args, amp)
     t0 = time.perf_counter()
     graph, folded = fold_conv_bn(graph0) if fold_bn else (graph0, [])
     scorer = Scorer(graph, spec, mode, opts, host)
@@ -350,12 +351,13 @@ def _fit_memory(graph, spec, mode, opts, part, fused, limit, notes, host=None):
 
 
 def whatif(target, fuse: list[list[str]], args=None, gpu="h100", mode: str = "compiled",
-           opts: CostOptions = CostOptions(), host=None) -> SearchResult:
+           opts: CostOptions = CostOptions(), host=None, amp=None) -> SearchResult:
     """Predict the effect of fusing exactly the named groups (others stay alone), issued
-    by ``host`` (a host profile name or path; default the reference host)."""
+    by ``host`` (a host profile name or path; default the reference host); ``amp`` as
+    for :func:`search`."""
     check_mode(mode)
     spec, host = as_spec(gpu), load_host(host)
-    graph = as_graph(target, args)
+    graph = as_graph(target, args, amp)
     t0 = time.perf_counter()
     named = set()
     for grp in fuse:

@@ -127,7 +127,9 @@ Datasheet specs (no calibration of these GPUs exists) against published whole-mo
 measurements where the GPU is the bottleneck: timm's own AMP inference benchmarks at batch
 1024 (RTX 3090, RTX 4090; 48 models per table sampled by a name hash) and NVIDIA
 DeepLearningExamples' ResNet-50 v1.5 inference at batch 128 and 256 (V100 16GB, T4; FP32,
-and AMP run channels_last), all in `validation/published/`; eager device time per batch. Nothing is fitted on these rows. Scored by `python3 -m
+and AMP run channels_last), all in `validation/published/`; eager device time per batch; AMP
+rows are predicted as they ran, the fp32 model under `torch.autocast("cuda", torch.float16)`
+(`amp="fp16"`). Nothing is fitted on these rows. Scored by `python3 -m
 validation.published --json validation/published/scores.json`; signed median > 0: gpusim
 predicts slower than measured.
 """

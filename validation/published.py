@@ -12,10 +12,11 @@ they only score predictions made from datasheet specs and the rules in ``gpusim`
 
 The timm tables time AMP (fp16 autocast) inference at batch 1024 with a sync per step:
 the GPU is the bottleneck, so the step time is compared with gpusim's eager device time
-per batch. gpusim predicts the forward in fp16 (weights and activations), which is what
-autocast runs for convolutions and matmuls; autocast's fp32 norms and softmax and its
-per-call weight casts are not modelled (gpusim has no autocast yet), a bias of a few
-percent toward fast.
+per batch. AMP rows (timm's tables, which have no dtype column, and DeepLearningExamples'
+"Mixed Precision" rows, run under ``torch.cuda.amp.autocast``) are predicted as they ran:
+the fp32 model under ``torch.autocast("cuda", torch.float16)`` (``amp="fp16"``,
+:mod:`gpusim.amp`: autocast's casts, its fp32 norms and softmax, its per-call weight
+casts).
 
     python3 -m validation.published [--gpu rtx3090] [--limit N] [--json OUT]
 """
@@ -42,13 +43,20 @@ def load_rows(gpus=None) -> list[dict]:
             for r in csv.DictReader(f):
                 if gpus and r["gpu"] not in gpus:
                     continue
+                amp = "fp16" if is_amp(r) else None
                 r.update(img_size=int(r["img_size"]), batch=int(r["batch"]),
                          step_ms=float(r["step_ms"]), table=os.path.basename(path),
                          # timm's tables name timm models and run AMP (fp16 autocast)
                          model=r["model"] if ":" in r["model"] else f"timm:{r['model']}",
-                         dtype=r.get("dtype") or "float16")
+                         dtype="float32" if amp else r["dtype"], amp=amp)
                 rows.append(r)
     return rows
+
+
+def is_amp(r: dict) -> bool:
+    """Whether a published row timed automatic mixed precision: timm's AMP tables (no
+    dtype column) and DeepLearningExamples' "Mixed Precision" rows."""
+    return not r.get("dtype") or "Mixed Precision" in r.get("source", "")
 
 
 def predict_row(r: dict) -> dict:
@@ -67,7 +75,8 @@ def predict_row(r: dict) -> dict:
         module, args = zoo.build(name, dtype=getattr(torch, r["dtype"]),
                                  channels_last=r["layout"] == "nhwc",
                                  batch=r["batch"], hw=r["img_size"])
-        p = predict(capture(module, args, name=name), gpu=load_spec(r["gpu"]), mode="eager")
+        p = predict(capture(module, args, name=name, amp=r.get("amp")),
+                    gpu=load_spec(r["gpu"]), mode="eager")
     except (GpusimError, RuntimeError, TypeError, ValueError) as e:
         return dict(r, error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
     family = zoo.get(name).family

@@ -110,22 +110,24 @@ def zoo_available() -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False):
+def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
+           amp: str | None = None):
     from gpusim import zoo            # optional extra
     from gpusim.capture import capture
     from gpusim.models import parse_dtype
     fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
                          channels_last=channels_last, **dict(sizes))
-    return capture(fn, args, name=model, compiling=compiling)
+    return capture(fn, args, name=model, compiling=compiling, amp=amp)
 
 
 def record_graph(rec: dict):
     """The record's model captured on meta tensors, along the code path its run took
-    (``torch.compile``'s for compiled and CUDA-graph runs). Zoo rows
+    (``torch.compile``'s for compiled and CUDA-graph runs), under autocast for an AMP
+    row (``amp``: ``"bf16"``/``"fp16"``, an fp32 model). Zoo rows
     hold no graph (it is the zoo entry's), so scoring re-captures it: a change to capture
     or lowering shows in the figures."""
     return _graph(rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
-                  bool(rec.get("channels_last")), rec["run"] != "eager")
+                  bool(rec.get("channels_last")), rec["run"] != "eager", rec.get("amp"))
 
 
 def main(argv=None) -> int:

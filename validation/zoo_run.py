@@ -1,7 +1,7 @@
 """Measure the model zoo (``gpusim.zoo``) on the CUDA GPU at hand.
 
 ``python3 -m validation.zoo_run --out FILE.jsonl.gz [--cases PATTERNS] [--deadline-s N]
-[--compiled NAMES] [--compiled-reserve-s N] [--skip-done FILE.jsonl.gz]``
+[--compiled NAMES] [--compiled-reserve-s N] [--skip-done FILE.jsonl.gz] [--amp main|bf16|fp16]``
 
 One case = zoo model x size (``default``: batch 1; ``large``) x dtype x layout (NCHW, and
 channels_last where the entry says) x run (``eager``; ``compiled`` for the models named in
@@ -21,6 +21,10 @@ in its main dtype, then batch 1, then the other dtypes, then channels_last, comp
 (or, with ``--compiled-reserve-s``, from that many seconds before the deadline).
 ``--holdout`` runs the held-out models (``gpusim.zoo.HOLDOUT``) instead, compiled
 ``HOLDOUT_COMPILED``.
+
+``--amp`` plans AMP cases instead (run set ``zoo_amp.jsonl.gz``): the fp32 model under
+``torch.autocast("cuda", dtype)`` as timm's benchmark runs it (``main``: fp16 for CNNs, bf16
+otherwise); rows hold ``dtype: "float32"`` and ``amp``, scored by ``validation.amp_accuracy``.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class Case:
     tier: int = 0
     order: int = 0
     extra: dict = field(default_factory=dict)
+    amp: str | None = None     # "bf16" | "fp16": fp32 model under torch.autocast("cuda")
 
 
 def safe_name(s: str) -> str:
@@ -69,9 +74,39 @@ def safe_name(s: str) -> str:
     return out or "case"
 
 
-def case_id(model, size, dtype, channels_last, run) -> str:
+def case_id(model, size, dtype, channels_last, run, amp=None) -> str:
     lay = "cl" if channels_last else "nchw"
-    return f"{model}__{size}__{dtype}__{lay}__{run}"
+    return f"{model}__{size}__{'amp-' + amp if amp else dtype}__{lay}__{run}"
+
+
+def amp_for(entry, amp: str) -> str:
+    """The autocast dtype of an AMP case: ``amp`` itself, or for ``"main"`` the model's
+    main 16-bit dtype (:func:`main_dtype`: fp16 for CNNs, bf16 for transformers)."""
+    if amp != "main":
+        return amp
+    return "fp16" if main_dtype(entry) == "float16" else "bf16"
+
+
+def plan_amp_cases(zoo: dict, amp: str, compiled=DEFAULT_COMPILED, patterns=None,
+                   runs=("eager",)) -> list:
+    """AMP cases, most valuable first: every model large then batch 1 (NCHW, eager), then
+    the ``compiled`` models' large case per run kind in ``runs``."""
+    cases = []
+    for mi, (name, e) in enumerate(zoo.items()):
+        a = amp_for(e, amp)
+        todo = [(ti, size, "eager", mi) for ti, size in enumerate(("large", "default"))
+                if "eager" in runs]
+        todo += [(2 + ri, "large", run, list(compiled).index(name)) for ri, run in
+                 enumerate(r for r in ("compiled", "cudagraph") if r in runs)
+                 if name in (compiled or ())]
+        for tier, size, run, order in todo:
+            cases.append(Case(case_id(name, size, "float32", False, run, a), name, e.family,
+                              size, dict(e.large if size == "large" else e.defaults),
+                              "float32", False, run, tier, order, amp=a))
+    if patterns:
+        cases = [c for c in cases if any(fnmatch.fnmatch(c.case_id, p) or fnmatch.fnmatch(c.model, p)
+                                         for p in patterns)]
+    return sorted(cases, key=lambda c: (c.tier, c.order))
 
 
 def main_dtype(entry) -> str:
@@ -355,6 +390,8 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
            "family": case.family, "library": entry.library, "size": case.size,
            "sizes": case.sizes, "dtype": case.dtype, "channels_last": case.channels_last,
            "run": case.run, "tier": case.tier}
+    if case.amp:
+        rec["amp"] = case.amp
     rec["env"] = measure.env_info() if cuda else {"device": device, "torch": torch.__version__}
     rec["flags"] = _flags()
     t0 = time.time()
@@ -375,7 +412,7 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
         "allocated_total": torch.cuda.memory_allocated() if cuda else None,
         "allocated_before_build": alloc0,
         "other_cached_models_bytes": sum(nb for k, (_, nb) in cache.items.items() if k != key)}
-    fn = mod
+    fn = autocast(mod, case.amp)
     with torch.no_grad():
         if case.run in COMPILED_RUNS:
             import torch._dynamo
@@ -383,12 +420,12 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
             if cuda and not warm_only:
                 # eager on the same lease, for speed-ups and host time without lease spread
                 for _ in range(2):
-                    mod(*args)
+                    fn(*args)
                 torch.cuda.synchronize()
-                rec["eager_same_lease"] = measure_callable(mod, args, cuda, reps=3, light=True)
+                rec["eager_same_lease"] = measure_callable(fn, args, cuda, reps=3, light=True)
             torch._dynamo.reset()
             counters.clear()
-            fn = torch.compile(mod, mode=COMPILED_RUNS[case.run])
+            fn = autocast(torch.compile(mod, mode=COMPILED_RUNS[case.run]), case.amp)
             tc = time.perf_counter()
             fn(*args)
             if cuda:
@@ -418,6 +455,23 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
         torch._dynamo.reset()
     rec["elapsed_s"] = round(time.time() - t0, 2)
     return rec
+
+
+def autocast(fn, amp):
+    """``fn`` called under ``torch.autocast("cuda", dtype)`` for an AMP case (``amp``
+    ``"bf16"``/``"fp16"``), as timm's benchmark calls its model; ``fn`` itself otherwise.
+    One definition of the dtypes: :data:`gpusim.amp.AMP_DTYPES`."""
+    if not amp:
+        return fn
+    import torch
+
+    from gpusim.amp import AMP_DTYPES
+    dtype = AMP_DTYPES[amp]
+
+    def run_autocast(*a):
+        with torch.autocast("cuda", dtype=dtype):
+            return fn(*a)
+    return run_autocast
 
 
 def write_record(out: str, rec: dict) -> str:
@@ -475,6 +529,8 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda",
                    "family": c.family, "size": c.size, "sizes": c.sizes, "dtype": c.dtype,
                    "channels_last": c.channels_last, "run": c.run, "tier": c.tier,
                    "failed": one_line(e), "elapsed_s": round(time.time() - t0, 2)}
+            if c.amp:
+                rec["amp"] = c.amp
             try:
                 from validation import measure
                 rec["env"] = measure.env_info() if device == "cuda" else {"device": device}
@@ -533,6 +589,9 @@ def main(argv=None) -> int:
     ap.add_argument("--holdout", action="store_true",
                     help="the held-out models (gpusim.zoo.HOLDOUT) instead of the zoo; "
                          "--compiled defaults to HOLDOUT_COMPILED")
+    ap.add_argument("--amp", default=None, choices=("main", "bf16", "fp16"),
+                    help="plan AMP cases instead (fp32 model under torch.autocast; 'main': "
+                         "fp16 for CNNs, bf16 for the others); write them to zoo_amp.jsonl.gz")
     ap.add_argument("--cpu-dry-run", action="store_true",
                     help="tiny sizes on the CPU: exercises the record code paths, no timings")
     a = ap.parse_args(argv)
@@ -550,7 +609,8 @@ def main(argv=None) -> int:
     device = "cuda"
     if a.cpu_dry_run:
         device = "cpu"
-    cases = plan_cases(models, compiled, patterns, runs=runs)
+    cases = (plan_amp_cases(models, a.amp, compiled, patterns, runs) if a.amp
+             else plan_cases(models, compiled, patterns, runs=runs))
     if a.shard:
         i, n = (int(x) for x in a.shard.split("/"))
         cases = cases[i::n]
