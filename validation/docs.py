@@ -97,8 +97,9 @@ def published_summary_table(pub: dict) -> str:
     """The README's lines on GPUs nobody here has: one row per published table."""
     lines = ["GPUs nobody here has, datasheet spec against published measurements "
              "(timm's AMP inference benchmarks at batch 1024 for the RTX 3090/4090, NVIDIA "
-             "DeepLearningExamples' ResNet-50 at batch 128/256 for the V100 and T4, FP32 in "
-             "NCHW and AMP in NHWC there; eager device time; nothing fitted on them):", "",
+             "DeepLearningExamples' ConvNets at batch 128/256 for the A100, V100 and T4, "
+             "FP32/TF32 in NCHW and AMP in NHWC there; eager device time; nothing fitted on "
+             "them):", "",
              "| GPU | layout | cases | median / p90 | signed median |", "|---|---|---|---|---|"]
     for key, e in pub.items():
         a = e.get("all")
@@ -126,8 +127,10 @@ PUBLISHED_HEAD = """## GPUs nobody here has: published measurements
 Datasheet specs (no calibration of these GPUs exists) against published whole-model
 measurements where the GPU is the bottleneck: timm's own AMP inference benchmarks at batch
 1024 (RTX 3090, RTX 4090; 48 models per table sampled by a name hash) and NVIDIA
-DeepLearningExamples' ResNet-50 v1.5 inference at batch 128 and 256 (V100 16GB, T4; FP32,
-and AMP run channels_last), all in `validation/published/`; eager device time per batch; AMP
+DeepLearningExamples' ConvNets inference at batch 128 and 256 (ResNet-50 v1.5, ResNeXt-101
+32x4d, SE-ResNeXt-101 32x4d, EfficientNet-B0/B4 on the A100 80GB, V100 16GB and T4; FP32 or
+TF32, and AMP run channels_last; step = batch / published throughput, see
+`validation/published/extract_dle.py`), all in `validation/published/`; eager device time per batch; AMP
 rows are predicted as they ran, the fp32 model under `torch.autocast("cuda", torch.float16)`
 (`amp="fp16"`). Nothing is fitted on these rows. Scored by `python3 -m
 validation.published --json validation/published/scores.json`; signed median > 0: gpusim
