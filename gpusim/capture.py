@@ -316,6 +316,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if ops.packet_name(opname) in SYNC_OPS and in_nodes:
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
+        if ops.packet_name(opname).startswith(("_foreach_", "_fused_")):
+            from .train import add_foreach      # the optimizers' multi-tensor ops
+            add_foreach(g, n, opname, vals, inplace_writer)
+            continue
         if not outs:
             continue        # e.g. profiler ops, asserts
         in_tensors = [vals[a.name] for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]

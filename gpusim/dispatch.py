@@ -256,6 +256,9 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     """The kernels eager PyTorch launches for compute node ``n`` on ``spec``'s GPU."""
     a = graph.g.nodes[n]
     kind = a["kind"]
+    training = training_kernels(graph, n, spec, Kernel)
+    if training is not None:
+        return training
     if kind == "conv":
         return conv_kernels(graph, n, spec, Kernel) + conv_bias_kernels(graph, n, Kernel)
     if kind == "attention":
@@ -284,6 +287,46 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
     return [Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")]
+
+
+def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
+    """The kernels of a backward or optimizer op (:mod:`gpusim.train`), None for others.
+
+    * ``_foreach_*`` / ``_fused_*``: multi-tensor-apply launches
+      (:func:`gpusim.train_ops.mta_launches`, with the 32 KB kernel-argument tables on sm70+:
+      CUDA 12.1+ builds with a recent driver); the first launch carries the op's bytes, the
+      others are priced at the launch floor.
+    * ``convolution_backward`` (one gradient per node after capture's split): one cuDNN
+      kernel, backward-data or backward-filter, priced by the forward conv law (class
+      ``conv``) on its own implicit GEMM. ASSUMED, no GPU data yet: no layout transforms
+      around it, and the forward's efficiency.
+    * ``native_layer_norm_backward``: the input gradient and the weight/bias column sums
+      (``GammaBetaBackward``), two kernels.
+    * ``embedding_dense_backward``: the indices sorted (a radix sort) and the gradient table
+      zeroed before the segmented scatter-add: three kernels (ATen's
+      ``embedding_backward_cuda_kernel`` runs a few more small ones).
+    * ``nll_loss_backward``: the gradient zeroed, then the target column written."""
+    a = graph.g.nodes[n]
+    fe = a.get("foreach")
+    if fe:
+        from .train_ops import mta_launches
+        large = spec is None or (spec.compute_capability or 7.0) >= 7.0
+        k = mta_launches(fe["numels"], fe["depth"], fe["scalarlist"], large)
+        return [Kernel((n,), "aten")] + [Kernel((n,), "aten", role="aux", bytes=0.0)
+                                         for _ in range(max(0, k - 1))]
+    name = packet_name(a["op"])
+    if name == "convolution_backward":
+        return [Kernel((n,), "library", variant="conv")]
+    if name == "native_layer_norm_backward":
+        return [Kernel((n,), "library"),
+                Kernel((n,), "library", role="aux", bytes=float(a["bytes_read"]) / 2)]
+    if name == "embedding_dense_backward":
+        idx = sum(b for p, b in a["reads"].items() if graph.g.nodes[p]["dtype"] in ("int64", "int32"))
+        return [Kernel((n,), "aten", role="aux", bytes=4.0 * idx),
+                Kernel((n,), "aten", role="aux", bytes=a["bytes_written"] / 2), Kernel((n,), "aten")]
+    if name == "nll_loss_backward":
+        return [Kernel((n,), "aten", role="aux", bytes=a["bytes_written"]), Kernel((n,), "aten")]
+    return None
 
 
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)
