@@ -100,6 +100,10 @@ def _wrap(fn_or_module, args):
     if not callable(fn_or_module):
         raise CaptureError(f"cannot capture a {type(fn_or_module).__name__}: pass a function "
                            "or an nn.Module")
+    from .train import closure_wrap
+    wrapped = closure_wrap(fn_or_module, args)   # modules it reaches are weights, not constants
+    if wrapped is not None:
+        return wrapped
     fn = fn_or_module
 
     def call(*a):   # make_fx binds every parameter; hide defaults such as inplace=False
@@ -223,6 +227,9 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
 
 def capture_full(fn_or_module, args=(), name: str | None = None,
                  tracing_mode: str = "fake", compiling: bool = False) -> Captured:
+    from .train import capture_step, is_training_step
+    if is_training_step(fn_or_module):      # backward, an optimizer: a whole training step
+        return capture_step(fn_or_module, args, name)
     t0 = time.perf_counter()
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
@@ -317,7 +324,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
         if ops.packet_name(opname).startswith(("_foreach_", "_fused_")):
-            from .train import add_foreach      # the optimizers' multi-tensor ops
+            from .train_fx import add_foreach   # the optimizers' multi-tensor ops
             add_foreach(g, n, opname, vals, inplace_writer)
             continue
         if not outs:
