@@ -34,8 +34,14 @@ OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and
 
 
 def _graph(args):
-    """The OpGraph a model-taking command works on (name, dtype and sizes from args)."""
+    """The OpGraph a model-taking command works on (name, dtype and sizes from args); with
+    ``--train``, the model's standard training step (:func:`gpusim.step.standard_step`)."""
     from .models import model_graph, parse_sizes
+    if getattr(args, "train", False):
+        from .capture import capture
+        from .step import standard_step
+        fn, fargs = standard_step(args.model, args.dtype, parse_sizes(args.size), args.optimizer)
+        return capture(fn, fargs, name=f"{args.model} training step ({args.optimizer})")
     return model_graph(args.model, args.dtype, parse_sizes(args.size))
 
 
@@ -77,12 +83,69 @@ def _check_args(a) -> None:
         else:
             load_spec(a.gpu)
         load_host(a.host)
+    if a.cmd == "predict":
+        _check_train(a)
     if getattr(a, "memory_limit", None) is not None:
         a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
         raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
     if a.cmd == "whatif":
         a.fuse = fuse_groups(a.fuse)
+
+
+def _check_train(a) -> None:
+    """``--train``, ``--optimizer`` and ``--max-batch`` fit together."""
+    from .step import OPTIMIZERS
+    if a.optimizer is not None and not a.train:
+        raise UserError("--optimizer applies to a training step; add --train")
+    a.optimizer = (a.optimizer or "adamw").lower()
+    if a.optimizer not in OPTIMIZERS:
+        raise UserError(f"unknown --optimizer {a.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if a.train and a.mode != "eager":
+        raise UserError(f"--train predicts an eager step; torch.compile training (--mode {a.mode}) "
+                        "is not modelled yet: drop --mode")
+    if a.max_batch and getattr(a, "gpus", None):
+        raise UserError("--max-batch searches one GPU's memory; name one --gpu")
+    if a.max_batch and any(k.split("=")[0].strip() == "batch" for k in a.size or []):
+        raise UserError("--max-batch searches the batch size itself; drop --size batch=...")
+
+
+def cmd_max_batch(a) -> int:
+    """``predict MODEL --max-batch``: the largest batch whose call (or step) fits."""
+    from .hardware import load_spec
+    from .memory import fmt_bytes
+    from .models import load_model, parse_dtype, parse_sizes
+    from .report import dumps
+    from .step import max_batch, standard_step
+    sizes = parse_sizes(a.size)
+
+    def make(b):
+        if a.train:
+            return standard_step(a.model, a.dtype, {**sizes, "batch": b}, a.optimizer)
+        fn, args, _ = load_model(a.model, "meta", parse_dtype(a.dtype), **{**sizes, "batch": b})
+        return fn, args
+    try:
+        make(1)
+    except GpusimError as e:
+        if "batch" in str(e) and "size" in str(e):
+            raise UserError(f"{a.model} has no batch size to search (--max-batch needs one)") from None
+        raise
+    r = max_batch(make, a.gpu, host=a.host)
+    spec = load_spec(a.gpu)
+    what = "training step" if a.train else "forward"
+    if a.json:
+        print(dumps({"model": a.model, "gpu": spec.name, "train": a.train, "max_batch": r["batch"],
+                     "tried": {str(k): v for k, v in sorted(r["tried"].items())},
+                     "limit_reached": r["limit_reached"]}))
+        return 0
+    tried = ", ".join(f"{b}: {fmt_bytes(v)}" for b, v in sorted(r["tried"].items()))
+    if r["batch"] == 0:
+        print(f"{a.model}: a {what} at batch 1 does not fit on {spec.display_name} ({tried})")
+    else:
+        print(f"{a.model}: largest batch whose {what} fits on {spec.display_name}: {r['batch']}"
+              + (" (the search's limit)" if r["limit_reached"] else ""))
+        print(f"searched (doubling, then bisection): {tried}")
+    return 0
 
 
 def fuse_groups(items) -> list[list[str]]:
@@ -165,6 +228,8 @@ def _mode_arg(p, default):
 def cmd_predict(a) -> int:
     from .predict import modes_by_speed, predict
     from .report import dumps, modes_line, prediction_text
+    if a.max_batch:
+        return cmd_max_batch(a)
     g = _graph(a)
     if getattr(a, "gpus", None):
         return _compare(a, g)
@@ -173,7 +238,7 @@ def cmd_predict(a) -> int:
         print(dumps(p.to_dict()))
     else:
         print(prediction_text(p, None if a.all else 25))
-        if p.fits:
+        if p.fits and not a.train:
             print(modes_line(modes_by_speed(g, a.gpu, have=p, host=a.host)))
     _extras(a, pred=p)
     return 0
@@ -349,6 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("predict", help="per-kernel time of a model on a GPU")
     _add_model_args(p)
+    p.add_argument("--train", action="store_true", help="a whole training step: forward, loss, "
+                   "backward, optimizer (cross-entropy for classifiers, the LM loss for language models)")
+    p.add_argument("--optimizer", default=None, type=str.lower, help="sgd | adam | adamw "
+                   "(with --train; default adamw)")
+    p.add_argument("--max-batch", action="store_true", help="the largest batch that fits on the "
+                   "GPU (doubling, then bisection)")
     _mode_arg(p, "eager")
     _picture_args(p)
     p.set_defaults(fn=cmd_predict)

@@ -85,6 +85,15 @@ class Prediction:
     def bytes(self) -> float:
         return sum(k.bytes for k in self.kernels)
 
+    @property
+    def train(self) -> dict | None:
+        """A training step's time and memory by phase (:func:`gpusim.step.step_summary`);
+        None for a forward."""
+        if "train" not in self.graph.meta:
+            return None
+        from .step import step_summary
+        return step_summary(self)
+
     def to_dict(self) -> dict:
         return {
             "gpu": self.gpu, "mode": self.mode, "graph": self.graph.name,
@@ -97,6 +106,7 @@ class Prediction:
             "unmodelled_ops": self.unmodelled_ops,
             "memory": dict(self.memory.to_dict(), fits=self.fits,
                            capacity_bytes=capacity_bytes(self.spec)),
+            "train": self.train,
         }
 
 

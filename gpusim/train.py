@@ -432,10 +432,15 @@ def capture_step(fn, args=(), name: str | None = None) -> "capture.Captured":
         if a["kind"] == "input":
             a["phase"] = "input"
     modules, optimizers = reachable(fn)
+    nbytes = {k: int(t.numel() * t.element_size()) for k, t in zip(names, flat)}
+    grads = sum(nbytes[k] for k, t in zip(names, flat) if k.startswith("p:") and t.requires_grad)
     graph.meta.update(module_calls=gm.meta["module_calls"], torch_calls=gm.meta["torch_calls"],
                       inputs=len(flat), train={
                           "params": sum(1 for x in names if x.startswith("p:")),
                           "optimizers": [type(o).__name__ for _, o in optimizers],
+                          "weights_bytes": sum(b for k, b in nbytes.items() if k[:2] in ("p:", "b:")),
+                          "state_bytes": sum(b for k, b in nbytes.items() if k.startswith("s:")),
+                          "grad_bytes": grads,
                           "modules": [n for n, _ in modules]})
     return capture.Captured(gm, flat, names, graph, time.perf_counter() - t0)
 
