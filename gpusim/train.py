@@ -228,6 +228,12 @@ class _State:
 
     @contextlib.contextmanager
     def swapped(self, params: dict, buffers: dict, states: list | None = None):
+        with _meta_fused():
+            with self._swapped(params, buffers, states):
+                yield
+
+    @contextlib.contextmanager
+    def _swapped(self, params: dict, buffers: dict, states: list | None = None):
         """Modules and optimizers hold ``params``/``buffers`` (and the state tensors
         ``states``, in :meth:`state_inputs` order) while inside; restored after."""
         from torch.nn.utils.stateless import _reparametrize_module
@@ -279,6 +285,19 @@ class _State:
                     self.states[(oi, key_of[id(p)])] = {
                         k: self._state_tensor(v) if _is_fake(v) and v.device.type == "cpu" else v
                         for k, v in st.items()}
+
+
+@contextlib.contextmanager
+def _meta_fused():
+    """Fused optimizers check their parameters' device (``_device_dtype_check_for_fused``):
+    the traced ``meta`` device stands for the GPU."""
+    import torch.optim.optimizer as o
+    saved = o._get_fused_kernels_supported_devices
+    o._get_fused_kernels_supported_devices = lambda: saved() + ["meta"]
+    try:
+        yield
+    finally:
+        o._get_fused_kernels_supported_devices = saved
 
 
 def _prefixed(modules) -> bool:
