@@ -488,14 +488,15 @@ def _conv_layout(in_tensors) -> str:
 def _sdpa_facts(ctx) -> dict:
     """What chooses an attention kernel: mask given (and its dtype), causal, dropout,
     head dims, sequence lengths, heads (grouped-query heads when K/V have fewer)."""
-    q, k, v = ctx.ins[0], ctx.ins[1], ctx.ins[2]
+    bwd = ops.packet_name(ctx.name).endswith("_backward")    # (grad_out, q, k, v, ...)
+    q, k, v = ctx.ins[bwd], ctx.ins[bwd + 1], ctx.ins[bwd + 2]
     fused = ops.packet_name(ctx.name) == "scaled_dot_product_attention"
     mask = ctx.arg(3, "attn_mask") if fused else ctx.kwargs.get("attn_bias")
     mask = mask if isinstance(mask, ops.TensorMeta) else None
     return {"mask": mask is not None, "mask_dtype": mask.dtype if mask else None,
             "mask_shape": tuple(mask.shape) if mask else None,
             "is_causal": bool(ctx.arg(5, "is_causal", False)) if fused
-            else bool(ctx.kwargs.get("is_causal", False)),
+            else bool(ctx.arg(11, "is_causal", False)) if bwd else bool(ctx.kwargs.get("is_causal", False)),
             "dropout": float(ctx.arg(4, "dropout_p", 0.0) or 0.0) if fused else 0.0,
             "scale": ctx.kwargs.get("scale"),
             "enable_gqa": bool(ctx.kwargs.get("enable_gqa", False)),

@@ -48,7 +48,7 @@ import torch
 import sys
 
 from . import capture as _capture_pkg  # noqa: F401  (loads the module)
-from .pycalls import TorchCalls
+from .pycalls import HostReads, TorchCalls
 from .train_fx import drop_host_ops, split_conv_backward
 
 capture = sys.modules[__package__ + ".capture"]   # the module (gpusim.capture is the function)
@@ -300,6 +300,27 @@ def _meta_fused():
         o._get_fused_kernels_supported_devices = saved
 
 
+@contextlib.contextmanager
+def _fake_steps():
+    """In the first (warm-up) step the optimizers' host step counters are fake: their
+    value, read by ``torch.optim``'s ``_get_value`` for the bias corrections, is 1."""
+    import sys as _sys
+    mods = [m for name, m in list(_sys.modules.items())
+            if name.startswith("torch.optim") and m is not None and hasattr(m, "_get_value")]
+    saved = [(m, m._get_value) for m in mods]
+    for m, orig in saved:
+        m._get_value = functools.partial(_step_value, orig)
+    try:
+        yield
+    finally:
+        for m, orig in saved:
+            m._get_value = orig
+
+
+def _step_value(orig, x):
+    return 1.0 if _is_fake(x) else orig(x)
+
+
 def _prefixed(modules) -> bool:
     """Names carry the module's variable name when several modules hold tensors."""
     return sum(1 for _, m in modules if next(m.parameters(), None) is not None
@@ -311,21 +332,82 @@ def _is_fake(t) -> bool:
     return isinstance(t, FakeTensor)
 
 
+# ------------------------------------------------------------------ CUDA's kernels off the GPU
+
+
+class TrainDispatch:
+    """Context for tracing a step: the composite ops whose CUDA path differs from the one a
+    ``meta`` trace takes run as on CUDA. ``F.dropout`` in training is ``native_dropout`` (one
+    fused kernel, ``is_fused_kernel_acceptable`` in Dropout.cpp; off CUDA it decomposes to
+    ``bernoulli_``, ``div_``, ``mul``); ``scaled_dot_product_attention`` that a fused
+    backend accepts (:func:`gpusim.sdpa.fused_backend_possible`) is the memory-efficient
+    kernel (fp32, or a mask) or flash (16-bit, no mask), whose autograd formulas give their
+    fused backward ops; grouped-query heads and inputs no fused backend takes run the math
+    fallback (:class:`gpusim.sdpa.MathAttention`), differentiated op by op."""
+
+    def __init__(self):
+        from .sdpa import MathAttention, _SDPA, _additive, _arg, fused_backend_possible
+
+        class Mode(MathAttention):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func is torch.nn.functional.dropout:
+                    p = _arg(args, kwargs, 1, "p", 0.5)
+                    if _arg(args, kwargs, 2, "training", True) and p > 0 and \
+                            not _arg(args, kwargs, 3, "inplace", False):
+                        return torch.native_dropout(args[0], p, True)[0]
+                if func in _SDPA:
+                    q, k, v = args[0], args[1], args[2]
+                    mask = _arg(args, kwargs, 3, "attn_mask")
+                    gqa = k.dim() >= 3 and k.size(-3) != q.size(-3)
+                    if not gqa and fused_backend_possible(q, k, v, mask):
+                        dropout = _arg(args, kwargs, 4, "dropout_p", 0.0)
+                        causal = _arg(args, kwargs, 5, "is_causal", False)
+                        scale = _arg(args, kwargs, 6, "scale")
+                        if q.dtype != torch.float32 and mask is None:
+                            return torch.ops.aten._scaled_dot_product_flash_attention(
+                                q, k, v, dropout_p=dropout, is_causal=causal, scale=scale)[0]
+                        if mask is not None and mask.dtype == torch.bool:
+                            mask = _additive(mask, q.dtype)
+                        if mask is not None:
+                            mask = mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
+                        return torch.ops.aten._scaled_dot_product_efficient_attention(
+                            q, k, v, attn_bias=mask, compute_log_sumexp=q.requires_grad,
+                            dropout_p=dropout, is_causal=causal, scale=scale)[0]
+                return super().__torch_function__(func, types, args, kwargs)
+        self.mode = Mode()
+
+    def __enter__(self):
+        return self.mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
 # ------------------------------------------------------------------ phases
 
 
 class _Phases:
-    """Records where in the trace backward and the optimizer step begin and end: the
-    number of FX nodes the tracer holds at each boundary."""
+    """Labels the traced FX nodes with the phase that made them: at each boundary (backward
+    begins or ends, an optimizer step begins or ends) the nodes the tracer made since the
+    last boundary get the phase that was running (``node.meta["phase"]``)."""
 
     def __init__(self):
-        self.marks: list[tuple[int, str]] = []
+        self.phase = "forward"
 
     def _mark(self, phase):
         from torch.fx.experimental.proxy_tensor import get_proxy_mode
         mode = get_proxy_mode()
         if mode is not None:
-            self.marks.append((len(mode.tracer.graph.nodes), phase))
+            self.label(mode.tracer.graph)
+        self.phase = phase
+
+    def label(self, graph) -> None:
+        """Nodes without a phase, newest first, get the current one."""
+        for n in reversed(graph.nodes):
+            if "phase" in n.meta:
+                break
+            n.meta["phase"] = self.phase
 
     def __enter__(self):
         self._backward = torch.autograd.backward
@@ -349,17 +431,6 @@ class _Phases:
             h.remove()
         return False
 
-    def of_nodes(self, gm) -> dict[str, str]:
-        """FX node name -> phase."""
-        out, phase, marks = {}, "forward", sorted(self.marks)
-        j = 0
-        for i, n in enumerate(gm.graph.nodes):
-            while j < len(marks) and marks[j][0] <= i:
-                phase = marks[j][1]
-                j += 1
-            out[n.name] = phase
-        return out
-
 
 # ------------------------------------------------------------------ the trace
 
@@ -371,8 +442,10 @@ def trace_step(fn, args=()):
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     modules, optimizers = reachable(fn)
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    # a shape environment as make_fx's own: host reads (HostReads) need one
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
     state = _State(modules, optimizers, mode)
 
     def fake_arg(a):
@@ -381,16 +454,27 @@ def trace_step(fn, args=()):
             return f.requires_grad_(True) if a.requires_grad else f
         return a
     fargs = torch.utils._pytree.tree_map(fake_arg, tuple(args))
-    if state.needs_warmup():
-        # the first step creates the optimizer states: run it untraced on fake tensors
-        params = dict(state.params)
-        with mode, torch.enable_grad(), state.swapped(params, state.buffers):
-            fn(*fargs)
-            state.collect_states(params)
-        for p in state.params.values():
-            p.grad = None
-    snames, stensors = state.state_inputs()
     pkeys, bkeys = list(state.params), list(state.buffers)
+    if state.needs_warmup():
+        # the first step creates the optimizer states: run each optimizer's step once on
+        # fake tensors with zero gradients (no forward or backward is needed for that)
+        params = dict(state.params)
+        try:
+            with mode, state.swapped(params, state.buffers), _fake_steps():
+                for p in params.values():
+                    if p.requires_grad:
+                        p.grad = torch.zeros_like(p)
+                for _, opt in optimizers:
+                    opt.step()
+                state.collect_states(params)
+        except Exception as e:  # noqa: BLE001 - one clear line
+            raise capture.CaptureError(
+                f"could not run the optimizer's first step to create its states: "
+                f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+        finally:
+            for p in state.params.values():
+                p.grad = None
+    snames, stensors = state.state_inputs()
     counts = TorchCalls()
     calls = [0]
 
@@ -398,7 +482,7 @@ def trace_step(fn, args=()):
         params, buffers = dict(zip(pkeys, plist)), dict(zip(bkeys, blist))
         for p in plist:
             p.grad = None
-        with state.swapped(params, buffers, list(slist)), torch.enable_grad(), counts:
+        with state.swapped(params, buffers, list(slist)), torch.enable_grad(), TrainDispatch(), counts:
             out = fn(*a)
         return out, [p.grad for p in plist if p.grad is not None]
 
@@ -408,7 +492,7 @@ def trace_step(fn, args=()):
     hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
     quiet = capture._quiet_fake_tensor_logger()
     try:
-        with phases:
+        with phases, HostReads():
             gm = make_fx(pure, tracing_mode="fake", pre_dispatch=False,
                          _allow_non_fake_inputs=True)(
                 [state.params[k] for k in pkeys], [state.buffers[k] for k in bkeys],
@@ -422,9 +506,7 @@ def trace_step(fn, args=()):
         quiet()
         for p in state.params.values():
             p.grad = None
-    ph = phases.of_nodes(gm)
-    for n in gm.graph.nodes:         # before the passes renumber the nodes
-        n.meta["phase"] = ph[n.name]
+    phases.label(gm.graph)
     drop_host_ops(gm)
     split_conv_backward(gm)
     gm.meta["module_calls"] = calls[0]

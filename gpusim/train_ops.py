@@ -66,7 +66,7 @@ def conv_backward_flops(ctx: OpCtx) -> float:
 def _sdpa_bwd_gemm(ctx: OpCtx):
     q, k, v = ctx.ins[1], ctx.ins[2], ctx.ins[3]      # (grad_out, query, key, value, ...)
     return {"b": numel(q.shape[:-2]), "m": q.shape[-2], "n": k.shape[-2], "k": q.shape[-1],
-            "dv": v.shape[-1], "causal": bool(ctx.kwargs.get("is_causal", False)),
+            "dv": v.shape[-1], "causal": bool(ctx.arg(11, "is_causal", False)),
             "unit_dtype": q.dtype}
 
 
@@ -95,6 +95,8 @@ POINTWISE_BACKWARD = {
     "binary_cross_entropy_with_logits_backward": 6, "mse_loss_backward": 2,
     "smooth_l1_loss_backward": 3, "huber_loss_backward": 3, "select_backward": 1,
     "slice_backward": 1, "_unsafe_index_put": 1, "new_zeros": 1,
+    # training-mode dropout: a random draw, the mask and the scaled output in one kernel
+    "native_dropout": 4, "bernoulli": 3,
 }
 
 
