@@ -416,8 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--train", action="store_true", help="a whole training step: forward, loss, "
                    "backward, optimizer (cross-entropy for classifiers, the LM loss for language models)")
-    p.add_argument("--optimizer", default=None, type=str.lower, help="sgd | adam | adamw "
-                   "(with --train; default adamw)")
+    p.add_argument("--optimizer", default=None, type=str.lower, help="sgd | adam | adamw | "
+                   "adamw_fused (with --train; default adamw)")
     p.add_argument("--max-batch", action="store_true", help="the largest batch that fits on the "
                    "GPU (doubling, then bisection)")
     _mode_arg(p, "eager")

@@ -14,10 +14,12 @@ bisection between the last batch that fits and the first that does not. Memory g
 batch (activations, inputs), which the search assumes (a property test checks it on a model).
 
 :func:`standard_step` is what ``gpusim predict MODEL --train`` runs: ``zero_grad(set_to_none=
-True)``, the loss, ``backward()``, ``opt.step()``. Losses: cross-entropy over 1,000 classes
-for vision classifiers (torchvision/timm, random targets), the model's own language-model
-loss for Hugging Face causal LMs (``labels=input_ids``: next-token cross-entropy) and
-sequence-to-sequence models (``labels`` = the decoder ids), and for built-in examples (no
+True)``, the loss, ``backward()``, ``opt.step()``, as the training zoo measures it
+(``validation/train_step.py``). Losses: cross-entropy over 1,000 classes for vision
+classifiers (torchvision/timm, random targets), the model's own language-model loss for
+Hugging Face causal LMs (``labels=input_ids``: next-token cross-entropy) and
+sequence-to-sequence models (``labels`` = the decoder ids), the mean of the fp32 last
+hidden state for encoders without a head (``hf:bert-base``), and for built-in examples (no
 labels) the mean square of the output.
 """
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 from .errors import UserError
 
 PHASES = ("forward", "backward", "optimizer")
-OPTIMIZERS = ("sgd", "adam", "adamw")
+OPTIMIZERS = ("sgd", "adam", "adamw", "adamw_fused")
 
 
 def kernel_phases(pred) -> list[str]:
@@ -109,15 +111,18 @@ def max_batch(make, gpu="h100", start: int = 1, limit: int = 1 << 16, host=None)
 
 
 def make_optimizer(name: str, params):
-    """``sgd`` (momentum 0.9), ``adam`` or ``adamw``, PyTorch's defaults otherwise (foreach on
-    CUDA)."""
+    """``sgd`` (lr 0.01, momentum 0.9), ``adam``, ``adamw`` (lr 1e-3) or ``adamw_fused``
+    (``fused=True``); PyTorch's defaults otherwise (the foreach implementation on CUDA).
+    The training zoo's records use the same (``validation/train_step.py``)."""
     import torch
     if name == "sgd":
-        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
     if name == "adam":
         return torch.optim.Adam(params, lr=1e-3)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-3)
+    if name == "adamw_fused":
+        return torch.optim.AdamW(params, lr=1e-3, fused=True)
     raise UserError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
@@ -160,15 +165,20 @@ def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str =
     if hf and cls.endswith("ForConditionalGeneration"):
         def step(ids, mask, labels):
             opt.zero_grad(set_to_none=True)
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            loss = model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels,
+                         labels=labels).loss
             loss.backward()
             opt.step()
             return loss.detach()
         return step, tuple(args)
-    if hf:
-        raise UserError(f"{model_name} ({cls}) has no head to train with a standard loss; "
-                        "--train takes classifiers, causal LMs and seq2seq models (or your own "
-                        "step function through the API)")
+    if hf:          # an encoder without a head: the mean of its fp32 last hidden state
+        def step(ids, mask):
+            opt.zero_grad(set_to_none=True)
+            loss = model(input_ids=ids, attention_mask=mask)[0].float().mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        return step, tuple(args)[:2]
 
     def step(*a):
         opt.zero_grad(set_to_none=True)

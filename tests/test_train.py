@@ -262,3 +262,21 @@ def test_cli_train_errors(capsys, argv, msg):
 def test_cli_train_needs_a_module(capsys):
     assert main(["predict", "add_relu_mul", "--train"]) == 2
     assert "not a module" in capsys.readouterr().err
+
+
+def test_train_accuracy_scores_a_record_against_its_own_prediction():
+    """The scorer rebuilds a record's step and compares phase by phase: a record holding
+    gpusim's own figures scores 0% everywhere; compiled and failed rows are skipped."""
+    from validation import train_accuracy as ta
+    rec = {"kind": "train_step", "run": "eager", "model": "conv_bn_relu", "sizes": {"batch": 2},
+           "optimizer": "sgd", "amp": None, "case_id": "conv_bn_relu__batch2__fp32__sgd__eager"}
+    pred = ta.predict_row(rec, "h100")
+    rec.update(phases={ph: dict(v) for ph, v in pred["phases"].items()},
+               kernel_sum_us=pred["kernel_sum_us"], wall_us=pred["wall_us"],
+               memory={"peak_step_case_bytes": pred["peak_bytes"], "peak_phase": pred["peak_phase"]})
+    got = ta.compare(rec, pred)
+    assert got["peak_phase"][2] is True
+    assert all(v[2] == 0 for k, v in got.items() if k != "peak_phase")
+    assert "backward.kernel_count" in got and "optimizer.kernel_sum_us" in got
+    assert ta.usable(dict(rec, run="compiled"), True) and ta.usable(dict(rec, failed="x"), True)
+    assert ta.usable(dict(rec, amp="bfloat16"), False) and ta.usable(rec, False) is None
