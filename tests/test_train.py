@@ -280,3 +280,40 @@ def test_train_accuracy_scores_a_record_against_its_own_prediction():
     assert "backward.kernel_count" in got and "optimizer.kernel_sum_us" in got
     assert ta.usable(dict(rec, run="compiled"), True) and ta.usable(dict(rec, failed="x"), True)
     assert ta.usable(dict(rec, amp="bfloat16"), False) and ta.usable(rec, False) is None
+
+
+def test_gradient_accumulation_and_checkpointing():
+    """Two micro-batches: twice the forward and backward kernels, one optimizer step, and
+    the second backward accumulates into the gradients; a checkpointed block is recomputed
+    in the backward phase and saves fewer activations."""
+    from torch.utils.checkpoint import checkpoint
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.GELU(), torch.nn.Linear(512, 512),
+                                torch.nn.GELU(), torch.nn.Linear(512, 10))
+    opt = torch.optim.AdamW(model.parameters())
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = torch.randn(256, 64), torch.randint(0, 10, (256,))
+
+    def plain(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    def accum(xs, ys):
+        opt.zero_grad(set_to_none=True)
+        for a, b in zip(xs, ys):
+            (loss_fn(model(a), b) / len(xs)).backward()
+        opt.step()
+
+    def ckpt(x, y):
+        opt.zero_grad(set_to_none=True)
+        h = checkpoint(model[:4], x, use_reentrant=False)
+        loss_fn(model[4](h), y).backward()
+        opt.step()
+    p, a, c = (gpusim.predict(plain, (x, y)), gpusim.predict(accum, ([x, x], [y, y])),
+               gpusim.predict(ckpt, (x, y)))
+    kp, ka, kc = (q.train["phases"] for q in (p, a, c))
+    assert ka["forward"]["kernels"] > 2 * kp["forward"]["kernels"] - 2
+    assert ka["backward"]["kernels"] > 2 * kp["backward"]["kernels"]     # + the accumulating adds
+    assert ka["optimizer"]["kernels"] == kp["optimizer"]["kernels"]
+    assert kc["backward"]["kernels"] > kp["backward"]["kernels"]        # the recomputed forward
+    assert c.memory.timeline[kp["forward"]["kernels"] - 1] < p.memory.timeline[kp["forward"]["kernels"] - 1]
