@@ -317,3 +317,12 @@ def test_gradient_accumulation_and_checkpointing():
     assert ka["optimizer"]["kernels"] == kp["optimizer"]["kernels"]
     assert kc["backward"]["kernels"] > kp["backward"]["kernels"]        # the recomputed forward
     assert c.memory.timeline[kp["forward"]["kernels"] - 1] < p.memory.timeline[kp["forward"]["kernels"] - 1]
+
+
+def test_trace_shows_the_phases(tmp_path):
+    out = tmp_path / "step.json"
+    assert main(["predict", "conv_bn_relu", "--train", "--size", "batch=2", "--trace", str(out)]) == 0
+    ev = json.loads(out.read_text())
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    assert [e["name"] for e in ev if e.get("cat") == "phase"] == ["forward", "backward", "optimizer"]
+    assert all("phase" in e["args"] for e in ev if e.get("cat") == "kernel")
