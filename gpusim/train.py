@@ -289,15 +289,31 @@ class _State:
 
 @contextlib.contextmanager
 def _meta_fused():
-    """Fused optimizers check their parameters' device (``_device_dtype_check_for_fused``):
-    the traced ``meta`` device stands for the GPU."""
+    """The traced ``meta`` device stands for the GPU where torch asks for fused and foreach
+    kernels: fused optimizers check their parameters' device
+    (``_device_dtype_check_for_fused``), and ``clip_grad_norm_`` takes its foreach path
+    (``_foreach_norm``, ``_foreach_mul_``) only where foreach kernels exist."""
+    import torch.nn.utils.clip_grad as cg
     import torch.optim.optimizer as o
-    saved = o._get_fused_kernels_supported_devices
-    o._get_fused_kernels_supported_devices = lambda: saved() + ["meta"]
+    saved = [(o, "_get_fused_kernels_supported_devices", o._get_fused_kernels_supported_devices)]
+    o._get_fused_kernels_supported_devices = lambda: saved[0][2]() + ["meta"]
+    for name in ("_has_foreach_support", "_device_has_foreach_support"):
+        if hasattr(cg, name):
+            orig = getattr(cg, name)
+            saved.append((cg, name, orig))
+            setattr(cg, name, functools.partial(_foreach_on_meta, orig))
     try:
         yield
     finally:
-        o._get_fused_kernels_supported_devices = saved
+        for obj, name, orig in saved:
+            setattr(obj, name, orig)
+
+
+def _foreach_on_meta(orig, tensors_or_device, device=None):
+    dev = device if device is not None else tensors_or_device
+    if getattr(dev, "type", dev) == "meta":
+        return True
+    return orig(tensors_or_device) if device is None else orig(tensors_or_device, device)
 
 
 @contextlib.contextmanager
@@ -394,20 +410,29 @@ class _Phases:
 
     def __init__(self):
         self.phase = "forward"
+        self.pending: list = []     # made after a backward, before we know what follows
 
     def _mark(self, phase):
         from torch.fx.experimental.proxy_tensor import get_proxy_mode
         mode = get_proxy_mode()
         if mode is not None:
-            self.label(mode.tracer.graph)
-        self.phase = phase
+            self.label(mode.tracer.graph, phase)
+        self.phase = "after_backward" if phase == "forward" and self.phase == "backward" else phase
 
-    def label(self, graph) -> None:
-        """Nodes without a phase, newest first, get the current one."""
+    def label(self, graph, next_phase: str = "forward") -> None:
+        """Nodes without a phase, newest first, get the current one. Work between a
+        backward and an optimizer step (gradient clipping, unscaling) is the optimizer's;
+        between a backward and another forward (gradient accumulation), the forward's."""
         for n in reversed(graph.nodes):
             if "phase" in n.meta:
                 break
             n.meta["phase"] = self.phase
+            if self.phase == "after_backward":
+                self.pending.append(n)
+        if self.phase == "after_backward" and next_phase != "after_backward":
+            for n in self.pending:
+                n.meta["phase"] = "optimizer" if next_phase == "optimizer" else "forward"
+            self.pending = []
 
     def __enter__(self):
         self._backward = torch.autograd.backward

@@ -162,7 +162,7 @@ def add_foreach(g, n, opname, vals, inplace_writer):
                bytes_written=float(written), inputs=in_nodes, base=n.name, is_output=False,
                unmodelled=False, reads=reads, gemm=None, contiguous=True,
                foreach={"numels": numels, "depth": depth, "fused": fused,
-                        "scalarlist": "ScalarList" in opname or "Tensor" in opname.split(".")[-1]})
+                        "scalarlist": "ScalarList" in opname})
     for x in set(in_nodes):
         g.add_edge(x, n.name, bytes=capture._meta(vals[x]).ubytes)
     for p, b in reads.items():

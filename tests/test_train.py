@@ -326,3 +326,19 @@ def test_trace_shows_the_phases(tmp_path):
     ev = ev["traceEvents"] if isinstance(ev, dict) else ev
     assert [e["name"] for e in ev if e.get("cat") == "phase"] == ["forward", "backward", "optimizer"]
     assert all("phase" in e["args"] for e in ev if e.get("cat") == "kernel")
+
+
+def test_gradient_clipping_is_foreach_and_part_of_the_update():
+    """clip_grad_norm_ takes CUDA's foreach path (_foreach_norm, _foreach_mul_), and work
+    between backward and the optimizer step is the optimizer phase's."""
+    model = mlp(depth=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    ops = ops_of(capture(step, batch()), "optimizer")
+    assert ops[0] == "aten._foreach_norm.Scalar" and "aten._foreach_mul_.Tensor" in ops
