@@ -57,6 +57,11 @@ def conv_backward_flops(ctx: OpCtx) -> float:
     requested (FlopCounterMode's ``conv_backward_flop``)."""
     n, cout, hw_out, cin, taps, g, mask, _ = _conv_bwd_parts(ctx)
     fwd = 2.0 * n * cout * hw_out * (cin // g) * taps
+    if ctx.arg(7, "transposed", False):
+        # a transposed conv's weight is [Cin, Cout/g, k...]: its MACs run over the input's
+        # pixels, N*H_in*W_in*Cin*Cout/g*taps (as its forward's FLOPs)
+        w = ctx.ins[2]
+        fwd = 2.0 * n * numel(ctx.ins[1].shape[2:]) * w.shape[0] * w.shape[1] * taps
     return fwd * (int(bool(mask[0])) + int(bool(mask[1])))
 
 

@@ -342,3 +342,22 @@ def test_gradient_clipping_is_foreach_and_part_of_the_update():
         opt.step()
     ops = ops_of(capture(step, batch()), "optimizer")
     assert ops[0] == "aten._foreach_norm.Scalar" and "aten._foreach_mul_.Tensor" in ops
+
+
+@pytest.mark.parametrize("conv", [torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ConvTranspose2d(8, 4, 2, stride=2)])
+def test_conv_backward_flops_agree_with_flop_counter(conv):
+    """Forward, backward-data and backward-filter FLOPs as torch.utils.flop_counter counts them."""
+    from torch.utils.flop_counter import FlopCounterMode
+    opt = torch.optim.SGD(conv.parameters(), lr=0.1)
+    x = torch.randn(2, 8, 8, 8, requires_grad=True)
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        conv(x).pow(2).mean().backward()
+        opt.step()
+    g = capture(step, (x,))
+    ours = sum(g.node(n)["flops"] for n in g.compute_nodes if "convolution" in g.node(n)["op"])
+    with FlopCounterMode(display=False) as fc:
+        conv(x).pow(2).mean().backward()
+    ref = sum(v for k, v in fc.get_flop_counts()["Global"].items() if "convolution" in str(k))
+    assert ours == ref
