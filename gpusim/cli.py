@@ -238,7 +238,7 @@ def cmd_predict(a) -> int:
         print(dumps(p.to_dict()))
     else:
         print(prediction_text(p, None if a.all else 25))
-        if p.fits and not a.train:
+        if p.fits and "train" not in g.meta:      # torch.compile training is not modelled
             print(modes_line(modes_by_speed(g, a.gpu, have=p, host=a.host)))
     _extras(a, pred=p)
     return 0

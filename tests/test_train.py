@@ -361,3 +361,24 @@ def test_conv_backward_flops_agree_with_flop_counter(conv):
         conv(x).pow(2).mean().backward()
     ref = sum(v for k, v in fc.get_flop_counts()["Global"].items() if "convolution" in str(k))
     assert ours == ref
+
+
+def test_cli_file_step_is_a_training_step(tmp_path, capsys):
+    """A model file whose NAME() returns (step_fn, args) is predicted as a training step,
+    without --train, and no torch.compile comparison is offered for it."""
+    f = tmp_path / "mystep.py"
+    f.write_text("""import torch
+
+def make():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step, (torch.randn(8, 16), torch.randint(0, 4, (8,)))
+""")
+    assert main(["predict", f"{f}:make"]) == 0
+    out = capsys.readouterr().out
+    assert "training step    SGD" in out and "fastest" not in out
