@@ -279,6 +279,9 @@ def test_train_accuracy_scores_a_record_against_its_own_prediction():
     assert all(v[2] == 0 for k, v in got.items() if k != "peak_phase")
     assert "backward.kernel_count" in got and "optimizer.kernel_sum_us" in got
     assert ta.usable(dict(rec, run="compiled"), True) and ta.usable(dict(rec, failed="x"), True)
+    rec["kernels"] = [{"name": "void cudnn::nchwToNhwcKernel<float>", "phase": "backward"},
+                      {"name": "sm90_xmma_wgrad", "phase": "backward"}]
+    assert ta.compare(rec, pred)["backward.layout_transforms"] == (0, 1, False)
     assert ta.usable(dict(rec, amp="bfloat16"), False) and ta.usable(rec, False) is None
 
 

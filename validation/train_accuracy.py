@@ -11,7 +11,9 @@ compares per phase (forward, backward, optimizer): kernel count and the sum of k
 (``phases[ph].kernel_count`` / ``kernel_sum_us``), the whole step's kernel time
 (``kernel_sum_us``) and wall time (``wall_us``), and memory: the step's peak
 (``memory.peak_step_case_bytes``: weights, optimizer states and inputs included, as
-gpusim's ``memory.total_bytes``) and the phase that holds it (``memory.peak_phase``).
+gpusim's ``memory.total_bytes``) and the phase that holds it (``memory.peak_phase``), and
+the count of cuDNN layout-transform kernels per phase (gpusim assumes none around backward
+convolutions: the records say whether cuDNN runs them).
 Rows with autocast (``amp``) are scored only when this gpusim traces autocast; compiled
 rows are skipped (torch.compile training is not modelled). Errors are absolute percentages;
 medians and p90 by :func:`validation.stats._stats`.
@@ -24,12 +26,15 @@ import fnmatch
 import inspect
 import json
 import os
+import re
 import sys
 
 from validation.records import read_records
 from validation.stats import _stats, ape
 
 PHASES = ("forward", "backward", "optimizer")
+#: cuDNN's layout transform kernels (nchwToNhwcKernel, nhwcToNchwKernel, tensorTransform)
+LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|tensorTransform|nhwcAddPadding")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -47,8 +52,15 @@ def predict_row(rec: dict, gpu: str) -> dict:
     fn, args = standard_step(rec["model"], "float32", rec["sizes"], rec["optimizer"], **kw)
     p = predict(fn, args, gpu=gpu)
     s = p.train
+    g = p.graph.g
+    transforms = {ph: 0 for ph in PHASES}
+    for k in p.lowering.kernels:       # cuDNN's layout kernels around convolutions
+        a = g.nodes[k.ops[0]]
+        if k.role == "aux" and a["kind"] == "conv" and k.variant != "conv_bias":
+            transforms[a.get("phase", "forward")] += 1
     return {"phases": {ph: {"kernel_count": s["phases"][ph]["kernels"],
-                            "kernel_sum_us": s["phases"][ph]["device_us"]} for ph in PHASES},
+                            "kernel_sum_us": s["phases"][ph]["device_us"],
+                            "layout_transforms": transforms[ph]} for ph in PHASES},
             "kernel_sum_us": p.device_us, "wall_us": p.end_to_end_us,
             "peak_bytes": p.memory.total_bytes, "peak_phase": s["peak_phase"]}
 
@@ -61,6 +73,12 @@ def compare(rec: dict, pred: dict) -> dict:
         for key in ("kernel_count", "kernel_sum_us"):
             if m.get(key):
                 out[f"{ph}.{key}"] = (pred["phases"][ph][key], m[key], ape(pred["phases"][ph][key], m[key]))
+    for ph in PHASES:       # the backward's layout kernels: an assumption the records test
+        names = [k.get("name", "") for k in rec.get("kernels") or [] if k.get("phase") == ph]
+        n = sum(1 for x in names if LAYOUT.search(x))
+        if names:
+            got = pred["phases"][ph]["layout_transforms"]
+            out[f"{ph}.layout_transforms"] = (got, n, got == n)
     for key in ("kernel_sum_us", "wall_us"):
         if rec.get(key):
             out[key] = (pred[key], rec[key], ape(pred[key], rec[key]))
@@ -104,12 +122,17 @@ def score(results: str, gpus, patterns=None) -> dict:
                 cases.append({"case_id": rec.get("case_id"), "error": f"{type(e).__name__}: {e}"[:200]})
                 continue
             cases.append({"case_id": rec.get("case_id"), "metrics": cmp})
-        metrics = sorted({k for c in cases for k in c.get("metrics", {}) if k != "peak_phase"})
+        metrics = sorted({k for c in cases for k in c.get("metrics", {})
+                          if k != "peak_phase" and not k.endswith("layout_transforms")})
         summary = {k: _stats([c["metrics"][k][2] for c in cases if k in c.get("metrics", {})])
                    for k in metrics}
         phase_hits = [c["metrics"]["peak_phase"][2] for c in cases if "peak_phase" in c.get("metrics", {})]
+        layout = {ph: [sum(c["metrics"][f"{ph}.layout_transforms"][k] for c in cases
+                           if f"{ph}.layout_transforms" in c.get("metrics", {})) for k in (0, 1)]
+                  for ph in PHASES}
         report[gpu] = {"cases": cases, "summary": summary, "skipped": skipped,
-                       "peak_phase_right": [sum(phase_hits), len(phase_hits)]}
+                       "peak_phase_right": [sum(phase_hits), len(phase_hits)],
+                       "layout_transforms": layout}
     return report
 
 
@@ -125,6 +148,9 @@ def text(report: dict) -> str:
         hit, tot = r["peak_phase_right"]
         if tot:
             lines.append(f"  peak phase right             {hit} of {tot}")
+        for ph, (pred, meas) in r["layout_transforms"].items():
+            if meas or pred:
+                lines.append(f"  {ph} layout kernels        predicted {pred}, measured {meas}")
         for c in r["cases"]:
             if "error" in c:
                 lines.append(f"  {c['case_id']}: {c['error']}")
