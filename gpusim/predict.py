@@ -13,7 +13,7 @@ from .hardware import GPUSpec, load_spec
 from .host import HostProfile, load_host, python_us
 from .lower import Lowering, lower
 from .memory import MemoryEstimate, capacity_bytes, simulate_memory
-from .simulate import MODES, Timeline, check_mode, is_sync, region_entry_us, simulate
+from .simulate import MODES, ModeError, Timeline, check_mode, is_sync, region_entry_us, simulate
 
 
 @dataclass
@@ -201,4 +201,8 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     check_mode(mode)
     spec = as_spec(gpu)
     graph = as_graph(target, args)
+    if "train" in graph.meta and (mode != "eager" or partition is not None):
+        raise ModeError(f"{graph.name} is a training step: it is predicted as eager PyTorch runs "
+                        "it; torch.compile training and fusion partitions of a step are not "
+                        "modelled yet (use mode='eager')")
     return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts, host)

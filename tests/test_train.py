@@ -387,3 +387,11 @@ def make():
     assert main(["predict", f"{f}:make"]) == 0
     out = capsys.readouterr().out
     assert "training step    SGD" in out and "fastest" not in out
+
+
+def test_compiled_training_is_refused_with_one_line():
+    model = mlp(depth=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = capture(step_of(model, opt), batch())
+    with pytest.raises(gpusim.GpusimError, match="training step"):
+        gpusim.predict(g, mode="compiled")
