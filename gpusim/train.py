@@ -40,18 +40,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 from collections import defaultdict
 
 import torch
 
-import sys
-
-from . import capture as _capture_pkg  # noqa: F401  (loads the module)
 from .pycalls import HostReads, TorchCalls
-from .train_fx import drop_host_ops, split_conv_backward
+from .train_fx import TrainDispatch, drop_host_ops, split_conv_backward
 
-capture = sys.modules[__package__ + ".capture"]   # the module (gpusim.capture is the function)
+#: the module (the package attribute ``gpusim.capture`` is the function)
+capture = importlib.import_module(".capture", __package__)
 
 #: how far :func:`reachable` follows functions that reach other functions
 _DEPTH = 3
@@ -251,7 +250,6 @@ class _State:
                 stack.enter_context(_reparametrize_module(m, mapping, tie_weights=True))
             try:
                 for oi, (_, opt) in enumerate(self.optimizers):
-                    groups = [dict(grp) for grp in opt.param_groups]
                     saved.append((opt, [grp["params"] for grp in opt.param_groups],
                                   [(grp.get("foreach"), grp.get("fused")) for grp in opt.param_groups],
                                   opt.state))
@@ -264,7 +262,6 @@ class _State:
                                 new_state[params[k]] = self.states[(oi, k)]
                         if grp.get("foreach") is None and not grp.get("fused"):
                             grp["foreach"] = True       # the CUDA default
-                    del groups
                     opt.state = new_state
                 yield
             finally:
@@ -346,58 +343,6 @@ def _prefixed(modules) -> bool:
 def _is_fake(t) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
     return isinstance(t, FakeTensor)
-
-
-# ------------------------------------------------------------------ CUDA's kernels off the GPU
-
-
-class TrainDispatch:
-    """Context for tracing a step: the composite ops whose CUDA path differs from the one a
-    ``meta`` trace takes run as on CUDA. ``F.dropout`` in training is ``native_dropout`` (one
-    fused kernel, ``is_fused_kernel_acceptable`` in Dropout.cpp; off CUDA it decomposes to
-    ``bernoulli_``, ``div_``, ``mul``); ``scaled_dot_product_attention`` that a fused
-    backend accepts (:func:`gpusim.sdpa.fused_backend_possible`) is the memory-efficient
-    kernel (fp32, or a mask) or flash (16-bit, no mask), whose autograd formulas give their
-    fused backward ops; grouped-query heads and inputs no fused backend takes run the math
-    fallback (:class:`gpusim.sdpa.MathAttention`), differentiated op by op."""
-
-    def __init__(self):
-        from .sdpa import MathAttention, _SDPA, _additive, _arg, fused_backend_possible
-
-        class Mode(MathAttention):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                if func is torch.nn.functional.dropout:
-                    p = _arg(args, kwargs, 1, "p", 0.5)
-                    if _arg(args, kwargs, 2, "training", True) and p > 0 and \
-                            not _arg(args, kwargs, 3, "inplace", False):
-                        return torch.native_dropout(args[0], p, True)[0]
-                if func in _SDPA:
-                    q, k, v = args[0], args[1], args[2]
-                    mask = _arg(args, kwargs, 3, "attn_mask")
-                    gqa = k.dim() >= 3 and k.size(-3) != q.size(-3)
-                    if not gqa and fused_backend_possible(q, k, v, mask):
-                        dropout = _arg(args, kwargs, 4, "dropout_p", 0.0)
-                        causal = _arg(args, kwargs, 5, "is_causal", False)
-                        scale = _arg(args, kwargs, 6, "scale")
-                        if q.dtype != torch.float32 and mask is None:
-                            return torch.ops.aten._scaled_dot_product_flash_attention(
-                                q, k, v, dropout_p=dropout, is_causal=causal, scale=scale)[0]
-                        if mask is not None and mask.dtype == torch.bool:
-                            mask = _additive(mask, q.dtype)
-                        if mask is not None:
-                            mask = mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
-                        return torch.ops.aten._scaled_dot_product_efficient_attention(
-                            q, k, v, attn_bias=mask, compute_log_sumexp=q.requires_grad,
-                            dropout_p=dropout, is_causal=causal, scale=scale)[0]
-                return super().__torch_function__(func, types, args, kwargs)
-        self.mode = Mode()
-
-    def __enter__(self):
-        return self.mode.__enter__()
-
-    def __exit__(self, *exc):
-        return self.mode.__exit__(*exc)
 
 
 # ------------------------------------------------------------------ phases

@@ -1,6 +1,8 @@
-"""FX passes over a traced training step and the graph nodes of multi-tensor ops.
+"""Tracing a training step as CUDA runs it, FX passes over the trace, and the graph nodes
+of multi-tensor ops.
 
-:func:`drop_host_ops` removes the host's own work (a non-capturable optimizer's step
+:class:`TrainDispatch` makes composite ops take their CUDA path on the traced ``meta``
+device; :func:`drop_host_ops` removes the host's own work (a non-capturable optimizer's step
 counters), :func:`split_conv_backward` gives each gradient of a convolution its own node (one
 cuDNN kernel each), and :func:`add_foreach` turns a ``_foreach_*``/``_fused_*`` op into one
 OpGraph node over its tensor lists (called by :func:`gpusim.capture.fx_to_opgraph`).
@@ -8,16 +10,68 @@ OpGraph node over its tensor lists (called by :func:`gpusim.capture.fx_to_opgrap
 
 from __future__ import annotations
 
+import importlib
 import operator
-import sys
 
 import torch
 
-from . import capture as _capture_pkg  # noqa: F401  (loads the module)
 from .ops import packet_name
 from .train_ops import foreach_flops
 
-capture = sys.modules[__package__ + ".capture"]   # the module (gpusim.capture is the function)
+#: the module (the package attribute ``gpusim.capture`` is the function)
+capture = importlib.import_module(".capture", __package__)
+
+
+# ------------------------------------------------------------------ CUDA's kernels off the GPU
+
+
+class TrainDispatch:
+    """Context for tracing a step: the composite ops whose CUDA path differs from the one a
+    ``meta`` trace takes run as on CUDA. ``F.dropout`` in training is ``native_dropout`` (one
+    fused kernel, ``is_fused_kernel_acceptable`` in Dropout.cpp; off CUDA it decomposes to
+    ``bernoulli_``, ``div_``, ``mul``); ``scaled_dot_product_attention`` that a fused
+    backend accepts (:func:`gpusim.sdpa.fused_backend_possible`) is the memory-efficient
+    kernel (fp32, or a mask) or flash (16-bit, no mask), whose autograd formulas give their
+    fused backward ops; grouped-query heads and inputs no fused backend takes run the math
+    fallback (:class:`gpusim.sdpa.MathAttention`), differentiated op by op."""
+
+    def __init__(self):
+        from .sdpa import MathAttention, _SDPA, _additive, _arg, fused_backend_possible
+
+        class Mode(MathAttention):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func is torch.nn.functional.dropout:
+                    p = _arg(args, kwargs, 1, "p", 0.5)
+                    if _arg(args, kwargs, 2, "training", True) and p > 0 and \
+                            not _arg(args, kwargs, 3, "inplace", False):
+                        return torch.native_dropout(args[0], p, True)[0]
+                if func in _SDPA:
+                    q, k, v = args[0], args[1], args[2]
+                    mask = _arg(args, kwargs, 3, "attn_mask")
+                    gqa = k.dim() >= 3 and k.size(-3) != q.size(-3)
+                    if not gqa and fused_backend_possible(q, k, v, mask):
+                        dropout = _arg(args, kwargs, 4, "dropout_p", 0.0)
+                        causal = _arg(args, kwargs, 5, "is_causal", False)
+                        scale = _arg(args, kwargs, 6, "scale")
+                        if q.dtype != torch.float32 and mask is None:
+                            return torch.ops.aten._scaled_dot_product_flash_attention(
+                                q, k, v, dropout_p=dropout, is_causal=causal, scale=scale)[0]
+                        if mask is not None and mask.dtype == torch.bool:
+                            mask = _additive(mask, q.dtype)
+                        if mask is not None:
+                            mask = mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
+                        return torch.ops.aten._scaled_dot_product_efficient_attention(
+                            q, k, v, attn_bias=mask, compute_log_sumexp=q.requires_grad,
+                            dropout_p=dropout, is_causal=causal, scale=scale)[0]
+                return super().__torch_function__(func, types, args, kwargs)
+        self.mode = Mode()
+
+    def __enter__(self):
+        return self.mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
 
 
 # ------------------------------------------------------------------ FX passes
