@@ -47,7 +47,7 @@ from collections import defaultdict
 import torch
 
 from .pycalls import HostReads, TorchCalls
-from .train_fx import TrainDispatch, drop_host_ops, split_conv_backward
+from .train_fx import TrainDispatch, cuda_batch_norm, drop_host_ops, split_conv_backward
 
 #: the module (the package attribute ``gpusim.capture`` is the function)
 capture = importlib.import_module(".capture", __package__)
@@ -479,6 +479,7 @@ def trace_step(fn, args=()):
     phases.label(gm.graph)
     drop_host_ops(gm)
     split_conv_backward(gm)
+    cuda_batch_norm(gm)
     gm.meta["module_calls"] = calls[0]
     gm.meta["torch_calls"] = counts.calls
     names = [f"p:{k}" for k in pkeys] + [f"b:{k}" for k in bkeys] + [f"s:{k}" for k in snames]

@@ -130,6 +130,17 @@ def drop_host_ops(gm) -> int:
     return erased
 
 
+def cuda_batch_norm(gm) -> None:
+    """A training-mode ``native_batch_norm`` is ``cudnn_batch_norm`` on CUDA (its training
+    kernel computes the batch statistics: not the eval kernel class ``bn_eval``); the
+    arguments and the first three outputs are the same."""
+    aten = torch.ops.aten
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is aten.native_batch_norm.default \
+                and len(node.args) > 5 and node.args[5]:
+            node.target = aten.cudnn_batch_norm.default
+
+
 def split_conv_backward(gm) -> None:
     """One ``convolution_backward`` that computes grad_input, grad_weight and grad_bias
     becomes one call per gradient, as cuDNN runs them: backward-data and backward-filter

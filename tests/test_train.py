@@ -395,3 +395,20 @@ def test_compiled_training_is_refused_with_one_line():
     g = capture(step_of(model, opt), batch())
     with pytest.raises(gpusim.GpusimError, match="training step"):
         gpusim.predict(g, mode="compiled")
+
+
+def test_training_batch_norm_is_cudnns_training_kernel():
+    """Batch norm in training mode computes batch statistics (cudnn_batch_norm), not the
+    eval kernel class; its backward is a norm kernel of the backward phase."""
+    m = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        m(x).mean().backward()
+        opt.step()
+    p = gpusim.predict(step, (torch.randn(2, 8, 8, 8),))
+    bn = [k for k in p.lowering.kernels if "batch_norm" in p.graph.node(k.ops[0])["op"]]
+    assert [p.graph.node(k.ops[0])["op"] for k in bn] == ["aten.cudnn_batch_norm.default",
+                                                          "aten.native_batch_norm_backward.default"]
+    assert all(k.variant != "bn_eval" for k in bn)
