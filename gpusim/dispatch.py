@@ -293,9 +293,10 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     """The kernels of a backward or optimizer op (:mod:`gpusim.train`), None for others.
 
     * ``_foreach_*`` / ``_fused_*``: multi-tensor-apply launches
-      (:func:`gpusim.train_ops.mta_launches`, with the 32 KB kernel-argument tables on sm70+:
-      CUDA 12.1+ builds with a recent driver); the first launch carries the op's bytes, the
-      others are priced at the launch floor.
+      (:func:`gpusim.train_ops.mta_launches`) with the 4 KB kernel-argument tables, as the
+      H100 training records launch them (torch 2.11: ResNet-50's AdamW step 26 kernels, SGD
+      9, where the 32 KB tables would give 8 and 3); the first launch carries the op's
+      bytes, the others are priced at the launch floor.
     * ``convolution_backward`` (one gradient per node after capture's split): one cuDNN
       kernel, backward-data or backward-filter, priced by the forward conv law (class
       ``conv``) on its own implicit GEMM. ASSUMED, no GPU data yet: no layout transforms
@@ -310,8 +311,7 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     fe = a.get("foreach")
     if fe:
         from .train_ops import mta_launches
-        large = spec is None or (spec.compute_capability or 7.0) >= 7.0
-        k = mta_launches(fe["numels"], fe["depth"], fe["scalarlist"], large)
+        k = mta_launches(fe["numels"], fe["depth"], fe["scalarlist"])
         return [Kernel((n,), "aten")] + [Kernel((n,), "aten", role="aux", bytes=0.0)
                                          for _ in range(max(0, k - 1))]
     name = packet_name(a["op"])

@@ -145,7 +145,10 @@ def embedding_backward_flops(ctx: OpCtx) -> float:
 
 #: ``DepthToMaxConfig`` of MultiTensorApply.cuh: tensors and blocks one launch takes, by
 #: depth (the number of tensor lists), for the 4 KB kernel-argument limit and for the
-#: 32 KB one CUDA >= 12.1 with a driver >= 530 allows on sm70+ (``supports_large_kernel_arg``)
+#: 32 KB one CUDA >= 12.1 with a driver >= 530 may allow on sm70+
+#: (``supports_large_kernel_arg``). The H100 training records (torch 2.11, 2026-11-25)
+#: launch by the 4 KB tables: ResNet-50's AdamW step 26 kernels, SGD 9 (the 32 KB
+#: tables would give 8 and 3), so they are the default.
 MTA_SMALL = {"tensors": (110, 64, 48, 36, 30), "scalarlist": (96, 64, 48, 36, 30),
              "blocks": (320, 320, 320, 320, 320)}
 MTA_LARGE = {"tensors": (770, 448, 336, 252, 210), "scalarlist": (672, 448, 336, 252, 210),
@@ -154,15 +157,15 @@ MTA_LARGE = {"tensors": (770, 448, 336, 252, 210), "scalarlist": (672, 448, 336,
 MTA_CHUNK = 65536
 
 
-def mta_launches(numels, depth: int, scalarlist: bool = False, large: bool = True) -> int:
+def mta_launches(numels, depth: int, scalarlist: bool = False, large: bool = False) -> int:
     """Kernel launches of ``multi_tensor_apply`` over tensors of ``numels`` (the loop of
     MultiTensorApply.cuh): a launch when the tensor slots fill up (after a tensor's last
     chunk) or the blocks do (one block per 65,536-element chunk); a tensor split across
     launches carries over. Empty tensors are skipped.
 
-    >>> mta_launches([1000] * 111, depth=1, large=False), mta_launches([1000] * 111, depth=1)
+    >>> mta_launches([1000] * 111, depth=1), mta_launches([1000] * 111, depth=1, large=True)
     (2, 1)
-    >>> mta_launches([65536 * 321], depth=1, large=False)
+    >>> mta_launches([65536 * 321], depth=1)
     2
     """
     conf = MTA_LARGE if large else MTA_SMALL
