@@ -277,7 +277,8 @@ def test_train_accuracy_scores_a_record_against_its_own_prediction():
     assert ta.usable(dict(rec, run="compiled"), True) and ta.usable(dict(rec, failed="x"), True)
     rec["kernels"] = [{"name": "void cudnn::nchwToNhwcKernel<float>", "phase": "backward"},
                       {"name": "sm90_xmma_wgrad", "phase": "backward"}]
-    assert ta.compare(rec, pred)["backward.layout_transforms"] == (0, 1, False)
+    lt = ta.compare(rec, pred)["backward.layout_transforms"]
+    assert lt[1] == 1 and lt[0] == pred["phases"]["backward"]["layout_transforms"] > 0
     assert ta.usable(dict(rec, amp="bfloat16"), False) and ta.usable(rec, False) is None
 
 
