@@ -384,7 +384,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             for a, t in zip(tensor_nodes, in_tensors):
                 if _dtype_name(t.dtype) not in ("int64", "int32"):
                     base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
-                    reads[base] = min(reads[base], sum(o.numel() * o.element_size() for o in outs))
+                    reads[base] = min(reads[base], sum(int(o.numel()) * o.element_size() for o in outs))
         shape = tuple(outs[0].shape) if len(outs) == 1 else tuple(tuple(o.shape) for o in outs)
         # ATen's elementwise kernels take their vectorised path only when every operand
         # is contiguous at the output's shape (0-dim scalars aside); a broadcast or strided

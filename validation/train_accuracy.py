@@ -65,13 +65,25 @@ def predict_row(rec: dict, gpu: str) -> dict:
             "peak_bytes": p.memory.total_bytes, "peak_phase": s["peak_phase"]}
 
 
+def _num(x):
+    """A plain float (a symbolic value left by a host read in the trace: None)."""
+    try:
+        return float(x)
+    except Exception:  # noqa: BLE001 - torch.SymFloat without a hint
+        return None
+
+
 def compare(rec: dict, pred: dict) -> dict:
     """Per-metric (predicted, measured, absolute % error) of one case."""
     out = {}
+    pred = dict(pred, phases={ph: {k: (_num(v) if k != "layout_transforms" else v) for k, v in d.items()}
+                              for ph, d in pred["phases"].items()},
+                kernel_sum_us=_num(pred["kernel_sum_us"]), wall_us=_num(pred["wall_us"]),
+                peak_bytes=_num(pred["peak_bytes"]))
     for ph in PHASES:
         m = (rec.get("phases") or {}).get(ph) or {}
         for key in ("kernel_count", "kernel_sum_us"):
-            if m.get(key):
+            if m.get(key) and pred["phases"][ph][key] is not None:
                 out[f"{ph}.{key}"] = (pred["phases"][ph][key], m[key], ape(pred["phases"][ph][key], m[key]))
     for ph in PHASES:       # the backward's layout kernels: an assumption the records test
         names = [k.get("name", "") for k in rec.get("kernels") or [] if k.get("phase") == ph]
@@ -80,10 +92,10 @@ def compare(rec: dict, pred: dict) -> dict:
             got = pred["phases"][ph]["layout_transforms"]
             out[f"{ph}.layout_transforms"] = (got, n, got == n)
     for key in ("kernel_sum_us", "wall_us"):
-        if rec.get(key):
+        if rec.get(key) and pred[key] is not None:
             out[key] = (pred[key], rec[key], ape(pred[key], rec[key]))
     mem = rec.get("memory") or {}
-    if mem.get("peak_step_case_bytes"):
+    if mem.get("peak_step_case_bytes") and pred["peak_bytes"] is not None:
         out["peak_bytes"] = (pred["peak_bytes"], mem["peak_step_case_bytes"],
                              ape(pred["peak_bytes"], mem["peak_step_case_bytes"]))
     if mem.get("peak_phase"):
@@ -102,7 +114,7 @@ def usable(rec: dict, amp: bool) -> str | None:
     return None
 
 
-def score(results: str, gpus, patterns=None) -> dict:
+def score(results: str, gpus, patterns=None, progress: bool = False) -> dict:
     amp = amp_supported()
     report = {}
     for gpu in gpus:
@@ -122,6 +134,9 @@ def score(results: str, gpus, patterns=None) -> dict:
                 cases.append({"case_id": rec.get("case_id"), "error": f"{type(e).__name__}: {e}"[:200]})
                 continue
             cases.append({"case_id": rec.get("case_id"), "metrics": cmp})
+            if progress:
+                print(rec.get("case_id"), {k: (round(v[0], 1) if isinstance(v[0], float) else v[0], v[1])
+                                           for k, v in cmp.items()}, file=sys.stderr, flush=True)
         metrics = sorted({k for c in cases for k in c.get("metrics", {})
                           if k != "peak_phase" and not k.endswith("layout_transforms")})
         summary = {k: _stats([c["metrics"][k][2] for c in cases if k in c.get("metrics", {})])
@@ -164,7 +179,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", action="append", default=None, help="case_id glob (repeatable)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    report = score(a.results, a.gpu or ["h100", "h200"], a.cases)
+    report = score(a.results, a.gpu or ["h100", "h200"], a.cases, progress=True)
     print(json.dumps(report, indent=1) if a.json else text(report))
     return 0
 
