@@ -114,6 +114,10 @@ def _wrap_plain(fn_or_module, args, rebuild=None):
     if not callable(fn_or_module):
         raise CaptureError(f"cannot capture a {type(fn_or_module).__name__}: pass a function "
                            "or an nn.Module")
+    from .train import closure_wrap
+    wrapped = closure_wrap(fn_or_module, args)   # modules it reaches are weights, not constants
+    if wrapped is not None:
+        return wrapped
     fn = fn_or_module
 
     def call(*a):   # make_fx binds every parameter; hide defaults such as inplace=False
@@ -272,6 +276,12 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
 def capture_full(fn_or_module, args=(), name: str | None = None,
                  tracing_mode: str = "fake", compiling: bool = False, amp=None) -> Captured:
     from .amp import amp_name
+    from .train import capture_step, is_training_step
+    if is_training_step(fn_or_module):      # backward, an optimizer: a whole training step
+        if amp is not None:
+            raise CaptureError("amp= on a training step is not modelled yet: put "
+                               "torch.autocast in the step itself, or predict it in fp32")
+        return capture_step(fn_or_module, args, name)
     t0 = time.perf_counter()
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling, amp)
     label = name or getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
@@ -371,6 +381,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if ops.packet_name(opname) in SYNC_OPS and in_nodes:
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
+        if ops.packet_name(opname).startswith(("_foreach_", "_fused_")):
+            from .train_fx import add_foreach   # the optimizers' multi-tensor ops
+            add_foreach(g, n, opname, vals, inplace_writer)
+            continue
         if not outs:    # an op returning no tensor (``_foreach_add_``): not priced, said so
             if ops.packet_name(opname) not in _NO_KERNEL and in_nodes:
                 dropped.append(opname)
@@ -430,7 +444,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             for a, t in zip(tensor_nodes, in_tensors):
                 if _dtype_name(t.dtype) not in ("int64", "int32"):
                     base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
-                    reads[base] = min(reads[base], sum(o.numel() * o.element_size() for o in outs))
+                    reads[base] = min(reads[base], sum(int(o.numel()) * o.element_size() for o in outs))
         shape = tuple(outs[0].shape) if len(outs) == 1 else tuple(tuple(o.shape) for o in outs)
         # ATen's elementwise kernels take their vectorised path only when every operand
         # is contiguous at the output's shape (0-dim scalars aside); a broadcast or strided
@@ -534,14 +548,15 @@ def _conv_layout(in_tensors) -> str:
 def _sdpa_facts(ctx) -> dict:
     """What chooses an attention kernel: mask given (and its dtype), causal, dropout,
     head dims, sequence lengths, heads (grouped-query heads when K/V have fewer)."""
-    q, k, v = ctx.ins[0], ctx.ins[1], ctx.ins[2]
+    bwd = ops.packet_name(ctx.name).endswith("_backward")    # (grad_out, q, k, v, ...)
+    q, k, v = ctx.ins[bwd], ctx.ins[bwd + 1], ctx.ins[bwd + 2]
     fused = ops.packet_name(ctx.name) == "scaled_dot_product_attention"
     mask = ctx.arg(3, "attn_mask") if fused else ctx.kwargs.get("attn_bias")
     mask = mask if isinstance(mask, ops.TensorMeta) else None
     return {"mask": mask is not None, "mask_dtype": mask.dtype if mask else None,
             "mask_shape": tuple(mask.shape) if mask else None,
             "is_causal": bool(ctx.arg(5, "is_causal", False)) if fused
-            else bool(ctx.kwargs.get("is_causal", False)),
+            else bool(ctx.arg(11, "is_causal", False)) if bwd else bool(ctx.kwargs.get("is_causal", False)),
             "dropout": float(ctx.arg(4, "dropout_p", 0.0) or 0.0) if fused else 0.0,
             "scale": ctx.kwargs.get("scale"),
             "enable_gqa": bool(ctx.kwargs.get("enable_gqa", False)),

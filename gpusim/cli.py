@@ -34,8 +34,17 @@ OUTPUTS = ("trace", "plot", "dot")          # the picture options of predict and
 
 
 def _graph(args):
-    """The OpGraph a model-taking command works on (name, dtype and sizes from args)."""
+    """The OpGraph a model-taking command works on (name, dtype and sizes from args); with
+    ``--train``, the model's standard training step (:func:`gpusim.step.standard_step`)."""
     from .models import model_graph, parse_sizes
+    if getattr(args, "train", False):
+        if getattr(args, "amp", None):
+            raise UserError("--train with --amp is not modelled yet: predict the step in fp32 "
+                            "(drop --amp), or give a model file whose step enters torch.autocast")
+        from .capture import capture
+        from .step import standard_step
+        fn, fargs = standard_step(args.model, args.dtype, parse_sizes(args.size), args.optimizer)
+        return capture(fn, fargs, name=f"{args.model} training step ({args.optimizer})")
     return model_graph(args.model, args.dtype, parse_sizes(args.size), getattr(args, "amp", None))
 
 
@@ -83,6 +92,9 @@ def _check_args(a) -> None:
         load_host(a.host)
     if a.cmd in ("predict", "report"):
         _check_rollup(a)
+    if a.cmd == "predict":
+        from .cli_train import check_train
+        check_train(a)
     if getattr(a, "memory_limit", None) is not None:
         a.memory_limit = parse_bytes(a.memory_limit)
     if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
@@ -201,6 +213,9 @@ def cmd_predict(a) -> int:
     from .modules import rollup_dict, rollup_text
     from .predict import modes_by_speed, predict
     from .report import dumps, modes_line, prediction_text
+    if a.max_batch:
+        from .cli_train import cmd_max_batch
+        return cmd_max_batch(a)
     g = _graph(a)
     if getattr(a, "gpus", None):
         return _compare(a, g)
@@ -213,7 +228,7 @@ def cmd_predict(a) -> int:
     else:
         print(prediction_text(p, body=rollup_text(p, a.depth)) if a.by == "module"
               else prediction_text(p, None if a.all else 25))
-        if p.fits:
+        if p.fits and "train" not in g.meta:      # torch.compile training is not modelled
             print(modes_line(modes_by_speed(g, a.gpu, have=p, host=a.host)))
     _extras(a, pred=p)
     return 0
@@ -450,6 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("predict", help="per-kernel time of a model on a GPU")
     _add_model_args(p)
+    p.add_argument("--train", action="store_true", help="a whole training step: forward, loss, "
+                   "backward, optimizer (cross-entropy for classifiers, the LM loss for language models)")
+    p.add_argument("--optimizer", default=None, type=str.lower, help="sgd | adam | adamw | "
+                   "adamw_fused (with --train; default adamw)")
+    p.add_argument("--max-batch", action="store_true", help="the largest batch that fits on the "
+                   "GPU (doubling, then bisection)")
     _mode_arg(p, "eager")
     p.add_argument("--by", default="kernel", type=str.lower,
                    help="kernel (the per-kernel list) | module (time, FLOPs, bytes, parameters "

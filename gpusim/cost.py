@@ -245,8 +245,10 @@ def attention_flops(a: dict) -> float:
     s = a.get("sdpa") or {}
     if not s:
         return float(a["flops"])
-    b = numel(a["shape"][:-2]) if a.get("shape") else 1
-    return 2.0 * b * s["q_len"] * s["kv_len"] * (s["head_dim"] + s["head_dim_v"])
+    b = numel(main_shape(a["shape"])[:-2]) if a.get("shape") else 1
+    # the backward's five products (gpusim.train_ops.sdpa_backward_flops): 2.5x
+    bwd = 2.5 if packet_name(a["op"]).endswith("_backward") else 1.0
+    return bwd * 2.0 * b * s["q_len"] * s["kv_len"] * (s["head_dim"] + s["head_dim_v"])
 
 
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:

@@ -57,6 +57,8 @@ def conv_info(graph: OpGraph, n: str) -> dict | None:
     sees; the storage it reads may be laid out otherwise: ConvNeXt's LayerNorm2d)."""
     a = graph.g.nodes[n]
     ins = list(a.get("inputs") or a["reads"])
+    if packet_name(a["op"]) == "convolution_backward":
+        return _conv_backward_info(graph, n, ins)
     if len(ins) < 2:
         return None
     x, w = _shape(graph, ins[0]), _shape(graph, ins[1])
@@ -70,6 +72,28 @@ def conv_info(graph: OpGraph, n: str) -> dict | None:
             "x_bytes": numel(x) * DTYPE_BYTES.get(a["dtype"], 4),
             "w_bytes": numel(w) * DTYPE_BYTES.get(a["dtype"], 4),
             "out_bytes": a["bytes_written"]}
+
+
+def _conv_backward_info(graph: OpGraph, n: str, ins: list) -> dict | None:
+    """:func:`conv_info` of a backward convolution node (``convolution_backward(grad_out,
+    input, weight)`` computing one gradient): the forward conv's shapes, and as the tensors
+    cuDNN reads and writes, backward-data's grad_out and weight in, grad_input out;
+    backward-filter's grad_out and input in, grad_weight out."""
+    a = graph.g.nodes[n]
+    if len(ins) < 3:
+        return None
+    go, x, w = (_shape(graph, i) for i in ins[:3])
+    if len(x) != 4 or len(w) != 4 or len(go) != 4:
+        return None
+    size = DTYPE_BYTES.get(a["dtype"], 4)
+    xb, wb, ob = numel(x) * size, numel(w) * size, numel(go) * size
+    data = tuple(_shape(graph, n)) == tuple(x)
+    cin, cin_g = x[1], w[1]
+    return {"N": x[0], "Cin": cin, "Cout": w[0], "H": x[2], "W": x[3], "kh": w[2], "kw": w[3],
+            "groups": max(1, cin // max(cin_g, 1)), "Ho": go[2], "Wo": go[3],
+            "layout": conv_layout(graph, n), "dtype": a["dtype"], "bias": False,
+            "x_bytes": ob, "w_bytes": wb if data else xb, "out_bytes": xb if data else wb,
+            "backward": "data" if data else "filter"}
 
 
 def conv_layout(graph: OpGraph, n: str) -> str:
@@ -256,6 +280,9 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     """The kernels eager PyTorch launches for compute node ``n`` on ``spec``'s GPU."""
     a = graph.g.nodes[n]
     kind = a["kind"]
+    training = training_kernels(graph, n, spec, Kernel)
+    if training is not None:
+        return training
     if kind == "conv":
         return conv_kernels(graph, n, spec, Kernel) + conv_bias_kernels(graph, n, Kernel)
     if kind == "attention":
@@ -284,6 +311,49 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
     return [Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")]
+
+
+def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
+    """The kernels of a backward or optimizer op (:mod:`gpusim.train`), None for others.
+
+    * ``_foreach_*`` / ``_fused_*``: multi-tensor-apply launches
+      (:func:`gpusim.train_ops.mta_launches`) with the 4 KB kernel-argument tables, as the
+      H100 training records launch them (torch 2.11: ResNet-50's AdamW step 26 kernels, SGD
+      9, where the 32 KB tables would give 8 and 3); the first launch carries the op's
+      bytes, the others are priced at the launch floor.
+    * ``convolution_backward`` (one gradient per node after capture's split): cuDNN's
+      backward-data or backward-filter kernel with the forward conv's layout kernels
+      (:func:`conv_kernels` on the forward's shapes, :func:`_conv_backward_info`), priced by
+      the forward conv law (class ``conv``) on its own implicit GEMM. The H100 ResNet-50
+      fp32 training records have 72 ``nchwToNhwc`` and 31 ``nhwcToNchw`` kernels in
+      backward where this rule gives 78 and 38; the backward kernels' efficiency is the
+      forward's, ASSUMED (no fitted backward class yet).
+    * ``native_layer_norm_backward``: the input gradient and the weight/bias column sums
+      (``GammaBetaBackward``), two kernels.
+    * ``embedding_dense_backward``: the indices sorted (a radix sort) and the gradient table
+      zeroed before the segmented scatter-add: three kernels (ATen's
+      ``embedding_backward_cuda_kernel`` runs a few more small ones).
+    * ``nll_loss_backward``: the gradient zeroed, then the target column written."""
+    a = graph.g.nodes[n]
+    fe = a.get("foreach")
+    if fe:
+        from .train_ops import mta_launches
+        k = mta_launches(fe["numels"], fe["depth"], fe["scalarlist"])
+        return [Kernel((n,), "aten")] + [Kernel((n,), "aten", role="aux", bytes=0.0)
+                                         for _ in range(max(0, k - 1))]
+    name = packet_name(a["op"])
+    if name == "convolution_backward":
+        return conv_kernels(graph, n, spec, Kernel)
+    if name == "native_layer_norm_backward":
+        return [Kernel((n,), "library"),
+                Kernel((n,), "library", role="aux", bytes=float(a["bytes_read"]) / 2)]
+    if name == "embedding_dense_backward":
+        idx = sum(b for p, b in a["reads"].items() if graph.g.nodes[p]["dtype"] in ("int64", "int32"))
+        return [Kernel((n,), "aten", role="aux", bytes=4.0 * idx),
+                Kernel((n,), "aten", role="aux", bytes=a["bytes_written"] / 2), Kernel((n,), "aten")]
+    if name == "nll_loss_backward":
+        return [Kernel((n,), "aten", role="aux", bytes=a["bytes_written"]), Kernel((n,), "aten")]
+    return None
 
 
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)

@@ -123,7 +123,8 @@ class MemoryEstimate:
 def is_inplace(attrs: dict) -> bool:
     """An op that writes its first argument (``relu_``, ``add_``, ``copy_``)."""
     p = packet_name(attrs["op"])
-    return attrs["kind"] not in ("input", "view") and p.endswith("_") and not p.startswith("_")
+    return attrs["kind"] not in ("input", "view") and p.endswith("_") and (
+        not p.startswith("_") or p.startswith(("_foreach_", "_fused_")))
 
 
 def node_bytes(attrs: dict) -> int:

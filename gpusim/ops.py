@@ -480,3 +480,7 @@ def sdpa_flops(ctx: OpCtx) -> float:
 
 
 
+
+
+# the training half of the registry (backward, foreach and fused optimizer ops)
+from . import train_ops  # noqa: E402,F401

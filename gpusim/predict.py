@@ -14,7 +14,7 @@ from .hardware import GPUSpec, load_spec
 from .host import HostProfile, load_host, python_us
 from .lower import Lowering, lower
 from .memory import MemoryEstimate, capacity_bytes, simulate_memory
-from .simulate import MODES, Timeline, check_mode, is_sync, region_entry_us, simulate
+from .simulate import MODES, ModeError, Timeline, check_mode, is_sync, region_entry_us, simulate
 
 
 @dataclass
@@ -96,6 +96,15 @@ class Prediction:
     def bytes(self) -> float:
         return sum(k.bytes for k in self.kernels)
 
+    @property
+    def train(self) -> dict | None:
+        """A training step's time and memory by phase (:func:`gpusim.step.step_summary`);
+        None for a forward."""
+        if "train" not in self.graph.meta:
+            return None
+        from .step import step_summary
+        return step_summary(self)
+
     def to_dict(self, kernels: bool = True) -> dict:
         """What ``gpusim predict --json`` prints; ``kernels=False`` leaves out the
         per-kernel list (a sweep's row keeps the totals)."""
@@ -114,6 +123,7 @@ class Prediction:
         d["unmodelled"] = self.unmodelled_counts
         d["memory"] = dict(self.memory.to_dict(), fits=self.fits,
                            capacity_bytes=capacity_bytes(self.spec))
+        d["train"] = self.train
         return d
 
 
@@ -215,4 +225,8 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     check_mode(mode)
     spec = as_spec(gpu)
     graph = as_graph(target, args, amp)
+    if "train" in graph.meta and (mode != "eager" or partition is not None):
+        raise ModeError(f"{graph.name} is a training step: it is predicted as eager PyTorch runs "
+                        "it; torch.compile training and fusion partitions of a step are not "
+                        "modelled yet (use mode='eager')")
     return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts, host)

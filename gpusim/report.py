@@ -119,7 +119,7 @@ def prediction_text(pred, top: int | None = None, body: str | None = None) -> st
     if not pred.fits:       # a time for a run that cannot happen would mislead
         return "\n".join([f"{pred.graph.name} on {pred.spec.display_name} ({pred.gpu}), "
                           f"mode {pred.mode}: {fit_line(pred.memory, pred.spec)}"]
-                         + memory_lines(pred)[:2] + [NO_FIT_ADVICE])
+                         + memory_lines(pred)[:2] + _train_lines(pred) + [NO_FIT_ADVICE])
     ks = pred.kernels
     shown = sorted(ks, key=lambda k: -k.us)[:top] if top else ks
     out = [body] if body is not None else [
@@ -150,7 +150,16 @@ def prediction_text(pred, top: int | None = None, body: str | None = None) -> st
             + "  (outside the cost model: priced as memory-bound copies, or not at all "
               "when they return no tensor)")
     out += memory_lines(pred)
+    out += _train_lines(pred)
     return "\n".join(out)
+
+
+def _train_lines(pred) -> list[str]:
+    """A training step's phases (:func:`gpusim.step.step_lines`); none for a forward."""
+    if "train" not in pred.graph.meta:
+        return []
+    from .step import step_lines
+    return step_lines(pred)
 
 
 def search_text(res, top: int | None = None) -> str:

@@ -18,7 +18,7 @@ from ..fmt import fmt_bytes, fmt_shape
 from .common import check_target, runs_of, write_atomic
 
 # trace lanes (thread ids inside each process)
-TID_HOST, TID_GPU, TID_IDLE, TID_MEASURED = 1, 2, 3, 4
+TID_HOST, TID_GPU, TID_IDLE, TID_MEASURED, TID_PHASE = 1, 2, 3, 4, 5
 
 
 def record_kernels(record: dict, run: str = "eager") -> list[dict]:
@@ -37,6 +37,26 @@ def _kernel_args(k, index: int) -> dict:
             "flop_per_byte": None if math.isinf(k.intensity) else k.intensity,
             "mem_us": k.mem_us, "compute_us": k.compute_us, "predicted_us": k.us,
             "bytes_human": fmt_bytes(k.bytes)}
+
+
+def _phase_spans(pid: int, events: list[dict]) -> list[dict]:
+    """A training step's phases on a lane of their own: one slice per run of GPU kernels of
+    the same phase, from its first kernel's start to its last kernel's end."""
+    spans: list[dict] = []
+    for e in events:
+        ph = e.get("args", {}).get("phase") if e.get("tid") == TID_GPU else None
+        if ph is None:
+            continue
+        end = e["ts"] + e["dur"]
+        if spans and spans[-1]["name"] == ph:
+            spans[-1]["dur"] = end - spans[-1]["ts"]
+        else:
+            spans.append({"name": ph, "cat": "phase", "ph": "X", "ts": e["ts"], "dur": e["dur"],
+                          "pid": pid, "tid": TID_PHASE, "args": {}})
+    if not spans:
+        return []
+    return [_meta(pid, TID_PHASE, "thread_name", "training phase"),
+            _meta(pid, TID_PHASE, "thread_sort_index", TID_PHASE)] + spans
 
 
 def _meta(pid: int, tid: int | None, what: str, value) -> dict:
@@ -62,15 +82,19 @@ def _run_trace(pid: int, label: str, p, flow_ids) -> list[dict]:
         if e.lane == "gpu":
             k = p.kernels[e.kernel]
             gpu_start[e.kernel] = e
+            args = _kernel_args(k, e.kernel)
+            phase = p.graph.g.nodes[k.ops[0]].get("phase") if k.ops and k.ops[0] in p.graph.g else None
+            if phase:           # a training step: forward, backward or optimizer
+                args["phase"] = phase
             ev.append({"name": e.name, "cat": "kernel", "ph": "X", "ts": e.start_us,
-                       "dur": e.dur_us, "pid": pid, "tid": TID_GPU,
-                       "args": _kernel_args(k, e.kernel)})
+                       "dur": e.dur_us, "pid": pid, "tid": TID_GPU, "args": args})
         else:
             args = {"host_us": e.dur_us}
             if e.kernel is not None:
                 args["kernel"] = p.kernels[e.kernel].name
             ev.append({"name": e.name, "cat": "host", "ph": "X", "ts": e.start_us,
                        "dur": e.dur_us, "pid": pid, "tid": TID_HOST, "args": args})
+    ev += _phase_spans(pid, ev)
     # a launch arrow binds to the slices enclosing its two ends: use mid-points
     for e in p.timeline.events:
         if e.lane != "host":

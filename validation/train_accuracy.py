@@ -1,0 +1,188 @@
+"""Score gpusim's training-step predictions against the training zoo's records.
+
+``python3 -m validation.train_accuracy [--results validation/results] [--gpu h100 ...]
+[--cases PATTERN] [--json]``
+
+Reads ``<results>/<gpu>/train.jsonl.gz`` (written by ``validation.train_run``: one row per
+measured step, ``kind == "train_step"``), rebuilds each eager case's step with
+:func:`gpusim.step.standard_step` (the same model, sizes, optimizer and loss as
+``validation/train_step.py``) on ``meta`` tensors, predicts it on that GPU's spec, and
+compares per phase (forward, backward, optimizer): kernel count and the sum of kernel times
+(``phases[ph].kernel_count`` / ``kernel_sum_us``), the whole step's kernel time
+(``kernel_sum_us``) and wall time (``wall_us``), and memory: the step's peak
+(``memory.peak_step_case_bytes``: weights, optimizer states and inputs included, as
+gpusim's ``memory.total_bytes``) and the phase that holds it (``memory.peak_phase``), and
+the count of cuDNN layout-transform kernels per phase (gpusim assumes none around backward
+convolutions: the records say whether cuDNN runs them).
+Rows with autocast (``amp``) are scored only when this gpusim traces autocast; compiled
+rows are skipped (torch.compile training is not modelled). Errors are absolute percentages;
+medians and p90 by :func:`validation.stats._stats`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import inspect
+import json
+import os
+import re
+import sys
+
+from validation.records import read_records
+from validation.stats import _stats, ape
+
+PHASES = ("forward", "backward", "optimizer")
+#: cuDNN's layout transform kernels (nchwToNhwcKernel, nhwcToNchwKernel, tensorTransform)
+LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|tensorTransform|nhwcAddPadding")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def amp_supported() -> bool:
+    """Whether this gpusim's standard step takes an autocast dtype."""
+    from gpusim.step import standard_step
+    return "amp" in inspect.signature(standard_step).parameters
+
+
+def predict_row(rec: dict, gpu: str) -> dict:
+    """gpusim's figures for the case of record ``rec`` on ``gpu``."""
+    from gpusim import predict
+    from gpusim.step import standard_step
+    kw = {"amp": rec.get("amp")} if rec.get("amp") else {}
+    fn, args = standard_step(rec["model"], "float32", rec["sizes"], rec["optimizer"], **kw)
+    p = predict(fn, args, gpu=gpu)
+    s = p.train
+    g = p.graph.g
+    transforms = {ph: 0 for ph in PHASES}
+    for k in p.lowering.kernels:       # cuDNN's layout kernels around convolutions
+        a = g.nodes[k.ops[0]]
+        if k.role == "aux" and a["kind"] == "conv" and k.variant != "conv_bias":
+            transforms[a.get("phase", "forward")] += 1
+    return {"phases": {ph: {"kernel_count": s["phases"][ph]["kernels"],
+                            "kernel_sum_us": s["phases"][ph]["device_us"],
+                            "layout_transforms": transforms[ph]} for ph in PHASES},
+            "kernel_sum_us": p.device_us, "wall_us": p.end_to_end_us,
+            "peak_bytes": p.memory.total_bytes, "peak_phase": s["peak_phase"]}
+
+
+def _num(x):
+    """A plain float (a symbolic value left by a host read in the trace: None)."""
+    try:
+        return float(x)
+    except Exception:  # noqa: BLE001 - torch.SymFloat without a hint
+        return None
+
+
+def compare(rec: dict, pred: dict) -> dict:
+    """Per-metric (predicted, measured, absolute % error) of one case."""
+    out = {}
+    pred = dict(pred, phases={ph: {k: (_num(v) if k != "layout_transforms" else v) for k, v in d.items()}
+                              for ph, d in pred["phases"].items()},
+                kernel_sum_us=_num(pred["kernel_sum_us"]), wall_us=_num(pred["wall_us"]),
+                peak_bytes=_num(pred["peak_bytes"]))
+    for ph in PHASES:
+        m = (rec.get("phases") or {}).get(ph) or {}
+        for key in ("kernel_count", "kernel_sum_us"):
+            if m.get(key) and pred["phases"][ph][key] is not None:
+                out[f"{ph}.{key}"] = (pred["phases"][ph][key], m[key], ape(pred["phases"][ph][key], m[key]))
+    for ph in PHASES:       # the backward's layout kernels: an assumption the records test
+        names = [k.get("name", "") for k in rec.get("kernels") or [] if k.get("phase") == ph]
+        n = sum(1 for x in names if LAYOUT.search(x))
+        if names:
+            got = pred["phases"][ph]["layout_transforms"]
+            out[f"{ph}.layout_transforms"] = (got, n, got == n)
+    for key in ("kernel_sum_us", "wall_us"):
+        if rec.get(key) and pred[key] is not None:
+            out[key] = (pred[key], rec[key], ape(pred[key], rec[key]))
+    mem = rec.get("memory") or {}
+    if mem.get("peak_step_case_bytes") and pred["peak_bytes"] is not None:
+        out["peak_bytes"] = (pred["peak_bytes"], mem["peak_step_case_bytes"],
+                             ape(pred["peak_bytes"], mem["peak_step_case_bytes"]))
+    if mem.get("peak_phase"):
+        out["peak_phase"] = (pred["peak_phase"], mem["peak_phase"], pred["peak_phase"] == mem["peak_phase"])
+    return out
+
+
+def usable(rec: dict, amp: bool) -> str | None:
+    """Why a record is not scored (None: scored)."""
+    if rec.get("kind") != "train_step" or rec.get("failed"):
+        return "failed or not a training step"
+    if rec.get("run") != "eager":
+        return "torch.compile training is not modelled"
+    if rec.get("amp") and not amp:
+        return "autocast not traced by this gpusim"
+    return None
+
+
+def score(results: str, gpus, patterns=None, progress: bool = False) -> dict:
+    amp = amp_supported()
+    report = {}
+    for gpu in gpus:
+        rows = read_records(os.path.join(results, gpu, "train.jsonl.gz"))
+        cases, skipped = [], {}
+        for rec in rows:
+            why = usable(rec, amp)
+            if why is None and patterns and not any(fnmatch.fnmatch(rec.get("case_id", ""), p)
+                                                    for p in patterns):
+                why = "not selected"
+            if why:
+                skipped[why] = skipped.get(why, 0) + 1
+                continue
+            try:
+                cmp = compare(rec, predict_row(rec, gpu))
+            except Exception as e:  # noqa: BLE001 - a case gpusim cannot predict is reported
+                cases.append({"case_id": rec.get("case_id"), "error": f"{type(e).__name__}: {e}"[:200]})
+                continue
+            cases.append({"case_id": rec.get("case_id"), "metrics": cmp})
+            if progress:
+                print(rec.get("case_id"), {k: (round(v[0], 1) if isinstance(v[0], float) else v[0], v[1])
+                                           for k, v in cmp.items()}, file=sys.stderr, flush=True)
+        metrics = sorted({k for c in cases for k in c.get("metrics", {})
+                          if k != "peak_phase" and not k.endswith("layout_transforms")})
+        summary = {k: _stats([c["metrics"][k][2] for c in cases if k in c.get("metrics", {})])
+                   for k in metrics}
+        phase_hits = [c["metrics"]["peak_phase"][2] for c in cases if "peak_phase" in c.get("metrics", {})]
+        layout = {ph: [sum(c["metrics"][f"{ph}.layout_transforms"][k] for c in cases
+                           if f"{ph}.layout_transforms" in c.get("metrics", {})) for k in (0, 1)]
+                  for ph in PHASES}
+        report[gpu] = {"cases": cases, "summary": summary, "skipped": skipped,
+                       "peak_phase_right": [sum(phase_hits), len(phase_hits)],
+                       "layout_transforms": layout}
+    return report
+
+
+def text(report: dict) -> str:
+    lines = []
+    for gpu, r in report.items():
+        n = len(r["cases"])
+        lines.append(f"{gpu}: {n} training steps scored" + (
+            "; skipped " + ", ".join(f"{v} ({k})" for k, v in r["skipped"].items()) if r["skipped"] else ""))
+        for k, s in r["summary"].items():
+            if s:
+                lines.append(f"  {k:<28} median {s['median']:6.1f}%  p90 {s['p90']:6.1f}%  (n={s['n']})")
+        hit, tot = r["peak_phase_right"]
+        if tot:
+            lines.append(f"  peak phase right             {hit} of {tot}")
+        for ph, (pred, meas) in r["layout_transforms"].items():
+            if meas or pred:
+                lines.append(f"  {ph} layout kernels        predicted {pred}, measured {meas}")
+        for c in r["cases"]:
+            if "error" in c:
+                lines.append(f"  {c['case_id']}: {c['error']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default=RESULTS)
+    ap.add_argument("--gpu", action="append", default=None, help="h100, h200 (default: both)")
+    ap.add_argument("--cases", action="append", default=None, help="case_id glob (repeatable)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    report = score(a.results, a.gpu or ["h100", "h200"], a.cases, progress=True)
+    print(json.dumps(report, indent=1) if a.json else text(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
