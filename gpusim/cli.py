@@ -91,7 +91,8 @@ def _check_args(a) -> None:
             load_spec(a.gpu)
         load_host(a.host)
     if a.cmd in ("predict", "report"):
-        _check_rollup(a)
+        from .modules import check_rollup_args
+        check_rollup_args(a)
     if a.cmd == "predict":
         from .cli_train import check_train
         check_train(a)
@@ -101,25 +102,6 @@ def _check_args(a) -> None:
         raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
     if a.cmd == "whatif":
         a.fuse = fuse_groups(a.fuse)
-
-
-def _check_rollup(a) -> None:
-    """``--by kernel|module`` and ``--depth N`` (the roll-up's module levels)."""
-    from .modules import DEFAULT_DEPTH, check_by, check_depth
-    by = check_by(getattr(a, "by", None) or "module")
-    if a.depth is None:
-        a.depth = DEFAULT_DEPTH
-    else:
-        if by != "module":
-            raise UserError("--depth sets the module levels of --by module; add --by module "
-                            "or drop --depth")
-        try:
-            depth = int(a.depth)
-        except ValueError:
-            depth = a.depth
-        a.depth = check_depth(depth)
-    if by == "module" and getattr(a, "gpus", None):
-        raise UserError("--by module rolls up one GPU's run; name one --gpu or drop --by")
 
 
 def fuse_groups(items) -> list[list[str]]:

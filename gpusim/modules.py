@@ -245,3 +245,22 @@ def rollup_text(pred, depth: int = DEFAULT_DEPTH) -> str:
         out.append(f"note             no kernel ran inside an nn.Module (a function was "
                    f"captured): every kernel is in {ROOT}")
     return "\n".join(out)
+
+
+def check_rollup_args(a) -> None:
+    """``--by kernel|module`` and ``--depth N`` (the roll-up's module levels)."""
+    from .errors import UserError
+    by = check_by(getattr(a, "by", None) or "module")
+    if a.depth is None:
+        a.depth = DEFAULT_DEPTH
+    else:
+        if by != "module":
+            raise UserError("--depth sets the module levels of --by module; add --by module "
+                            "or drop --depth")
+        try:
+            depth = int(a.depth)
+        except ValueError:
+            depth = a.depth
+        a.depth = check_depth(depth)
+    if by == "module" and getattr(a, "gpus", None):
+        raise UserError("--by module rolls up one GPU's run; name one --gpu or drop --by")
