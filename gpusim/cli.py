@@ -41,10 +41,8 @@ def _graph(args):
         if getattr(args, "amp", None):
             raise UserError("--train with --amp is not modelled yet: predict the step in fp32 "
                             "(drop --amp), or give a model file whose step enters torch.autocast")
-        from .capture import capture
-        from .step import standard_step
-        fn, fargs = standard_step(args.model, args.dtype, parse_sizes(args.size), args.optimizer)
-        return capture(fn, fargs, name=f"{args.model} training step ({args.optimizer})")
+        from .step import step_graph
+        return step_graph(args.model, args.dtype, parse_sizes(args.size), args.optimizer)
     return model_graph(args.model, args.dtype, parse_sizes(args.size), getattr(args, "amp", None))
 
 
@@ -300,7 +298,8 @@ def cmd_sweep(a) -> int:
     from .compare import parse_gpus
     from .sweep import parse_size_grid, sweep
     df = sweep(a.models, parse_gpus(a.gpu), parse_size_grid(a.size), _words(a.mode, "--mode"),
-               _words(a.dtype, "--dtype"), host=a.host, out=a.out, dask=a.dask)
+               _words(a.dtype, "--dtype"), host=a.host, train=a.train, amp=a.amp, out=a.out,
+               dask=a.dask)
     errors = int((df["error"] != "").sum()) if len(df) else 0
     done = {"out": a.out, "rows": len(df), "new_rows": df.attrs.get("new_rows", 0),
             "errors": errors}
@@ -530,6 +529,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--mode", default="eager,compiled,cudagraph",
                     help="modes, comma-separated (default all three)")
     sw.add_argument("--dtype", default="float32", help="dtypes, comma-separated")
+    sw.add_argument("--train", action="store_true", help="a training step per model (AdamW, "
+                    "the loss of predict --train), eager")
+    sw.add_argument("--amp", default=None, metavar="bf16|fp16", help="fp32 weights, the "
+                    "forward under torch.autocast('cuda')")
     sw.add_argument("--host", default=None, metavar="NAME|PATH",
                     help="host profile (default the reference host, the same for every GPU)")
     sw.add_argument("--out", required=True, help="results .parquet or .csv: rows already "

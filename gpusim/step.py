@@ -126,6 +126,14 @@ def make_optimizer(name: str, params):
     raise UserError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
+def step_graph(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw"):
+    """The captured graph of :func:`standard_step`: what ``predict --train`` and a
+    training sweep predict."""
+    from .capture import capture
+    fn, fargs = standard_step(model_name, dtype, sizes, optimizer)
+    return capture(fn, fargs, name=f"{model_name} training step ({optimizer})")
+
+
 def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw"):
     """``(step_fn, args)``: the standard training step of a built-in or zoo model (module
     docstring: which loss)."""

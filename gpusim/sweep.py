@@ -170,7 +170,7 @@ def plan(models, gpus, sizes=None, modes=("eager", "compiled", "cudagraph"),
     dtypes = [str(parse_dtype(d)).replace("torch.", "") for d in _list(dtypes, "dtype")]
     if len(set(dtypes)) != len(dtypes):
         raise UserError(f"dtypes {', '.join(map(str, dtypes))} name one dtype twice")
-    _train_amp_supported(train, amp)
+    _train_amp_supported(train, amp, modes)
     host_name = load_host(host).name
     takes = {m: model_sizes(m) for m in models}
     unused = [k for k in grid if not any(k in t for t in takes.values())]
@@ -188,12 +188,19 @@ def plan(models, gpus, sizes=None, modes=("eager", "compiled", "cudagraph"),
     return tasks, {"specs": specs, "host": host_name, "takes": takes, "modes": modes}
 
 
-def _train_amp_supported(train, amp) -> None:
-    """``train`` and ``amp`` go to the capture :func:`gpusim.predict` uses; this version
-    of gpusim predicts inference forwards only, so asking for either is refused."""
-    if train or (amp and amp != AMP_OFF):
-        raise UserError("training steps and autocast are not predicted by this gpusim "
-                        "version; sweep inference forwards (train=False, amp=None)")
+def _train_amp_supported(train, amp, modes=()) -> None:
+    """``train`` and ``amp`` go to the capture :func:`gpusim.predict` uses, with its limits:
+    a training step is predicted eager and in fp32 (autocast steps are not modelled yet)."""
+    amp_on = bool(amp) and amp != AMP_OFF
+    if amp_on:
+        from .models import check_amp
+        check_amp(amp, "float32")
+    if train and amp_on:
+        raise UserError("a training step under autocast is not modelled yet; sweep --train "
+                        "without --amp, or --amp without --train")
+    if train and any(m != "eager" for m in modes):
+        raise UserError("a training step is predicted as eager PyTorch runs it; sweep --train "
+                        "with --mode eager")
 
 
 def task_keys(task: Task, host_name: str) -> list[tuple]:
@@ -208,11 +215,15 @@ def _one_line(e: BaseException) -> str:
 
 
 def task_graph(task: Task):
-    """The graph ``gpusim predict`` captures for the task's model, sizes and dtype: the
-    one place a sweep builds its input, where ``train`` and ``amp`` go to the capture once
-    ``predict`` takes them (:func:`_train_amp_supported` refuses them until then)."""
+    """The graph ``gpusim predict`` captures for the task's model, sizes, dtype, ``train``
+    (``predict --train``'s step, :func:`gpusim.step.step_graph`) and ``amp``: the one place
+    a sweep builds its input."""
+    if task.train:
+        from .step import step_graph
+        return step_graph(task.model, task.dtype, dict(task.sizes))
     from .models import model_graph
-    return model_graph(task.model, task.dtype, dict(task.sizes))
+    return model_graph(task.model, task.dtype, dict(task.sizes),
+                       None if task.amp == AMP_OFF else task.amp)
 
 
 def run_task(task: Task) -> list[dict]:

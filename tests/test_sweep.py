@@ -168,12 +168,30 @@ def test_in_process_without_dask_and_progress(monkeypatch):
         sw.sweep(["add_relu_mul"], ["h100"], modes=["eager"], dask="local:2")
 
 
-def test_train_amp_slot_in_but_refused_here():
-    df = sweep_fn(["add_relu_mul"], ["h100"], {"n": [4096]}, modes=["eager"], dask="off")
-    assert list(df["train"]) == [False] and list(df["amp"]) == ["off"]
-    for kw in ({"train": True}, {"amp": "bf16"}):
-        with pytest.raises(UserError, match="not predicted by this gpusim version"):
-            sweep_fn(["add_relu_mul"], ["h100"], modes=["eager"], dask="off", **kw)
+def test_train_and_amp_rows_equal_predict():
+    """A training sweep predicts predict --train's step, an autocast sweep predict --amp's
+    forward; their limits are one-line refusals before any work."""
+    import torch
+
+    from gpusim.models import model_graph
+    from gpusim.predict import predict
+    from gpusim.step import step_graph
+    df = sweep_fn(["transformer_block"], ["h100"], {"seq": [64]}, modes=["eager"], dask="off",
+                  train=True)
+    assert list(df["train"]) == [True] and df["error"].iloc[0] == ""
+    want = predict(step_graph("transformer_block", sizes={"seq": 64}), gpu="h100")
+    assert df["device_us"].iloc[0] == want.device_us
+    df = sweep_fn(["transformer_block"], ["h100"], {"seq": [64]}, modes=["eager"], dask="off",
+                  amp="bf16")
+    assert list(df["amp"]) == ["bf16"] and df["error"].iloc[0] == ""
+    want = predict(model_graph("transformer_block", sizes={"seq": 64}, amp="bf16"), gpu="h100")
+    assert df["device_us"].iloc[0] == want.device_us
+    for kw, msg in (({"train": True, "amp": "bf16"}, "under autocast is not modelled"),
+                    ({"train": True, "modes": ["eager", "compiled"]}, "--mode eager"),
+                    ({"amp": "fp8"}, "amp")):
+        kw = {"modes": ["eager"], **kw}
+        with pytest.raises(UserError, match=msg):
+            sweep_fn(["transformer_block"], ["h100"], dask="off", **kw)
 
 
 def test_failures_are_rows_and_sizes_apply_where_taken(tmp_path):
