@@ -84,13 +84,14 @@ def test_gpt2_step_with_a_dynamic_cache_input():
 
 def test_unmodelled_ops_are_named_and_counted():
     def f(x, y):
-        torch._foreach_add_([x, y], 1.0)      # returns nothing: not priced, but reported
+        torch._foreach_add_([x, y], 1.0)      # returns nothing: a multi-tensor kernel, priced
         return torch.cumprod(x, 0) + torch.cumprod(y, 0)
 
     x = meta(1000)
     p = gpusim.predict(f, (x, meta(1000)))
-    assert p.unmodelled_counts == {"aten.cumprod.default": 2, "aten._foreach_add_.Scalar": 1}
+    assert p.unmodelled_counts == {"aten.cumprod.default": 2}
+    assert any("_foreach_add_" in op for k in p.kernels for op in k.op_types)
     assert p.to_dict()["unmodelled"] == p.unmodelled_counts
     line = [ln for ln in prediction_text(p).splitlines() if ln.startswith("unmodelled ops")]
-    assert line and "aten.cumprod.default x2, aten._foreach_add_.Scalar x1" in line[0]
+    assert line and "aten.cumprod.default x2" in line[0]
     assert gpusim.predict(lambda x: x * 2, (x,)).unmodelled_counts == {}
