@@ -275,6 +275,14 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     v = kernel.variant
     if not v:
         return est
+    if v == "mta":
+        # multi-tensor-apply (foreach and fused optimizer kernels): the op's bytes at a
+        # fitted fraction of the bandwidth (validation/fit_train.py on the training
+        # records); without a figure the plain ATen stream
+        if not spec.mta_efficiency:
+            return est
+        return _retimed(est, spec, est.bytes / (spec.mta_efficiency * spec.bandwidth) * 1e6,
+                        est.compute_us, spec.kernel_min_us, variant=v)
     a = graph.g.nodes[kernel.ops[0]]
     mem, comp = est.mem_us, est.compute_us
     # GEMM-like kernels keep the library floor; the rest the common one (eval batch norm

@@ -319,8 +319,9 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     * ``_foreach_*`` / ``_fused_*``: multi-tensor-apply launches
       (:func:`gpusim.train_ops.mta_launches`) with the 4 KB kernel-argument tables, as the
       H100 training records launch them (torch 2.11: ResNet-50's AdamW step 26 kernels, SGD
-      9, where the 32 KB tables would give 8 and 3); the first launch carries the op's
-      bytes, the others are priced at the launch floor.
+      9, where the 32 KB tables would give 8 and 3); the first launch (class ``mta``)
+      carries the op's bytes at ``mta_efficiency`` of the bandwidth, the others are priced
+      at the launch floor.
     * ``convolution_backward`` (one gradient per node after capture's split): cuDNN's
       backward-data or backward-filter kernel with the forward conv's layout kernels
       (:func:`conv_kernels` on the forward's shapes, :func:`_conv_backward_info`), priced by
@@ -339,7 +340,7 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     if fe:
         from .train_ops import mta_launches
         k = mta_launches(fe["numels"], fe["depth"], fe["scalarlist"])
-        return [Kernel((n,), "aten")] + [Kernel((n,), "aten", role="aux", bytes=0.0)
+        return [Kernel((n,), "aten", variant="mta")] + [Kernel((n,), "aten", role="aux", bytes=0.0)
                                          for _ in range(max(0, k - 1))]
     name = packet_name(a["op"])
     if name == "convolution_backward":

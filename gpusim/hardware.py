@@ -54,7 +54,7 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops",
                   "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
                   "attention_efficiency", "attention_mask_efficiency", "attention_min_us",
-                  "gemv_fp32_efficiency", "conv_simt_efficiency")
+                  "gemv_fp32_efficiency", "conv_simt_efficiency", "mta_efficiency")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -63,7 +63,7 @@ FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_effi
               "depthwise_aten_efficiency", "depthwise_efficiency", "depthwise_efficiency_16bit",
               "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
               "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
-              "attention_mask_efficiency", "conv_simt_efficiency")
+              "attention_mask_efficiency", "conv_simt_efficiency", "mta_efficiency")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
 
@@ -92,6 +92,11 @@ CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_e
                  "conv_stem_tflops", "gemm_eager_min_us", "gemm_mem_efficiency",
                  "gemv_fp32_efficiency", "attention_efficiency", "attention_mask_efficiency",
                  "attention_min_us", "conv_simt_efficiency")
+#: the training kernel classes validation/fit_train.py fits on one GPU's training-step
+#: records (validation/results/<gpu>/train.jsonl.gz), not on a microbenchmark sweep: kept
+#: out of CLASS_FIGURES' every-calibrated-spec check because only the H100 has training
+#: records; a GPU without one (the H200) prices the class by its neutral law
+TRAIN_FIGURES = ("mta_efficiency",)
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")
@@ -159,6 +164,7 @@ class GPUSpec:
     # fp32 convolutions on CUDA cores (no TF32: Volta, Turing, or allow_tf32 off), dense
     # (groups == 1): nominal FLOPs over the fp32 peak
     conv_simt_efficiency: float | None = None
+    mta_efficiency: float | None = None      # multi-tensor-apply (optimizer) streams
     conv_min_us: float | None = None            # floor of cuDNN conv kernels
     conv_stem_us: float | None = None           # stem conv (< 8 input channels): fixed time
     conv_stem_tflops: float | None = None       # stem conv: rate (TFLOP/s, absolute)

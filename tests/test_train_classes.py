@@ -1,0 +1,109 @@
+"""Training kernel classes (validation/fit_train.py): the multi-tensor-apply optimizer class
+priced at its fitted fraction of the bandwidth, the neutral law without a figure, the fit
+and its leave-one-family-out on synthetic points, and the calibrated spec's provenance."""
+import dataclasses
+
+import pytest
+import torch
+
+import gpusim
+from gpusim.capture import capture
+from gpusim.hardware import CLASS_FIGURES, FRACTIONS, TRAIN_FIGURES, load_spec, spec_for
+from validation.fit_train import fit_mta, leave_family_out, mta_point, mta_us
+
+
+def _adamw_step(width=512, depth=3):
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)])
+    opt = torch.optim.AdamW(model.parameters())
+    loss_fn = torch.nn.MSELoss()
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), x).backward()
+        opt.step()
+    return capture(step, (torch.randn(8, width),))
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return _adamw_step()
+
+
+def _opt_kernels(p):
+    g = p.graph.g
+    return [(k, e) for k, e in zip(p.lowering.kernels, p.kernels)
+            if g.nodes[k.ops[0]].get("phase") == "optimizer"]
+
+
+def test_mta_kernels_stream_at_the_fitted_fraction(graph):
+    spec = spec_for("h100")
+    assert spec.mta_efficiency and spec.mta_efficiency < spec.mem_efficiency
+    p = gpusim.predict(graph, gpu=spec)
+    firsts = [e for k, e in _opt_kernels(p) if k.variant == "mta"]
+    assert firsts and all(e.variant == "mta" for e in firsts)
+    for e in firsts:
+        body = e.bytes / (spec.mta_efficiency * spec.bandwidth) * 1e6
+        assert e.us == pytest.approx(max(spec.kernel_fixed_us + max(body, e.compute_us), spec.kernel_min_us))
+    # slower than the plain stream of the same bytes, faster than none
+    neutral = gpusim.predict(graph, gpu=dataclasses.replace(spec, mta_efficiency=None))
+    slow = sum(e.us for _, e in _opt_kernels(p))
+    plain = sum(e.us for _, e in _opt_kernels(neutral))
+    assert slow > plain
+    # forward and backward kernels do not change
+    fb = [e.us for k, e in zip(p.lowering.kernels, p.kernels) if k.variant != "mta"]
+    fb0 = [e.us for k, e in zip(neutral.lowering.kernels, neutral.kernels) if k.variant != "mta"]
+    assert fb == fb0
+
+
+def test_without_a_figure_the_class_is_the_plain_aten_stream(graph):
+    """The H200 has no training records: its optimizer kernels keep the neutral law."""
+    spec = spec_for("h200")
+    assert spec.mta_efficiency is None
+    p = gpusim.predict(graph, gpu=spec)
+    for k, e in _opt_kernels(p):
+        if k.variant == "mta":
+            assert e.variant == ""
+
+
+def test_fit_recovers_the_fraction_and_leaves_families_out():
+    spec = spec_for("h100")
+    fams = ["cnn", "vit", "encoder", "decoder", "encdec"]
+    pts = [{"family": f, "ops": 3 + i, "extra": i, "bytes": 1e8 * (i + 1), "us": 0.0}
+           for i, f in enumerate(fams * 2)]
+    for p in pts:
+        p["us"] = mta_us(p, 0.42, spec)
+    assert fit_mta(pts, spec) == pytest.approx(0.42, abs=1e-4)
+    lofo = leave_family_out(pts, spec, fit_mta, mta_us)
+    assert set(lofo) == set(fams) | {"all"}
+    assert all(s["median"] < 0.1 and s["n"] == (10 if f == "all" else 2) for f, s in lofo.items())
+    pts[0]["us"] *= 2                       # one step twice as slow: its family's error shows it
+    lofo = leave_family_out(pts, spec, fit_mta, mta_us)
+    assert lofo["cnn"]["p90"] > 40 and lofo["vit"]["median"] < 1
+
+
+def test_mta_point_reads_the_profiler_list():
+    rec = {"case_id": "c", "family": "cnn", "kernels": [
+        {"name": "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>", "us": 30.0,
+         "phase": "optimizer"},
+        {"name": "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>", "us": 5.0,
+         "phase": "optimizer"},
+        {"name": "ampere_sgemm", "us": 50.0, "phase": "backward"}]}
+    ks = [{"phase": "optimizer", "variant": "mta", "role": "main", "bytes": 1e6, "us": 1.0},
+          {"phase": "optimizer", "variant": "", "role": "aux", "bytes": 0.0, "us": 1.0},
+          {"phase": "backward", "variant": "", "role": "main", "bytes": 1e9, "us": 1.0}]
+    assert mta_point(rec, ks) == {"case_id": "c", "family": "cnn", "us": 35.0, "ops": 1,
+                                  "extra": 1, "bytes": 1e6}
+    assert mta_point(dict(rec, kernels=rec["kernels"][2:]), ks) is None
+
+
+def test_training_figures_are_fractions_with_their_records():
+    """Fitted on the H100 training records only: not a sweep CLASS_FIGURE, a fraction, and
+    its ref names the GPU, the script and the records."""
+    for key in TRAIN_FIGURES:
+        assert key in FRACTIONS and key not in CLASS_FIGURES
+        spec = load_spec("h100-sxm-calibrated")
+        source, ref = spec.provenance[key]
+        assert source == "measured" and ref.startswith("NVIDIA H100")
+        assert "validation/fit_train.py" in ref and "validation/results/h100/train.jsonl.gz" in ref
+        for name in ("h100-sxm", "h200-sxm", "h200-sxm-calibrated", "a100"):
+            assert getattr(load_spec(name), key) is None, name
