@@ -46,7 +46,9 @@ from collections import defaultdict
 
 import torch
 
+from .amp import GpuAutocast
 from .pycalls import HostReads, TorchCalls
+from .train_amp import LiveAutocast, scaler_patch
 from .train_fx import TrainDispatch, cuda_batch_norm, drop_host_ops, split_conv_backward
 
 #: the module (the package attribute ``gpusim.capture`` is the function)
@@ -452,17 +454,19 @@ def trace_step(fn, args=()):
         params, buffers = dict(zip(pkeys, plist)), dict(zip(bkeys, blist))
         for p in plist:
             p.grad = None
-        with state.swapped(params, buffers, list(slist)), torch.enable_grad(), TrainDispatch(), counts:
+        with state.swapped(params, buffers, list(slist)), torch.enable_grad(), TrainDispatch(), \
+                counts, live:
             out = fn(*a)
         return out, [p.grad for p in plist if p.grad is not None]
 
     def count(module, inputs):
         calls[0] += 1
     phases = _Phases()
+    live = LiveAutocast()
     hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
     quiet = capture._quiet_fake_tensor_logger()
     try:
-        with phases, HostReads():
+        with phases, HostReads(), GpuAutocast(), scaler_patch(phases._mark):
             gm = make_fx(pure, tracing_mode="fake", pre_dispatch=False,
                          _allow_non_fake_inputs=True)(
                 [state.params[k] for k in pkeys], [state.buffers[k] for k in bkeys],
@@ -482,6 +486,7 @@ def trace_step(fn, args=()):
     cuda_batch_norm(gm)
     gm.meta["module_calls"] = calls[0]
     gm.meta["torch_calls"] = counts.calls
+    gm.meta["autocast_casts"] = live.casts
     names = [f"p:{k}" for k in pkeys] + [f"b:{k}" for k in bkeys] + [f"s:{k}" for k in snames]
     flat = capture._flatten_tensors(([state.params[k] for k in pkeys],
                                      [state.buffers[k] for k in bkeys], stensors, fargs), [])

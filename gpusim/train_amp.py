@@ -1,0 +1,151 @@
+"""Autocast in a training step: ``torch.autocast("cuda")`` and ``torch.amp.GradScaler`` as a
+GPU runs them, in a trace on ``meta`` tensors.
+
+A training step is traced below autograd (``make_fx`` without pre-dispatch,
+:mod:`gpusim.train`), so autograd runs for real and records the backward. Autocast's casts
+must happen *above* autograd (eager's ``AutocastCUDA`` key is above the autograd key): the
+backward of a bf16 ``mm`` is a bf16 ``mm``, and each cast's backward casts the gradient
+back. Autocast fires only on CUDA tensors, and the autograd engine cannot run on fake CUDA
+tensors on a machine without a GPU (``GraphTask::stash_current_streams`` asks the absent
+device for its context), so the step is traced on ``meta`` tensors and
+:class:`LiveAutocast` applies autocast at the level of torch functions, as the trace runs:
+
+* inside an enabled ``torch.autocast("cuda")`` region (:class:`gpusim.amp.GpuAutocast`
+  lets it enable itself off the GPU), each torch function call (``F.linear``,
+  ``Tensor.__matmul__``, ``F.layer_norm``, ``F.cross_entropy``...) asks PyTorch's own
+  ``AutocastCUDA`` kernel which inputs it casts and to what
+  (:func:`gpusim.amp.autocast_casts`: the call runs once more on fresh fake CUDA tensors
+  with autograd off), casts those inputs (``Tensor.to``: the ``_to_copy`` kernel, and in
+  backward the gradient's cast back) and calls the function on them;
+* autocast's weight cache (``cached_cast``): a fp32 parameter cast to the region's dtype
+  is cast once and the copy reused until the outermost region exits (autograd keeps it for
+  the backward of the ops that used it, as eager does).
+
+The op lists are torch's own. What the probe sees is the casts of a call's *inputs*: a
+Python-level composite called as one torch function whose inner ops autocast would cast
+differently (an intermediate value) is cast at its inputs only.
+
+:func:`scaler_patch`: a ``GradScaler("cuda")`` built on a machine without a GPU disables
+itself; in the trace it is enabled, its scale and growth tracker are resident (created
+untraced, as after the first step), ``scaler.step`` takes the normal, not-skipped path
+(the ``found_inf`` read is a recorded device-to-host copy), and ``scaler.update()``'s
+``_amp_update_scale_`` belongs to the optimizer phase.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+from .amp import _cacheable, autocast_casts
+
+_SKIP = {torch.Tensor.backward, torch.autograd.backward, torch.Tensor.register_hook,
+         torch.Tensor.__repr__, torch.Tensor.__format__}
+
+
+class LiveAutocast(TorchFunctionMode):
+    """While tracing a step on ``meta`` tensors: each torch function called inside an
+    enabled CUDA autocast region gets its inputs cast as ``AutocastCUDA`` casts them (module
+    docstring). ``casts``: how many casts were made (cached weight casts once)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache: dict = {}
+        self.casts = 0
+
+    def __enter__(self):
+        self._clear = torch.clear_autocast_cache
+        mode = self
+
+        def clear():                # the outermost region exits: drop the weight copies
+            mode.cache = {}
+            return mode._clear()
+        torch.clear_autocast_cache = clear
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        torch.clear_autocast_cache = self._clear
+        self.cache = {}
+        return super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _SKIP or not torch.is_autocast_enabled("cuda"):
+            return func(*args, **kwargs)
+        flat, spec = tree_flatten((args, kwargs))
+        if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in flat):
+            return func(*args, **kwargs)
+        dtype = torch.get_autocast_dtype("cuda")
+        try:
+            # the probe sees autocast alone, and stays out of the trace
+            with torch._C.DisableTorchFunction(), disable_proxy_modes_tracing():
+                casts = autocast_casts(func, args, kwargs, dtype)
+        except Exception:  # noqa: BLE001 - a call the probe cannot repeat: no casts
+            casts = []
+        if not casts:
+            return func(*args, **kwargs)
+        for i, to in casts:
+            src = flat[i]
+            if not isinstance(src, torch.Tensor):
+                continue
+            if to == dtype and _cacheable(src):
+                key = (id(src), to)
+                if key not in self.cache:
+                    self.cache[key] = (src, src.to(to))
+                    self.casts += 1
+                flat[i] = self.cache[key][1]
+            else:
+                flat[i] = src.to(to)
+                self.casts += 1
+        a, k = spec.unflatten(flat)
+        return func(*a, **k)
+
+
+@contextlib.contextmanager
+def scaler_patch(mark):
+    """``torch.amp.GradScaler`` as on a GPU while tracing (module docstring); ``mark(phase)``
+    labels the trace's phases (:class:`gpusim.train._Phases`)."""
+    from torch.amp.grad_scaler import GradScaler
+    saved = {name: getattr(GradScaler, name) for name in ("scale", "_maybe_opt_step", "update")}
+    touched: dict = {}
+
+    def enable(s):
+        if id(s) not in touched:
+            touched[id(s)] = (s, s._enabled, s._scale, s._growth_tracker)
+        if s._device == "cuda":
+            s._enabled = True
+
+    def scale(self, outputs):
+        enable(self)
+        if self._enabled and self._scale is None and isinstance(outputs, torch.Tensor):
+            with disable_proxy_modes_tracing():     # resident, as after the first step
+                self._lazy_init_scale_growth_tracker(outputs.device)
+        return saved["scale"](self, outputs)
+
+    def maybe_opt_step(self, optimizer, optimizer_state, *a, **k):
+        for v in optimizer_state["found_inf_per_device"].values():
+            torch.ops.aten._local_scalar_dense.default(v)   # the host reads found_inf
+        return optimizer.step(*a, **k)                       # not skipped: no inf
+
+    def update(self, new_scale=None):
+        enable(self)
+        mark("optimizer")
+        try:
+            return saved["update"](self, new_scale)
+        finally:
+            mark("forward")
+    GradScaler.scale, GradScaler._maybe_opt_step, GradScaler.update = scale, maybe_opt_step, update
+    try:
+        yield
+    finally:
+        for name, f in saved.items():
+            setattr(GradScaler, name, f)
+        for s, en, sc, gt in touched.values():
+            s._enabled, s._scale, s._growth_tracker = en, sc, gt
+            s._per_optimizer_states = type(s._per_optimizer_states)(
+                s._per_optimizer_states.default_factory)
