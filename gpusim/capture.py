@@ -368,7 +368,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if ops.packet_name(opname) in SYNC_OPS and in_nodes:
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
-        if ops.packet_name(opname).startswith(("_foreach_", "_fused_")):
+        if ops.packet_name(opname).startswith(("_foreach_", "_fused_", "_amp_foreach_")):
             from .train_fx import add_foreach   # the optimizers' multi-tensor ops
             add_foreach(g, n, opname, vals, inplace_writer)
             continue
