@@ -383,7 +383,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                         {k: _to_meta_arg(v, vals) for k, v in n.kwargs.items()})
         est = ops.estimate(ctx)
         pname = ops.packet_name(opname)
-        inplace = pname.endswith("_") and not pname.startswith("_")
+        inplace = pname.endswith("_") and (not pname.startswith("_")
+                                           or pname == "_amp_update_scale_")
         # Aliasing decides views generically: an op whose output shares an input's
         # storage moved no bytes (unless it is an in-place compute op).
         alias_of = None

@@ -74,8 +74,8 @@ def test_grad_scaler_kernels_only_for_fp16(preds):
     def opt_names(p):
         return " ".join(k.name for k in _kernels(p, "optimizer"))
     fp16 = opt_names(preds["fp16"])
-    assert "non_finite_check_and_unscale" in fp16 and "_local_scalar_dense" in fp16, fp16
-    assert "_amp_update_scale_" in preds["fp16"].graph.g
+    assert "non_finite_check_and_unscale" in fp16 and "_amp_update_scale_" in fp16, fp16
+    assert "_local_scalar_dense" in fp16                  # the host reads found_inf
     assert "_amp_update_scale_" not in preds["bf16"].graph.g
     assert "non_finite" not in opt_names(preds["bf16"])
     assert preds["fp16"].train["phases"]["optimizer"]["kernels"] > \
