@@ -48,7 +48,7 @@ import torch
 
 from .amp import GpuAutocast
 from .pycalls import HostReads, TorchCalls
-from .train_amp import LiveAutocast, scaler_patch
+from .train_amp import LiveAutocast, half_to_float, scaler_patch
 from .train_fx import TrainDispatch, cuda_batch_norm, drop_host_ops, split_conv_backward
 
 #: the module (the package attribute ``gpusim.capture`` is the function)
@@ -482,6 +482,8 @@ def trace_step(fn, args=()):
             p.grad = None
     phases.label(gm.graph)
     drop_host_ops(gm)
+    if live.casts:
+        half_to_float(gm)
     split_conv_backward(gm)
     cuda_batch_norm(gm)
     gm.meta["module_calls"] = calls[0]

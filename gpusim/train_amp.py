@@ -88,6 +88,8 @@ class LiveAutocast(TorchFunctionMode):
         except Exception:  # noqa: BLE001 - a call the probe cannot repeat: no casts
             casts = []
         if not casts:
+            if _opt_dtype(func, args, kwargs, dtype):
+                return func(*args, **{**kwargs, "dtype": torch.float32})
             return func(*args, **kwargs)
         for i, to in casts:
             src = flat[i]
@@ -104,6 +106,77 @@ class LiveAutocast(TorchFunctionMode):
                 self.casts += 1
         a, k = spec.unflatten(flat)
         return func(*a, **k)
+
+
+#: ``AT_FORALL_FP32_SET_OPT_DTYPE`` (ATen/autocast_mode.h): called without ``dtype`` on a
+#: lower-precision input, autocast passes ``dtype=torch.float32`` (no cast kernel: CUDA's
+#: softmax reads fp16 and writes fp32), which a probe of the casts cannot see
+_SET_OPT_DTYPE = {"prod", "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm",
+                  "linalg_matrix_norm", "sum"}
+_OPT: dict = {}
+
+
+def _opt_dtype(func, args, kwargs, dtype) -> bool:
+    """Whether autocast runs ``func`` with ``dtype=torch.float32`` added: its name is one
+    of :data:`_SET_OPT_DTYPE`, no ``dtype`` is given, and (checked on fake CUDA tensors)
+    the output is fp32 with autocast on but not off."""
+    from .amp import _probe_mode, _sig
+    if getattr(func, "__name__", "") not in _SET_OPT_DTYPE or "dtype" in kwargs:
+        return False
+    flat, spec = tree_flatten((args, kwargs))
+    key = (func, dtype, tuple(_sig(x) for x in flat))
+    if key not in _OPT:
+        mode = _probe_mode()
+        with torch._C.DisableTorchFunction(), disable_proxy_modes_tracing():
+            with mode:
+                fakes = [torch.empty_strided(tuple(int(v) for v in x.shape),
+                                             tuple(int(v) for v in x.stride()), dtype=x.dtype,
+                                             device="cuda")
+                         if isinstance(x, torch.Tensor) else x for x in flat]
+            a, k = spec.unflatten(fakes)
+            outs = []
+            for on in (True, False):
+                prev = torch.is_autocast_enabled("cuda")
+                torch.set_autocast_enabled("cuda", on)
+                try:
+                    with torch.no_grad(), mode:
+                        out = func(*a, **k)
+                    outs.append(getattr(out, "dtype", None))
+                except Exception:  # noqa: BLE001 - not a call the probe can repeat
+                    outs.append(None)
+                finally:
+                    torch.set_autocast_enabled("cuda", prev)
+        _OPT[key] = outs[0] == torch.float32 and outs[1] not in (None, torch.float32)
+    return _OPT[key]
+
+
+def half_to_float(gm) -> int:
+    """CUDA's softmax of a 16-bit input with ``dtype=torch.float32`` reads it as is and
+    writes fp32 (``_softmax(x, dim, half_to_float=True)``); traced off the GPU it is a
+    ``_to_copy`` to fp32 and a fp32 ``_softmax``. Rewrites those pairs in place; returns
+    how many."""
+    aten = torch.ops.aten
+    n_done = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in (aten._softmax.default,
+                                                             aten._log_softmax.default):
+            continue
+        src = node.args[0]
+        if not (isinstance(src, torch.fx.Node) and src.target is aten._to_copy.default
+                and src.kwargs.get("dtype") == torch.float32 and len(src.users) == 1
+                and set(src.kwargs) <= {"dtype"}):
+            continue
+        x = src.args[0]
+        v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(v, torch.Tensor) or v.dtype not in (torch.float16, torch.bfloat16):
+            continue
+        node.args = (x, node.args[1], True)
+        gm.graph.erase_node(src)
+        n_done += 1
+    if n_done:
+        gm.graph.lint()
+        gm.recompile()
+    return n_done
 
 
 @contextlib.contextmanager

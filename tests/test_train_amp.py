@@ -100,3 +100,23 @@ def test_cli_train_amp_one_liners():
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert "training step" in r.stdout and "optimizer" in r.stdout
+
+
+def test_softmax_in_autocast_reads_16_bit_writes_fp32():
+    # autocast's fp32_set_opt_dtype: softmax of a bf16 value returns fp32, with no cast
+    # kernel on CUDA (_softmax(x, dim, half_to_float=True))
+    lin = torch.nn.Linear(64, 64).to("meta")
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.softmax(lin(x), dim=-1).sum()
+        loss.backward()
+        opt.step()
+    p = gpusim.predict(step, (torch.empty(32, 64, device="meta"),), gpu="h100")
+    g = p.graph.g
+    sm = [n for n in g.nodes if n.startswith("_softmax") and "backward" not in n]
+    assert len(sm) == 1 and g.nodes[sm[0]]["dtype"] == "float32"
+    src = list(g.predecessors(sm[0]))
+    assert [g.nodes[s]["dtype"] for s in src] == ["bfloat16"], src
