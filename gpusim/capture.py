@@ -266,8 +266,9 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     from .train import capture_step, is_training_step
     if is_training_step(fn_or_module):      # backward, an optimizer: a whole training step
         if amp is not None:
-            raise CaptureError("amp= on a training step is not modelled yet: put "
-                               "torch.autocast in the step itself, or predict it in fp32")
+            raise CaptureError("amp= does not apply to a training step (it would autocast the "
+                               "backward too): put torch.autocast(\"cuda\") around the step's "
+                               "forward and loss, as on a GPU")
         return capture_step(fn_or_module, args, name)
     t0 = time.perf_counter()
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling, amp)
