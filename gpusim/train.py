@@ -489,6 +489,8 @@ def trace_step(fn, args=()):
     gm.meta["module_calls"] = calls[0]
     gm.meta["torch_calls"] = counts.calls
     gm.meta["autocast_casts"] = live.casts
+    alive = {n.name for n in gm.graph.nodes}
+    gm.meta["py_deaths"] = {k: v for k, v in live.deaths.items() if k in alive and v in alive}
     names = [f"p:{k}" for k in pkeys] + [f"b:{k}" for k in bkeys] + [f"s:{k}" for k in snames]
     flat = capture._flatten_tensors(([state.params[k] for k in pkeys],
                                      [state.buffers[k] for k in bkeys], stensors, fargs), [])
@@ -505,6 +507,9 @@ def capture_step(fn, args=(), name: str | None = None) -> "capture.Captured":
     gm, flat, names, phases = trace_step(fn, args)
     label = name or getattr(fn, "__name__", type(fn).__name__)
     graph = capture.fx_to_opgraph(gm, label, names)
+    if gm.meta.get("py_deaths"):        # autocast's cached weight copies
+        from .lifetimes import python_frees
+        graph.meta["py_free"] = python_frees(gm, graph, gm.meta["py_deaths"])
     for n in graph.g.nodes:
         a = graph.g.nodes[n]
         a["phase"] = phases.get(a.get("fx_name", n), "forward")

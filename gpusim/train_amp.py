@@ -18,8 +18,9 @@ device for its context), so the step is traced on ``meta`` tensors and
   with autograd off), casts those inputs (``Tensor.to``: the ``_to_copy`` kernel, and in
   backward the gradient's cast back) and calls the function on them;
 * autocast's weight cache (``cached_cast``): a fp32 parameter cast to the region's dtype
-  is cast once and the copy reused until the outermost region exits (autograd keeps it for
-  the backward of the ops that used it, as eager does).
+  is cast once and the copy reused until the outermost region exits: held to there
+  (:attr:`LiveAutocast.deaths`, ``graph.meta["py_free"]``), and by autograd for the
+  backward of the ops that saved it, as eager does.
 
 The op lists are torch's own. What the probe sees is the casts of a call's *inputs*: a
 Python-level composite called as one torch function whose inner ops autocast would cast
@@ -57,12 +58,28 @@ class LiveAutocast(TorchFunctionMode):
         super().__init__()
         self.cache: dict = {}
         self.casts = 0
+        self.deaths: dict = {}      # FX node of a cached weight copy -> FX node it dies after
+
+    def _record_deaths(self):
+        """The cached copies are dropped here: after the last node traced so far."""
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
+        mode = get_proxy_mode()
+        if mode is None or not self.cache:
+            return
+        last = next(iter(reversed(mode.tracer.graph.nodes)), None)
+        for _, copy in self.cache.values():
+            try:
+                node = get_proxy_slot(copy, mode.tracer).proxy.node
+            except Exception:  # noqa: BLE001 - a copy the tracer does not know
+                continue
+            self.deaths[node.name] = last.name if last is not None else None
 
     def __enter__(self):
         self._clear = torch.clear_autocast_cache
         mode = self
 
         def clear():                # the outermost region exits: drop the weight copies
+            mode._record_deaths()
             mode.cache = {}
             return mode._clear()
         torch.clear_autocast_cache = clear
