@@ -153,9 +153,14 @@ def _probe_mode():
     return _PROBE_MODE
 
 
+def _ints(xs) -> tuple:
+    """Sizes or strides as ints (a training trace's are SymInts with static hints)."""
+    return tuple(int(v) for v in xs)
+
+
 def _sig(x):
     if isinstance(x, torch.Tensor):
-        return ("T", tuple(x.shape), tuple(x.stride()), x.dtype, x.device.type)
+        return ("T", _ints(x.shape), _ints(x.stride()), x.dtype, x.device.type)
     return repr(x)
 
 
@@ -174,7 +179,7 @@ def autocast_casts(op, args, kwargs, dtype) -> list[tuple[int, torch.dtype]]:
         for x in flat:
             if isinstance(x, torch.Tensor):
                 dev = "cuda" if x.device.type in ("cuda", "meta") else x.device
-                x = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype,
+                x = torch.empty_strided(_ints(x.shape), _ints(x.stride()), dtype=x.dtype,
                                         device=dev)
             fakes.append(x)
     pos = {id(f): i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)}

@@ -266,8 +266,9 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     from .train import capture_step, is_training_step
     if is_training_step(fn_or_module):      # backward, an optimizer: a whole training step
         if amp is not None:
-            raise CaptureError("amp= on a training step is not modelled yet: put "
-                               "torch.autocast in the step itself, or predict it in fp32")
+            raise CaptureError("amp= does not apply to a training step (it would autocast the "
+                               "backward too): put torch.autocast(\"cuda\") around the step's "
+                               "forward and loss, as on a GPU")
         return capture_step(fn_or_module, args, name)
     t0 = time.perf_counter()
     gm, flat, pnames = trace_fx(fn_or_module, args, tracing_mode, compiling, amp)
@@ -368,7 +369,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if ops.packet_name(opname) in SYNC_OPS and in_nodes:
             _add_sync(g, n.name, opname, in_nodes[0], vals, inplace_writer)
             continue
-        if ops.packet_name(opname).startswith(("_foreach_", "_fused_")):
+        if ops.packet_name(opname).startswith(("_foreach_", "_fused_", "_amp_foreach_")):
             from .train_fx import add_foreach   # the optimizers' multi-tensor ops
             add_foreach(g, n, opname, vals, inplace_writer)
             continue
@@ -383,7 +384,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                         {k: _to_meta_arg(v, vals) for k, v in n.kwargs.items()})
         est = ops.estimate(ctx)
         pname = ops.packet_name(opname)
-        inplace = pname.endswith("_") and not pname.startswith("_")
+        inplace = pname.endswith("_") and (not pname.startswith("_")
+                                           or pname == "_amp_update_scale_")
         # Aliasing decides views generically: an op whose output shares an input's
         # storage moved no bytes (unless it is an in-place compute op).
         alias_of = None

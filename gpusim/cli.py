@@ -38,11 +38,9 @@ def _graph(args):
     ``--train``, the model's standard training step (:func:`gpusim.step.standard_step`)."""
     from .models import model_graph, parse_sizes
     if getattr(args, "train", False):
-        if getattr(args, "amp", None):
-            raise UserError("--train with --amp is not modelled yet: predict the step in fp32 "
-                            "(drop --amp), or give a model file whose step enters torch.autocast")
         from .step import step_graph
-        return step_graph(args.model, args.dtype, parse_sizes(args.size), args.optimizer)
+        return step_graph(args.model, args.dtype, parse_sizes(args.size), args.optimizer,
+                          getattr(args, "amp", None))
     return model_graph(args.model, args.dtype, parse_sizes(args.size), getattr(args, "amp", None))
 
 

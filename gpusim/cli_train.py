@@ -34,7 +34,8 @@ def cmd_max_batch(a) -> int:
 
     def make(b):
         if a.train:
-            return standard_step(a.model, a.dtype, {**sizes, "batch": b}, a.optimizer)
+            return standard_step(a.model, a.dtype, {**sizes, "batch": b}, a.optimizer,
+                                 getattr(a, "amp", None))
         fn, args, _ = load_model(a.model, "meta", parse_dtype(a.dtype), **{**sizes, "batch": b})
         return fn, args
     try:

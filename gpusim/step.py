@@ -126,17 +126,49 @@ def make_optimizer(name: str, params):
     raise UserError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
-def step_graph(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw"):
+def step_graph(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw",
+               amp=None):
     """The captured graph of :func:`standard_step`: what ``predict --train`` and a
     training sweep predict."""
     from .capture import capture
-    fn, fargs = standard_step(model_name, dtype, sizes, optimizer)
+    fn, fargs = standard_step(model_name, dtype, sizes, optimizer, amp)
     return capture(fn, fargs, name=f"{model_name} training step ({optimizer})")
 
 
-def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw"):
+def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw",
+                  amp=None):
     """``(step_fn, args)``: the standard training step of a built-in or zoo model (module
-    docstring: which loss)."""
+    docstring: which loss). ``amp`` (``"bf16"``/``"fp16"``): the loss under
+    ``torch.autocast("cuda")``, and for fp16 a ``torch.amp.GradScaler("cuda")`` that scales
+    the loss and steps the optimizer, as the training zoo measures it."""
+    import torch
+
+    from .amp import GpuAutocast, amp_dtype
+    adt = amp_dtype(amp)
+    if adt is not None:
+        with GpuAutocast():         # enabled as on a GPU (it disables itself without one)
+            scaler = torch.amp.GradScaler("cuda") if adt == torch.float16 else None
+        inner = _standard_step(model_name, dtype, sizes, optimizer)
+        fn, args = inner
+        opt = fn.opt
+
+        def step(*a):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=adt):
+                loss = fn.loss(*a)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            return loss.detach()
+        return step, args
+    return _standard_step(model_name, dtype, sizes, optimizer)
+
+
+def _standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw"):
     import torch
 
     from .models import load_model, parse_dtype
@@ -155,45 +187,38 @@ def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str =
         target = torch.randint(0, 1000, (args[0].shape[0],), device=args[0].device)
         loss_fn = torch.nn.CrossEntropyLoss()
 
-        def step(x, y):
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss.detach()
-        return step, (args[0], target)
+        def loss(x, y):
+            return loss_fn(model(x), y)
+        return _fp32_step(opt, loss), (args[0], target)
     if hf and (cls.endswith("ForCausalLM") or cls.endswith("LMHeadModel")):
-        def step(ids):
-            opt.zero_grad(set_to_none=True)
-            loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            opt.step()
-            return loss.detach()
-        return step, (args[0],)
+        def loss(ids):
+            return model(input_ids=ids, labels=ids).loss
+        return _fp32_step(opt, loss), (args[0],)
     if hf and cls.endswith("ForConditionalGeneration"):
-        def step(ids, mask, labels):
-            opt.zero_grad(set_to_none=True)
-            loss = model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels,
+        def loss(ids, mask, labels):
+            return model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels,
                          labels=labels).loss
-            loss.backward()
-            opt.step()
-            return loss.detach()
-        return step, tuple(args)
+        return _fp32_step(opt, loss), tuple(args)
     if hf:          # an encoder without a head: the mean of its fp32 last hidden state
-        def step(ids, mask):
-            opt.zero_grad(set_to_none=True)
-            loss = model(input_ids=ids, attention_mask=mask)[0].float().mean()
-            loss.backward()
-            opt.step()
-            return loss.detach()
-        return step, tuple(args)[:2]
+        def loss(ids, mask):
+            return model(input_ids=ids, attention_mask=mask)[0].float().mean()
+        return _fp32_step(opt, loss), tuple(args)[:2]
 
-    def step(*a):
-        opt.zero_grad(set_to_none=True)
+    def loss(*a):
         out = model(*a)
         out = out[0] if isinstance(out, (tuple, list)) else out
-        loss = out.float().pow(2).mean()
+        return out.float().pow(2).mean()
+    return _fp32_step(opt, loss), tuple(args)
+
+
+def _fp32_step(opt, loss_fn):
+    """``zero_grad(set_to_none=True)``, ``loss_fn(*a)``, ``backward()``, ``opt.step()``; the
+    step carries ``opt`` and ``loss`` for :func:`standard_step`'s autocast step."""
+    def step(*a):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(*a)
         loss.backward()
         opt.step()
         return loss.detach()
-    return step, tuple(args)
+    step.opt, step.loss = opt, loss_fn
+    return step

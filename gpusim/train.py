@@ -46,7 +46,9 @@ from collections import defaultdict
 
 import torch
 
+from .amp import GpuAutocast
 from .pycalls import HostReads, TorchCalls
+from .train_amp import LiveAutocast, half_to_float, scaler_patch
 from .train_fx import TrainDispatch, cuda_batch_norm, drop_host_ops, split_conv_backward
 
 #: the module (the package attribute ``gpusim.capture`` is the function)
@@ -452,17 +454,19 @@ def trace_step(fn, args=()):
         params, buffers = dict(zip(pkeys, plist)), dict(zip(bkeys, blist))
         for p in plist:
             p.grad = None
-        with state.swapped(params, buffers, list(slist)), torch.enable_grad(), TrainDispatch(), counts:
+        with state.swapped(params, buffers, list(slist)), torch.enable_grad(), TrainDispatch(), \
+                counts, live:
             out = fn(*a)
         return out, [p.grad for p in plist if p.grad is not None]
 
     def count(module, inputs):
         calls[0] += 1
     phases = _Phases()
+    live = LiveAutocast()
     hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
     quiet = capture._quiet_fake_tensor_logger()
     try:
-        with phases, HostReads():
+        with phases, HostReads(), GpuAutocast(), scaler_patch(phases._mark):
             gm = make_fx(pure, tracing_mode="fake", pre_dispatch=False,
                          _allow_non_fake_inputs=True)(
                 [state.params[k] for k in pkeys], [state.buffers[k] for k in bkeys],
@@ -478,10 +482,15 @@ def trace_step(fn, args=()):
             p.grad = None
     phases.label(gm.graph)
     drop_host_ops(gm)
+    if live.casts:
+        half_to_float(gm)
     split_conv_backward(gm)
     cuda_batch_norm(gm)
     gm.meta["module_calls"] = calls[0]
     gm.meta["torch_calls"] = counts.calls
+    gm.meta["autocast_casts"] = live.casts
+    alive = {n.name for n in gm.graph.nodes}
+    gm.meta["py_deaths"] = {k: v for k, v in live.deaths.items() if k in alive and v in alive}
     names = [f"p:{k}" for k in pkeys] + [f"b:{k}" for k in bkeys] + [f"s:{k}" for k in snames]
     flat = capture._flatten_tensors(([state.params[k] for k in pkeys],
                                      [state.buffers[k] for k in bkeys], stensors, fargs), [])
@@ -498,6 +507,9 @@ def capture_step(fn, args=(), name: str | None = None) -> "capture.Captured":
     gm, flat, names, phases = trace_step(fn, args)
     label = name or getattr(fn, "__name__", type(fn).__name__)
     graph = capture.fx_to_opgraph(gm, label, names)
+    if gm.meta.get("py_deaths"):        # autocast's cached weight copies
+        from .lifetimes import python_frees
+        graph.meta["py_free"] = python_frees(gm, graph, gm.meta["py_deaths"])
     for n in graph.g.nodes:
         a = graph.g.nodes[n]
         a["phase"] = phases.get(a.get("fx_name", n), "forward")

@@ -1,0 +1,127 @@
+"""AMP training steps: torch.autocast and GradScaler in a traced step (gpusim.train_amp)."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gpusim
+from gpusim.amp import GpuAutocast
+from gpusim.step import kernel_phases
+
+
+def _step(amp):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10)).to("meta")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    with GpuAutocast():
+        scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=amp or torch.float32, enabled=amp is not None):
+            loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss.detach()
+    x = torch.empty(64, 256, device="meta")
+    y = torch.empty(64, dtype=torch.long, device="meta")
+    return step, (x, y)
+
+
+
+@pytest.fixture(scope="module")
+def preds():
+    return {k: gpusim.predict(*_step(dt), gpu="h100")
+            for k, dt in (("fp32", None), ("bf16", torch.bfloat16), ("fp16", torch.float16))}
+
+
+def _kernels(pred, phase):
+    ph = kernel_phases(pred)
+    return [k for k, p in zip(pred.kernels, ph) if p == phase]
+
+
+def test_forward_has_cast_kernels_and_lower_precision_matmuls(preds):
+    names = lambda p, ph: " ".join(k.name for k in _kernels(p, ph))  # noqa: E731
+    assert "_to_copy" not in names(preds["fp32"], "forward")
+    for amp in ("bf16", "fp16"):
+        fwd = names(preds[amp], "forward")
+        assert "_to_copy" in fwd, fwd
+        # the backward casts the fp16/bf16 weight gradients back to fp32
+        assert "_to_copy" in names(preds[amp], "backward")
+    # mixed precision is faster than fp32 on the matmuls
+    assert preds["bf16"].train["phases"]["forward"]["device_us"] < \
+        preds["fp32"].train["phases"]["forward"]["device_us"]
+
+
+def test_master_weights_grads_and_optimizer_stay_fp32(preds):
+    for amp in ("bf16", "fp16"):
+        t = preds[amp].train
+        assert t["weights_bytes"] == preds["fp32"].train["weights_bytes"]
+        assert t["gradient_bytes"] == preds["fp32"].train["gradient_bytes"]
+        assert t["optimizer_state_bytes"] == preds["fp32"].train["optimizer_state_bytes"]
+
+
+def test_grad_scaler_kernels_only_for_fp16(preds):
+    def opt_names(p):
+        return " ".join(k.name for k in _kernels(p, "optimizer"))
+    fp16 = opt_names(preds["fp16"])
+    assert "non_finite_check_and_unscale" in fp16 and "_amp_update_scale_" in fp16, fp16
+    assert "_local_scalar_dense" in fp16                  # the host reads found_inf
+    assert "_amp_update_scale_" not in preds["bf16"].graph.g
+    assert "non_finite" not in opt_names(preds["bf16"])
+    assert preds["fp16"].train["phases"]["optimizer"]["kernels"] > \
+        preds["bf16"].train["phases"]["optimizer"]["kernels"]
+
+
+def test_weight_cast_cache_held_in_forward(preds):
+    # autocast's weight cache: one bf16 copy per parameter, held to the end of the autocast
+    # region (the forward's end), not freed after its last forward use
+    p = preds["bf16"]
+    g = p.graph.g
+    weight_casts = {n for n in g.nodes if n.startswith("_to_copy")
+                    and g.nodes[n]["phase"] == "forward"
+                    and any(g.nodes[s]["kind"] == "input" and "." in s for s in g.predecessors(n))}
+    assert len(weight_casts) == 4       # 2 weights, 2 biases, cast once each
+    frees = p.graph.meta["py_free"]
+    assert set(frees) == weight_casts
+    assert {g.nodes[frees[c]]["phase"] for c in weight_casts} == {"forward"}
+    copies = sum(p.graph.g.nodes[c]["bytes_written"] for c in weight_casts)
+    assert p.train["phases"]["forward"]["peak_bytes"] >= p.train["weights_bytes"] + copies
+
+
+def test_cli_train_amp_one_liners():
+    for amp in ("bf16", "fp16"):
+        r = subprocess.run([sys.executable, "-m", "gpusim", "predict", "linear_relu_layernorm",
+                            "--train", "--amp", amp, "--gpu", "h100"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "training step" in r.stdout and "optimizer" in r.stdout
+
+
+def test_softmax_in_autocast_reads_16_bit_writes_fp32():
+    # autocast's fp32_set_opt_dtype: softmax of a bf16 value returns fp32, with no cast
+    # kernel on CUDA (_softmax(x, dim, half_to_float=True))
+    lin = torch.nn.Linear(64, 64).to("meta")
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.softmax(lin(x), dim=-1).sum()
+        loss.backward()
+        opt.step()
+    p = gpusim.predict(step, (torch.empty(32, 64, device="meta"),), gpu="h100")
+    g = p.graph.g
+    sm = [n for n in g.nodes if n.startswith("_softmax") and "backward" not in n]
+    assert len(sm) == 1 and g.nodes[sm[0]]["dtype"] == "float32"
+    src = list(g.predecessors(sm[0]))
+    assert [g.nodes[s]["dtype"] for s in src] == ["bfloat16"], src
