@@ -444,6 +444,12 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
                    gemm=est["gemm"], contiguous=contiguous)
+        if est["kind"] == "norm" and in_tensors and in_tensors[0].device.type == "cuda":
+            # whether the norm's input is laid out as its shape says (a strided one: layer
+            # norm copies it first, eval batch norm walks no NCHW planes). CUDA traces
+            # only (as :func:`_plain`): a meta trace keeps NCHW strides where cuDNN
+            # returns channels-last (ConvNeXt's permuted layer norms copy nothing on a GPU)
+            g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())
         if est["kind"] == "conv":
             g.nodes[n.name]["layout"] = _conv_layout(in_tensors)
         elif est["kind"] == "attention":

@@ -36,6 +36,7 @@ from validation.records import read_records, run_set
 from validation.stats import FAMILIES, _cell, _stats, ape
 
 RUN_SET = "broad"
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 HALVES = ("dev", "held")
 BROAD_FAMILIES = FAMILIES + ("other",)
 
@@ -185,7 +186,7 @@ def _line(label: str, s: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.broad_accuracy")
     ap.add_argument("--gpu", default="h100")
-    ap.add_argument("--results", default="validation/results")
+    ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--cached", action="store_true",
                     help="score the stored predictions (broad_predictions.json) instead of "
                          "re-capturing every model and rewriting them")
