@@ -445,10 +445,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
                    gemm=est["gemm"], contiguous=contiguous)
         if est["kind"] == "norm" and in_tensors and in_tensors[0].device.type == "cuda":
-            # whether the norm's input is laid out as its shape says (a strided one: layer
-            # norm copies it first, eval batch norm walks no NCHW planes). CUDA traces
-            # only (as :func:`_plain`): a meta trace keeps NCHW strides where cuDNN
-            # returns channels-last (ConvNeXt's permuted layer norms copy nothing on a GPU)
+            # CUDA traces only, as _plain: meta traces keep NCHW where cuDNN returns NHWC
             g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())
         if est["kind"] == "conv":
             g.nodes[n.name]["layout"] = _conv_layout(in_tensors)

@@ -292,6 +292,9 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     impl = "library" if kind == "norm" else "aten"
     main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")
     if name in LAYER_NORMS and a.get("input_contiguous") is False:
+        # (``input_contiguous``: set on CUDA traces only, where the strides are cuDNN's
+        # real layouts; a meta trace keeps NCHW where cuDNN returns channels-last, and
+        # ConvNeXt's permuted layer norms copy nothing on a GPU)
         # ATen's layer norm runs on a contiguous copy of a strided input
         # (``input.expect_contiguous()``): a ViT without a class token keeps the patch
         # embedding's transposed strides through its residual stream, so every block's
