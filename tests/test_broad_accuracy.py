@@ -68,3 +68,47 @@ def test_broad_accuracy_not_worse_than_thresholds(preds):
             for cat, stats in cats.items():
                 worse += worse_than(rep[label][h]["all"][cat], stats, f"h100 broad {label} {h} {cat}")
     fail_if_worse(worse, "broad-sample accuracy")
+
+
+def test_layer_norm_of_strided_input_copies_and_autocast_batch_norm_has_no_prep():
+    """The broad sample's rules on tiny models: under autocast a layer norm of a
+    transposed input runs after a copy (meta traces are left as they were), and an eval
+    batch norm over fp32 parameters is one cuDNN kernel."""
+    import torch
+
+    from gpusim.capture import capture
+    from gpusim.hardware import load_spec
+    from gpusim.lower import lower
+    spec = load_spec("h100-sxm-calibrated")
+
+    class T(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(64)
+
+        def forward(self, x):
+            return self.ln(x.transpose(1, 2))
+
+    x = torch.randn(8, 64, 32, device="meta")
+    roles = lambda g: [(k.role, g.g.nodes[k.ops[0]]["op"]) for k in lower(g, "eager", spec=spec).kernels]  # noqa: E731
+    amp = roles(capture(T().to("meta"), (x,), amp="fp16"))
+    assert ("aux", "aten.layer_norm.default") in amp
+    assert ("aux", "aten.layer_norm.default") not in roles(capture(T().to("meta"), (x,)))
+    bn = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).eval().to("meta")
+    img = torch.randn(4, 3, 16, 16, device="meta")
+    ks = [k for k in lower(capture(bn, (img,), amp="fp16"), "eager", spec=spec).kernels
+          if "batch_norm" in k.ops[0]]
+    assert [k.role for k in ks] == ["main"]
+    half = lower(capture(bn.half(), (img.half(),)), "eager", spec=spec).kernels
+    assert sum("batch_norm" in k.ops[0] and k.role == "aux" for k in half) == 2
+
+
+def test_attention_is_priced_in_whole_tiles():
+    from gpusim.cost import attention_flops
+    from gpusim.hardware import load_spec
+    spec = load_spec("h100-sxm-calibrated")
+    a = {"shape": (2, 4, 197, 64), "flops": 0.0,
+         "sdpa": {"q_len": 197, "kv_len": 197, "head_dim": 64, "head_dim_v": 64}}
+    tq, tkv = spec.attention_tile_q, spec.attention_tile_kv
+    q, kv = -(-197 // tq) * tq, -(-197 // tkv) * tkv
+    assert attention_flops(a, spec) == attention_flops(a) * q * kv / 197 ** 2 > attention_flops(a)
