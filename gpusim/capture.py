@@ -447,6 +447,9 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
                    gemm=est["gemm"], contiguous=contiguous)
+        if est["kind"] == "norm" and in_tensors and in_tensors[0].device.type == "cuda":
+            # CUDA traces only, as _plain: meta traces keep NCHW where cuDNN returns NHWC
+            g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())
         if est["kind"] == "conv":
             g.nodes[n.name]["layout"] = _conv_layout(in_tensors)
         elif est["kind"] == "attention":

@@ -239,16 +239,23 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         fixed_us=spec.kernel_fixed_us, us=us, bound=bound, unit=unit)
 
 
-def attention_flops(a: dict) -> float:
+def attention_flops(a: dict, spec=None) -> float:
     """FLOPs of the two products over the full score matrix (cuDNN's causal kernel takes
-    as long as the full one in the sweeps), from the node's SDPA facts."""
+    as long as the full one in the sweeps), from the node's SDPA facts; with ``spec``'s
+    attention tiles, over whole tiles (ViT's 197 tokens cost as 256 queries x 256 keys
+    with 128 x 64 tiles: broad H100 AMP records, 164 us per ViT-B/16 attention at batch
+    256 against 97 us untiled)."""
     s = a.get("sdpa") or {}
     if not s:
         return float(a["flops"])
     b = numel(main_shape(a["shape"])[:-2]) if a.get("shape") else 1
+    q, kv = s["q_len"], s["kv_len"]
+    tq, tkv = (getattr(spec, "attention_tile_q", None), getattr(spec, "attention_tile_kv", None))
+    q = math.ceil(q / tq) * tq if tq else q
+    kv = math.ceil(kv / tkv) * tkv if tkv else kv
     # the backward's five products (gpusim.train_ops.sdpa_backward_flops): 2.5x
     bwd = 2.5 if packet_name(a["op"]).endswith("_backward") else 1.0
-    return bwd * 2.0 * b * s["q_len"] * s["kv_len"] * (s["head_dim"] + s["head_dim_v"])
+    return bwd * 2.0 * b * q * kv * (s["head_dim"] + s["head_dim_v"])
 
 
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:
@@ -351,7 +358,7 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     elif v in ("attention", "attention_mask"):
         eff = spec.attention_mask_efficiency if v == "attention_mask" else spec.attention_efficiency
         if eff:
-            comp = attention_flops(a) / (spec.peak_flops("fp16_tc") * eff) * 1e6
+            comp = attention_flops(a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6
             floor = spec.attention_min_us or floor
     return _retimed(est, spec, mem, comp, floor, variant=v)
 
@@ -383,8 +390,12 @@ def plane_padding(a: dict) -> float:
     norms sweep: 7x7 planes at 0.18 (fp32) and 0.09 (16-bit) of bandwidth against 0.67
     and 0.47 at 112x112."""
     shape = main_shape(a.get("shape"))
-    if len(shape) != 4 or not a.get("contiguous", True):
-        return 1.0              # channels-last: no planes (the sweep measured NCHW)
+    if len(shape) != 4 or not a.get("input_contiguous"):
+        # channels-last: no planes (the sweep measured NCHW). The input's own layout
+        # decides, known on CUDA traces only (``input_contiguous``; the node's
+        # ``contiguous``, every operand at the output's shape, is false for any batch
+        # norm, whose weights and statistics are [C] vectors)
+        return 1.0
     plane = shape[2] * shape[3] * DTYPE_BYTES.get(a["dtype"], 4)
     return math.ceil(plane / WARP_LOAD_BYTES) * WARP_LOAD_BYTES / plane if plane else 1.0
 
@@ -417,6 +428,10 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
     a = graph.g.nodes[kernel.ops[0]]
     eff = spec.mem_efficiency if kernel.impl == "generated" else (spec.layout_transform_efficiency
                                                                    or spec.mem_efficiency)
+    if kernel.variant == "strided_copy":
+        # ATen's copy of a strided tensor to a contiguous one: a permuting copy, the
+        # class of cuDNN's layout transforms (a transposed read per element)
+        eff = spec.layout_transform_efficiency or spec.aten_strided_efficiency * spec.mem_efficiency
     if kernel.variant == "conv_bias":
         # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
         # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)

@@ -24,7 +24,9 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
   ``conv_stem_tflops``). Patchify stems take the transform path even at batch 1.
 * **Eval batch norm** is a separate, slow kernel (cuDNN ``bn_fw_inf`` in fp32, ATen
   ``batch_norm_transform_input`` in 16-bit, which first runs two tiny kernels that
-  compute scale and shift): class ``bn_eval``.
+  compute scale and shift; under autocast, 16-bit input with fp32 parameters, cuDNN's
+  ``bn_fw_inf`` alone): class ``bn_eval``. ATen's layer norm copies a strided input to a
+  contiguous one first (an ``aux`` permuting copy).
 * **Misaligned 16-bit GEMMs**: when N or K breaks 16-byte alignment (not a multiple of
   8 elements) cuBLAS falls back to an ``align1`` CUTLASS kernel (``cutlass::Kernel2``)
   at a fraction of the tensor-core rate (class ``align1``): the GPT-2 LM head (N=50257).
@@ -296,8 +298,13 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
                     Kernel((n,), "library", role="aux", bytes=2.0 * out)]
         return [main]
     if kind == "norm" and is_eval_batch_norm(a["op"]):
+        # 16-bit parameters are converted for cuDNN first (two small kernels); under
+        # autocast the parameters stay fp32 and cuDNN takes them as they are (broad H100
+        # AMP records: one bn_fw_inf kernel per batch norm, nothing before it)
+        ins = list(a.get("inputs") or ())
+        params_half = len(ins) < 2 or graph.g.nodes[ins[1]].get("dtype") in HALF_DTYPES
         prep = [Kernel((n,), "aten", role="aux", bytes=0.0) for _ in range(2)] \
-            if a["dtype"] in HALF_DTYPES else []
+            if a["dtype"] in HALF_DTYPES and params_half else []
         return prep + [Kernel((n,), "library", variant="bn_eval")]
     name = packet_name(a["op"])
     if name in SCALAR_CONSTANTS and not a.get("shape") and all(
@@ -310,7 +317,19 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # .cpp: ``result = self.clone(); result.masked_fill_(...)``): a device copy first
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
-    return [Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")]
+    main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")
+    if name in LAYER_NORMS and a.get("input_contiguous") is False:
+        # (``input_contiguous``: set on CUDA traces only, where the strides are cuDNN's
+        # real layouts; a meta trace keeps NCHW where cuDNN returns channels-last, and
+        # ConvNeXt's permuted layer norms copy nothing on a GPU)
+        # ATen's layer norm runs on a contiguous copy of a strided input
+        # (``input.expect_contiguous()``): a ViT without a class token keeps the patch
+        # embedding's transposed strides through its residual stream, so every block's
+        # norms copy (broad H100 AMP records: a direct_copy elementwise_kernel before each
+        # vectorized_layer_norm_kernel of vit_base_patch16_siglip_384)
+        xb = next(iter(a["reads"].values()), a["bytes_written"])
+        return [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy"), main]
+    return [main]
 
 
 def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:

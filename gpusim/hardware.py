@@ -64,7 +64,8 @@ FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_effi
               "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
               "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
               "attention_mask_efficiency", "conv_simt_efficiency", "mta_efficiency")
-INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n")
+INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n", "attention_tile_q",
+        "attention_tile_kv")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
 
 
@@ -81,6 +82,9 @@ OPTIONAL_MODEL += LEASE_MODEL
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",
                    "weight_transform_us", "layer_norm_row_ns", "layer_norm_row_ns_16bit")
+#: the query and key/value tile of the GPU's 16-bit fused attention kernel (cuDNN's
+#: ``..._64x128x64_...``): a sequence is computed in whole tiles
+OPTIONAL_MODEL += ("attention_tile_q", "attention_tile_kv")
 #: the eager kernel-class figures validation/fit_dispatch.py fits on one GPU's sweep: a
 #: GPU's own, or None (gpusim.cost's neutral law for the class); never another GPU's
 CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
@@ -176,6 +180,8 @@ class GPUSpec:
     attention_efficiency: float | None = None
     attention_mask_efficiency: float | None = None
     attention_min_us: float | None = None
+    attention_tile_q: int | None = None
+    attention_tile_kv: int | None = None
     # steady-state wall of a full stream over its profiled kernel sum (gaps between
     # kernels, clocks under sustained load); None: the kernel sum (factor 1)
     stream_busy_factor: float | None = None
@@ -315,7 +321,7 @@ def parse_spec(data: dict, path: str, builtin: bool = False) -> GPUSpec:
                                          data["compute"]["compute_capability"])
     for k in OPTIONAL_MODEL:
         if k in data["model"]:
-            vals[k] = fig("model", k, data["model"][k])
+            vals[k] = fig("model", k, data["model"][k], integer=k in INTS)
     if vals["kernel_min_us"] <= 0:
         raise SpecError(f"{path}: field [model].kernel_min_us must be positive")
     return GPUSpec(name=data["name"], display_name=data["display_name"], source=source,

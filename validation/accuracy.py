@@ -285,13 +285,15 @@ def main(a) -> int:
     else:
         print(full_markdown(rep, zoo))
     if getattr(a, "update_readme", None):
-        from validation.docs import accuracy_page, published_markdown, summary_markdown, update_docs
+        from validation.docs import (accuracy_page, broad_markdown, published_markdown,
+                                     summary_markdown, update_docs)
         holdout = None
         if zoo is not None and "h100" in zoo:
             from validation.holdout_accuracy import holdout_markdown, holdout_report
             holdout = holdout_markdown(holdout_report(a.results or RESULTS_DIR, "h100"))
         page = update_docs(a.update_readme, summary_markdown(zoo, rep),
-                           accuracy_page(full_markdown(rep, zoo), holdout, published_markdown()))
+                           accuracy_page(full_markdown(rep, zoo), holdout, published_markdown(),
+                                         broad_markdown()))
         print(f"updated the accuracy summary in {a.update_readme} and the tables in {page}",
               file=sys.stderr)
     return 0

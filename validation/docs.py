@@ -145,11 +145,38 @@ def published_markdown() -> str | None:
     return markdown(summary) if summary else None
 
 
-def accuracy_page(full: str, holdout: str | None, published: str | None = None) -> str:
-    """``docs/accuracy.md``: the head, every table, the held-out and published tables."""
+BROAD_HEAD = """## Broad sample (H100, AMP fp16)
+
+127 models measured once on an H100 (`validation/results/h100/broad.jsonl.gz`, 2026-11-25,
+`python3 -m validation.broad_run`): timm models sampled by a hash of their names and
+Hugging Face models built from transformers' config classes, one batch each (256 images,
+or text 64 x 256 tokens; some batches halved to fit the probe's time), eager, fp32
+weights under `torch.autocast("cuda", torch.float16)`, predicted with `amp="fp16"`.
+The sample is split by a hash of the model name into a *dev* half (looked at to find
+missing rules) and a *held* half (reported only); nothing is fitted on either. Scored by
+`python3 -m validation.broad_accuracy` (its stored predictions,
+`validation/results/h100/broad_predictions.json`); signed device median < 0: gpusim
+predicts faster than measured; activation peak: above the pre-call baseline.
+"""
+
+
+def broad_markdown() -> str | None:
+    """The broad sample's table from its stored predictions, or None if never scored."""
+    from validation.broad_accuracy import RESULTS, broad_report, load_predictions
+    from validation.broad_accuracy import broad_markdown as table
+    preds = load_predictions(RESULTS, "h100")
+    return table(broad_report(preds)) if preds else None
+
+
+def accuracy_page(full: str, holdout: str | None, published: str | None = None,
+                  broad: str | None = None) -> str:
+    """``docs/accuracy.md``: the head, every table, the held-out, broad and published
+    tables."""
     parts = [ACCURACY_HEAD, full]
     if holdout:
         parts += ["", HOLDOUT_HEAD, holdout]
+    if broad:
+        parts += ["", BROAD_HEAD, broad]
     if published:
         parts += ["", PUBLISHED_HEAD, published]
     return "\n".join(parts).rstrip() + "\n"

@@ -111,10 +111,14 @@ def zoo_available() -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
-           amp: str | None = None):
-    from gpusim import zoo            # optional extra
+           amp: str | None = None, hf_config: str | None = None):
     from gpusim.capture import capture
     from gpusim.models import parse_dtype
+    if model.startswith("hfcfg:"):    # a broad row's Hugging Face model, from its own config
+        from validation.broad_run import BroadZoo
+        zoo = BroadZoo.from_row({"hf_config": json.loads(hf_config), "family": None})
+    else:
+        from gpusim import zoo            # optional extra
     fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
                          channels_last=channels_last, **dict(sizes))
     return capture(fn, args, name=model, compiling=compiling, amp=amp)
@@ -123,11 +127,14 @@ def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling:
 def record_graph(rec: dict):
     """The record's model captured on meta tensors, along the code path its run took
     (``torch.compile``'s for compiled and CUDA-graph runs), under autocast for an AMP
-    row (``amp``: ``"bf16"``/``"fp16"``, an fp32 model). Zoo rows
+    row (``amp``: ``"bf16"``/``"fp16"``, an fp32 model); a broad row's ``hfcfg:`` model
+    from the row's own ``hf_config`` (:meth:`validation.broad_run.BroadZoo.from_row`). Zoo rows
     hold no graph (it is the zoo entry's), so scoring re-captures it: a change to capture
     or lowering shows in the figures."""
+    hf = rec.get("hf_config")
     return _graph(rec["model"], tuple(sorted(rec["sizes"].items())), rec["dtype"],
-                  bool(rec.get("channels_last")), rec["run"] != "eager", rec.get("amp"))
+                  bool(rec.get("channels_last")), rec["run"] != "eager", rec.get("amp"),
+                  json.dumps(hf, sort_keys=True) if hf else None)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,114 @@
+"""CI guard on the broad H100 sample under AMP (validation.broad_accuracy): the stored
+predictions (``validation/results/h100/broad_predictions.json``) cover every record, are
+what today's gpusim predicts (a few rows re-captured), and score no worse than
+``validation/broad_thresholds.json``. Needs the zoo extra."""
+
+import json
+import os
+
+import pytest
+
+from validation.broad_accuracy import (RESULTS, RUN_SET, broad_report, load_predictions,
+                                       predict_row, spec_names)
+from validation.records import read_records, run_set, zoo_available
+from validation.stats import fail_if_worse, worse_than
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+THRESHOLDS = os.path.join(ROOT, "validation", "broad_thresholds.json")
+#: re-captured to prove the stored predictions current: a CNN, a Hugging Face config
+#: model, a ViT whose layer norms copy their strided input, batch norm on 7x7 planes
+RECHECK = ("timm:test_mambaout", "hfcfg:distilbert", "timm:vit_base_patch32_siglip_gap_256",
+           "timm:shvit_s1")
+
+pytestmark = pytest.mark.skipif(not zoo_available(), reason="zoo extra not installed")
+
+
+@pytest.fixture(scope="module")
+def preds():
+    p = load_predictions(RESULTS, "h100")
+    assert p is not None, "no stored predictions: run python3 -m validation.broad_accuracy"
+    return p
+
+
+def test_every_broad_record_is_predicted(preds):
+    recs = [r for r in read_records(run_set(RESULTS, "h100", RUN_SET))
+            if not r.get("failed") and r.get("kernel_sum_us")]
+    assert len(recs) >= 127
+    assert sorted(r["case_id"] for r in recs) == sorted(r["case"] for r in preds["rows"])
+
+
+def test_stored_predictions_are_current(preds):
+    """A change to capture, lowering or cost that moves these rows must re-run
+    ``python3 -m validation.broad_accuracy`` (which rewrites the stored predictions)."""
+    from gpusim.hardware import load_spec
+    recs = {r["model"]: r for r in read_records(run_set(RESULTS, "h100", RUN_SET))}
+    stored = {r["model"]: r for r in preds["rows"]}
+    specs = {label: load_spec(n) for label, n in spec_names("h100").items()}
+    stale = []
+    for m in RECHECK:
+        now = predict_row(recs[m], specs)
+        for label, p in stored[m]["pred"].items():
+            if (abs(now["pred"][label]["device_us"] - p["device_us"]) > 1e-3 * p["device_us"]
+                    or now["pred"][label]["kernels"] != p["kernels"]):
+                stale.append(f"{m} {label}: {now['pred'][label]} != stored {p}")
+        if now["pred_peak"] != stored[m]["pred_peak"]:
+            stale.append(f"{m} peak {now['pred_peak']} != stored {stored[m]['pred_peak']}")
+    assert not stale, "stored broad predictions are stale (re-run python3 -m " \
+        "validation.broad_accuracy):\n" + "\n".join(stale)
+
+
+def test_broad_accuracy_not_worse_than_thresholds(preds):
+    with open(THRESHOLDS) as f:
+        limits = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+    rep = broad_report(preds)
+    assert not rep["failed"], f"models gpusim no longer captures: {rep['failed']}"
+    worse = []
+    for label, halves in limits.items():
+        for h, cats in halves.items():
+            for cat, stats in cats.items():
+                worse += worse_than(rep[label][h]["all"][cat], stats, f"h100 broad {label} {h} {cat}")
+    fail_if_worse(worse, "broad-sample accuracy")
+
+
+def test_layer_norm_of_strided_input_copies_and_autocast_batch_norm_has_no_prep():
+    """The broad sample's rules on tiny models: under autocast a layer norm of a
+    transposed input runs after a copy (meta traces are left as they were), and an eval
+    batch norm over fp32 parameters is one cuDNN kernel."""
+    import torch
+
+    from gpusim.capture import capture
+    from gpusim.hardware import load_spec
+    from gpusim.lower import lower
+    spec = load_spec("h100-sxm-calibrated")
+
+    class T(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(64)
+
+        def forward(self, x):
+            return self.ln(x.transpose(1, 2))
+
+    x = torch.randn(8, 64, 32, device="meta")
+    roles = lambda g: [(k.role, g.g.nodes[k.ops[0]]["op"]) for k in lower(g, "eager", spec=spec).kernels]  # noqa: E731
+    amp = roles(capture(T().to("meta"), (x,), amp="fp16"))
+    assert ("aux", "aten.layer_norm.default") in amp
+    assert ("aux", "aten.layer_norm.default") not in roles(capture(T().to("meta"), (x,)))
+    bn = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).eval().to("meta")
+    img = torch.randn(4, 3, 16, 16, device="meta")
+    ks = [k for k in lower(capture(bn, (img,), amp="fp16"), "eager", spec=spec).kernels
+          if "batch_norm" in k.ops[0]]
+    assert [k.role for k in ks] == ["main"]
+    half = lower(capture(bn.half(), (img.half(),)), "eager", spec=spec).kernels
+    assert sum("batch_norm" in k.ops[0] and k.role == "aux" for k in half) == 2
+
+
+def test_attention_is_priced_in_whole_tiles():
+    from gpusim.cost import attention_flops
+    from gpusim.hardware import load_spec
+    spec = load_spec("h100-sxm-calibrated")
+    a = {"shape": (2, 4, 197, 64), "flops": 0.0,
+         "sdpa": {"q_len": 197, "kv_len": 197, "head_dim": 64, "head_dim_v": 64}}
+    tq, tkv = spec.attention_tile_q, spec.attention_tile_kv
+    q, kv = -(-197 // tq) * tq, -(-197 // tkv) * tkv
+    assert attention_flops(a, spec) == attention_flops(a) * q * kv / 197 ** 2 > attention_flops(a)
