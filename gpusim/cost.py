@@ -254,7 +254,7 @@ def attention_flops(a: dict, spec=None) -> float:
     q = math.ceil(q / tq) * tq if tq else q
     kv = math.ceil(kv / tkv) * tkv if tkv else kv
     # the backward's five products (gpusim.train_ops.sdpa_backward_flops): 2.5x
-    bwd = 2.5 if packet_name(a["op"]).endswith("_backward") else 1.0
+    bwd = 2.5 if packet_name(a.get("op", "")).endswith("_backward") else 1.0
     return bwd * 2.0 * b * q * kv * (s["head_dim"] + s["head_dim_v"])
 
 

@@ -115,7 +115,7 @@ def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling:
     from gpusim.capture import capture
     from gpusim.models import parse_dtype
     if model.startswith("hfcfg:"):    # a broad row's Hugging Face model, from its own config
-        from validation.broad_run import BroadZoo
+        from validation.broad_zoo import BroadZoo
         zoo = BroadZoo.from_row({"hf_config": json.loads(hf_config), "family": None})
     else:
         from gpusim import zoo            # optional extra
@@ -128,7 +128,7 @@ def record_graph(rec: dict):
     """The record's model captured on meta tensors, along the code path its run took
     (``torch.compile``'s for compiled and CUDA-graph runs), under autocast for an AMP
     row (``amp``: ``"bf16"``/``"fp16"``, an fp32 model); a broad row's ``hfcfg:`` model
-    from the row's own ``hf_config`` (:meth:`validation.broad_run.BroadZoo.from_row`). Zoo rows
+    from the row's own ``hf_config`` (:meth:`validation.broad_zoo.BroadZoo.from_row`). Zoo rows
     hold no graph (it is the zoo entry's), so scoring re-captures it: a change to capture
     or lowering shows in the figures."""
     hf = rec.get("hf_config")
