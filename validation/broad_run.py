@@ -44,8 +44,8 @@ import sys
 import time
 from dataclasses import replace
 
-from validation.zoo_run import (Case, ModelCache, autocast_call, one_line, run_case,
-                                time_limit, write_record)
+from validation.zoo_run import (Case, ModelCache, autocast_call, one_line, print_summary,
+                                run_case, time_limit, write_record)
 
 SLOW_S = 0.25          # the fastest probe call slower than this halves the batch
 PROBE_CALLS = 3         # at most this many probe calls ...
@@ -185,6 +185,16 @@ def _free(cache: ModelCache, device: str) -> None:
         torch.cuda.empty_cache()
 
 
+def _halved_after_oom(e: Exception, case, cache, device):
+    """The case at half its batch after an out-of-memory error ``e`` (memory freed first);
+    any other error, or a batch that cannot halve, is raised again."""
+    nxt = halved(case) if is_oom(e) else None
+    if nxt is None:
+        raise e
+    _free(cache, device)
+    return nxt
+
+
 def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
     """Probe (halving the batch on OOM or a slow call), then :func:`zoo_run.run_case`
     (an OOM there halves the batch and starts again from the probe)."""
@@ -193,11 +203,7 @@ def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
             calls, probe_batch = probe(case, zoo, cache, device), case.sizes["batch"]
             t = min(calls)
         except Exception as e:  # noqa: BLE001
-            nxt = halved(case) if is_oom(e) else None
-            if nxt is None:
-                raise
-            _free(cache, device)
-            case = nxt
+            case = _halved_after_oom(e, case, cache, device)
             continue
         if t > SLOW_S and halved(case) is not None:
             k = min(int(math.ceil(math.log2(t / SLOW_S))), int(math.log2(case.sizes["batch"] / MIN_BATCH)))
@@ -208,11 +214,7 @@ def measure_case(case: Case, zoo, cache: ModelCache, device: str) -> dict:
         try:
             rec = run_case(case, zoo, cache, device)
         except Exception as e:  # noqa: BLE001
-            nxt = halved(case) if is_oom(e) else None
-            if nxt is None:
-                raise
-            _free(cache, device)
-            case = nxt
+            case = _halved_after_oom(e, case, cache, device)
             continue
         break
     rec["build_s"] = case.extra.get("build_s", rec.get("build_s"))   # built by the probe
@@ -368,10 +370,7 @@ def main(argv=None) -> int:
     measure.require_cuda()
     print(f"broad_run: {len(cases)} cases, deadline {a.deadline_s} s", flush=True)
     s = run(a.out, cases, a.deadline_s, "cuda", BroadZoo(), t_start, a.case_timeout_s)
-    print(f"broad_run: {len(s['done'])} done, {len(s['failed'])} failed, "
-          f"{len(s['not_reached'])} not reached, {time.time() - t_start:.0f} s", flush=True)
-    for k, v in s["failed"].items():
-        print(f"  failed {k}: {v}")
+    print_summary("broad_run", s, t_start)
     return 0
 
 

@@ -65,7 +65,8 @@ import time
 
 from validation.train_step import OPTIMIZERS, PHASES, build_step, loss_name, num_classes
 from validation.zoo_run import (Case, ModelCache, _flags, done_ids, next_case, one_line,
-                                tensor_bytes, time_limit, weight_bytes, write_record)
+                                print_summary, tensor_bytes, time_limit, weight_bytes,
+                                write_record)
 
 SCHEMA_VERSION = 1
 #: models and their two sizes, small first: conv nets, a ViT, an encoder, decoders, an
@@ -491,10 +492,7 @@ def main(argv=None) -> int:
           f"{', competitors' if a.competitors else ''}", flush=True)
     s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, "cuda", zoo_mod, t_start,
             a.case_timeout_s, a.competitors)
-    print(f"train_run: {len(s['done'])} done, {len(s['failed'])} failed, "
-          f"{len(s['not_reached'])} not reached, {time.time() - t_start:.0f} s", flush=True)
-    for k, v in s["failed"].items():
-        print(f"  failed {k}: {v}")
+    print_summary("train_run", s, t_start)
     return 0
 
 

@@ -637,11 +637,16 @@ def main(argv=None) -> int:
     print(f"zoo_run: {len(cases)} cases, deadline {a.deadline_s} s, compiled {compiled}", flush=True)
     s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, device, a.cache_gb,
             zoo_mod, t_start, a.warm_only)
-    print(f"zoo_run: {len(s['done'])} done, {len(s['failed'])} failed, "
+    print_summary("zoo_run", s, t_start)
+    return 0
+
+
+def print_summary(prog: str, s: dict, t_start: float) -> None:
+    """The end of a harness run: cases done, failed (each with its reason), not reached."""
+    print(f"{prog}: {len(s['done'])} done, {len(s['failed'])} failed, "
           f"{len(s['not_reached'])} not reached, {time.time() - t_start:.0f} s", flush=True)
     for k, v in s["failed"].items():
         print(f"  failed {k}: {v}")
-    return 0
 
 
 if __name__ == "__main__":
