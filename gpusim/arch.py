@@ -36,11 +36,22 @@ FACTS = ("name", "tensor_core_dtypes", "cudnn_conv_tf32", "matmul_tf32", "mma_fa
 SAME_ARCH_RULE = "same-architecture rule"
 #: Memory-bound library kernel classes (layout transforms, eval batch norm, ATen's
 #: strided/reduction/norm kernels, skinny GEMMs, fp32 gemv) on any GPU without its own
-#: calibration: the DRAM stream and what the SMs keep in flight, in series,
-#: ``1/A = 1/(mem_efficiency x bandwidth) + 1/(SMs x clock x k)``, ``k`` per class from the
-#: calibrated GPUs (``validation/derive_specs.py``, which also gives its leave-one-GPU-out
-#: error against copying a fraction). Replaces the same-architecture copy for these classes.
+#: calibration: the DRAM stream and what the SMs keep in flight, combined as
+#: ``A^-p = (mem_efficiency x bandwidth)^-p + (SMs x clock x k)^-p``, ``k`` per class from
+#: the calibrated GPUs (``validation/derive_specs.py``, which also gives its
+#: leave-one-GPU-out error against copying a fraction). The exponent ``p``
+#: (``rule_constant("bandwidth_sm", "exponent")``) is measured: 12 classes timed on 8 to
+#: 132 SMs of one GPU (CUDA green contexts, ``validation/sm_scaling.py``) bend from the SMs'
+#: limit to the stream's more sharply than two limits in series (``p = 1``) do.
 BANDWIDTH_LATENCY_RULE = "bandwidth-latency rule"
+#: Large tensor-core GEMMs on a GPU without its own calibration: a kernel reaches ``e0`` of
+#: the peak of the SMs it runs on when the GPU's whole tensor rate ``R`` is small, and less
+#: as ``R`` grows, ``1/e = 1/e0 + R/C`` (``rule_constant("tensor_load", ...)``). Measured on
+#: 8 to 132 SMs of an H100 and an H200 (green contexts): 0.95 on 8 SMs, 0.77 on 132, alike on
+#: both (so not DRAM, of which the H200 has 1.43x). Assumption, stated: what caps the whole
+#: chip (power, L2) scales with the tensor rate as it does on Hopper; GPUs of low tensor rate
+#: (V100, T4, GA102) sit near ``e0`` whatever ``C`` is.
+TENSOR_LOAD_RULE = "tensor-load rule"
 #: CUDA-core kernel classes bound by what each SM issues, not by DRAM or by the fp32 lanes
 #: (ATen's NCHW fp32 depthwise kernel, ``conv_depthwise2d_forward_kernel``; cuDNN's dense
 #: fp32 convolutions without TF32, sm80-built implicit-GEMM and FFT kernels): the class
@@ -99,11 +110,38 @@ def table() -> Mapping[str, Arch]:
     """Every generation, ``{"sm_70": Arch, ...}``, from the files under ``hwspecs/arch``."""
     out = {}
     for path in sorted(arch_dir().glob("*.toml")):
+        if path.name == RULES_FILE:
+            continue
         with open(path, "rb") as f:
             data = tomllib.load(f)
         for sm, row in data.items():
             out[sm] = _row(path, sm, row)
     return MappingProxyType(out)
+
+
+RULES_FILE = "rules.toml"
+
+
+@functools.lru_cache(maxsize=None)
+def _rules() -> Mapping[str, Any]:
+    path = arch_dir() / RULES_FILE
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def rule_constant(section: str, key: str) -> float:
+    """A cross-generation rule's fitted constant (``hwspecs/arch/rules.toml``, written with
+    its provenance by ``validation/fit_sm_scaling.py``)."""
+    try:
+        fig = _rules()[section][key]
+    except KeyError:
+        raise SpecError(f"{arch_dir() / RULES_FILE}: no [{section}].{key}") from None
+    return float(fig["value"])
+
+
+def rule_provenance(section: str, key: str) -> tuple[str, str]:
+    fig = _rules()[section][key]
+    return fig["source"], fig["ref"]
 
 
 def sm_name(compute_capability: float) -> str:
@@ -139,4 +177,5 @@ def attention_backend(spec, dtype: str) -> str:
     return order[0] if order else "math"
 
 
-__all__ = ["Arch", "SAME_ARCH_RULE", "BANDWIDTH_LATENCY_RULE", "SM_CYCLE_RULE", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]
+__all__ = ["Arch", "SAME_ARCH_RULE", "BANDWIDTH_LATENCY_RULE", "SM_CYCLE_RULE",
+           "TENSOR_LOAD_RULE", "rule_constant", "rule_provenance", "arch_of", "attention_backend", "cudnn_conv_tf32", "table"]

@@ -12,8 +12,8 @@ tensors internal to the group cost nothing. Its time is a roofline with a fixed 
   activations from outside) are cold. The rule is order-free on purpose, so that a
   partition's device time is a sum over its kernels (which exact search relies on).
 * ``t_compute``: GEMM-like FLOPs (matmul, conv, attention) over the peak of the unit
-  that runs them times ``matmul_efficiency`` times a tile/wave-quantisation efficiency;
-  other FLOPs over the CUDA-core peak times ``cuda_core_efficiency``.
+  that runs them times ``matmul_efficiency`` (``matmul_tc_efficiency`` on tensor cores
+  where a spec has it) times a tile/wave-quantisation efficiency; other FLOPs over the CUDA-core peak times ``cuda_core_efficiency``.
 
 Units follow PyTorch's defaults: float32 matmuls run on CUDA cores (TF32 off,
 ``torch.backends.cuda.matmul.allow_tf32 = False``) while float32 convolutions run on
@@ -175,6 +175,15 @@ def gemm_flops_effective(a: dict) -> float:
     return a["flops"] * (0.5 if g.get("causal") else 1.0)
 
 
+
+def matmul_efficiency(spec, unit: str) -> float:
+    """Large GEMMs' fraction of ``unit``'s peak: the tensor-core figure where the spec has
+    one (``matmul_tc_efficiency``, derived by the tensor-load rule on datasheet specs), else
+    ``matmul_efficiency`` (a calibration's median over the units, or the assumed figure)."""
+    if unit.endswith("_tc") and spec.matmul_tc_efficiency is not None:
+        return spec.matmul_tc_efficiency
+    return spec.matmul_efficiency
+
 def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOptions(),
                    name: str | None = None) -> KernelEstimate:
     """Predict one kernel made of ``members`` (node names) on ``spec``."""
@@ -214,7 +223,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         if a["kind"] in GEMM_KINDS and a.get("gemm"):
             u = unit_for(a["kind"], a["gemm"].get("unit_dtype", a["dtype"]), spec, opts)
             q = quantisation_efficiency(a["gemm"], spec)
-            comp_s += gemm_flops_effective(a) / (spec.peak_flops(u) * spec.matmul_efficiency * q)
+            comp_s += gemm_flops_effective(a) / (spec.peak_flops(u) * matmul_efficiency(spec, u) * q)
             unit, kind = u, a["kind"]
         else:
             u = "fp64" if a["dtype"] == "float64" else "fp32"
@@ -345,7 +354,7 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             # cuBLAS gemv: streams the weight; no output tiles to quantise
             mem = est.mem_us * spec.mem_efficiency / (spec.gemv_fp32_efficiency or spec.gemm_mem_efficiency
                                                       or spec.mem_efficiency)
-            comp = a["flops"] / (spec.peak_flops(unit) * spec.matmul_efficiency) * 1e6
+            comp = a["flops"] / (spec.peak_flops(unit) * matmul_efficiency(spec, unit)) * 1e6
         elif v == "gemm_lt" and unit == "fp32":
             g = a["gemm"]
             comp = comp * quantisation_efficiency(g, spec) / quantisation_efficiency(g, spec, split_k=False)

@@ -54,7 +54,8 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops",
                   "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
                   "attention_efficiency", "attention_mask_efficiency", "attention_min_us",
-                  "gemv_fp32_efficiency", "conv_simt_efficiency", "mta_efficiency")
+                  "gemv_fp32_efficiency", "conv_simt_efficiency", "mta_efficiency",
+                  "matmul_tc_efficiency")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -63,7 +64,8 @@ FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_effi
               "depthwise_aten_efficiency", "depthwise_efficiency", "depthwise_efficiency_16bit",
               "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
               "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
-              "attention_mask_efficiency", "conv_simt_efficiency", "mta_efficiency")
+              "attention_mask_efficiency", "conv_simt_efficiency", "mta_efficiency",
+              "matmul_tc_efficiency")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n", "attention_tile_q",
         "attention_tile_kv")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
@@ -169,6 +171,9 @@ class GPUSpec:
     # (groups == 1): nominal FLOPs over the fp32 peak
     conv_simt_efficiency: float | None = None
     mta_efficiency: float | None = None      # multi-tensor-apply (optimizer) streams
+    # large tensor-core GEMMs, of the tensor-core peak (gpusim.arch.TENSOR_LOAD_RULE on
+    # datasheet specs); None: matmul_efficiency, which then covers every unit
+    matmul_tc_efficiency: float | None = None
     conv_min_us: float | None = None            # floor of cuDNN conv kernels
     conv_stem_us: float | None = None           # stem conv (< 8 input channels): fixed time
     conv_stem_tflops: float | None = None       # stem conv: rate (TFLOP/s, absolute)

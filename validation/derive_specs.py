@@ -4,15 +4,18 @@ whose ref names the rule, its inputs and its leave-one-GPU-out error.
 
 The rule: a memory-bound library kernel class (cuDNN's layout transforms, eval batch
 norm, ATen's strided/reduction/norm kernels, skinny GEMMs' weight stream, fp32 gemv)
-reaches a bandwidth set by two limits in series, the DRAM stream (``mem_efficiency`` x
-peak bandwidth) and what the SMs keep in flight (SMs x clock x ``k`` bytes per SM-cycle,
-``k`` a property of the class's kernel): ``1 / A = 1 / (e B) + 1 / (S f k)``. ``k`` is
-solved from each calibrated GPU's measured fraction; a GPU gets the mean ``k`` of the
-calibrated GPUs other than itself. It is why the H200 (43% more bandwidth than the H100,
-the same SMs and clock) measured lower fractions of its bandwidth for every such class.
-Leave one GPU out (H100 <-> H200, the 10 classes both ways) the rule's fraction is off by
-a median 6.4% against 22.8% for copying the other GPU's fraction
-(:func:`leave_one_out`). Classes tied to the tensor cores or to absolute times, cuDNN's
+reaches a bandwidth set by two limits, the DRAM stream (``mem_efficiency`` x peak
+bandwidth) and what the SMs keep in flight (SMs x clock x ``k`` bytes per SM-cycle, ``k`` a
+property of the class's kernel): ``A^-p = (e B)^-p + (S f k)^-p``, the exponent ``p``
+measured on green-context sweeps (``hwspecs/arch/rules.toml``,
+``validation/fit_sm_scaling.py``). ``k`` is solved from each calibrated GPU's measured
+fraction; a GPU gets the mean ``k`` of the calibrated GPUs other than itself. It is why
+the H200 (43% more bandwidth than the H100, the same SMs and clock) measured lower
+fractions of its bandwidth for every such class (:func:`leave_one_out` gives the error
+leave one GPU out against copying the other GPU's fraction).
+
+Large tensor-core GEMMs get ``matmul_tc_efficiency`` by the tensor-load rule
+(:data:`gpusim.arch.TENSOR_LOAD_RULE`) at the spec's fp16 tensor peak. Classes tied to the tensor cores or to absolute times, cuDNN's
 depthwise kernels and fp32 attention are not derived across generations: they stay at the
 neutral law there. ATen's NCHW fp32 depthwise kernel, bound by the SMs and not by DRAM,
 gets its FLOPs per SM-cycle (:data:`gpusim.arch.SM_CYCLE_RULE`, ``SM_FIELDS``). Nothing
@@ -29,7 +32,8 @@ import re
 import statistics
 import sys
 
-from gpusim.arch import BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE
+from gpusim.arch import (BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE, TENSOR_LOAD_RULE,
+                         rule_constant, rule_provenance)
 from gpusim.hardware import builtin_dir, canonical_names, figure_line, load_spec
 
 FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
@@ -39,7 +43,11 @@ FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficien
 #: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
 SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency")
 #: refs of earlier rules' lines this script replaces
-OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE)
+OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE, TENSOR_LOAD_RULE)
+
+
+def _p() -> float:
+    return rule_constant("bandwidth_sm", "exponent")
 
 
 def _issue(s) -> float:
@@ -50,9 +58,10 @@ def _issue(s) -> float:
 def k_of(spec, field: str) -> float | None:
     """Bytes per SM-cycle the class keeps in flight on ``spec`` (None: the class reaches
     the DRAM stream itself)."""
+    p = _p()
     a = getattr(spec, field) * spec.bandwidth_gbs
-    gap = 1.0 / a - 1.0 / (spec.mem_efficiency * spec.bandwidth_gbs)
-    return None if gap <= 0 else 1.0 / (_issue(spec) * gap)
+    gap = a ** -p - (spec.mem_efficiency * spec.bandwidth_gbs) ** -p
+    return None if gap <= 0 else gap ** (-1.0 / p) / _issue(spec)
 
 
 def fraction(spec, k: float | None) -> float:
@@ -60,7 +69,8 @@ def fraction(spec, k: float | None) -> float:
     stream = spec.mem_efficiency * spec.bandwidth_gbs
     if k is None:
         return spec.mem_efficiency
-    return 1.0 / (1.0 / stream + 1.0 / (_issue(spec) * k)) / spec.bandwidth_gbs
+    p = _p()
+    return (stream ** -p + (_issue(spec) * k) ** -p) ** (-1.0 / p) / spec.bandwidth_gbs
 
 
 def flops_per_sm_cycle(spec, field: str) -> float:
@@ -144,8 +154,9 @@ def derived_lines(target, cals) -> dict[str, str]:
         v = round(fraction(target, k), 4)
         inputs = ", ".join(f"{c.name}: {getattr(c, f):.4g} -> k {kk:.3g}" if kk else
                            f"{c.name}: at the stream" for c, kk in ks)
-        ref = (f"{BANDWIDTH_LATENCY_RULE} (gpusim.arch.BANDWIDTH_LATENCY_RULE): 1/A = "
-               f"1/(mem_efficiency x bandwidth) + 1/(SMs x clock x k), k the class's bytes per "
+        ref = (f"{BANDWIDTH_LATENCY_RULE} (gpusim.arch.BANDWIDTH_LATENCY_RULE): A^-p = "
+               f"(mem_efficiency x bandwidth)^-p + (SMs x clock x k)^-p, p {_p():g} "
+               f"(hwspecs/arch/rules.toml, green-context sweeps), k the class's bytes per "
                f"SM-cycle from the calibrated GPUs ({inputs}; mean k "
                f"{k if k else float('inf'):.3g}; validation/derive_specs.py); leave one GPU out "
                f"(H100 <-> H200) the rule is off by {rule_err:.1f}% median against "
@@ -165,7 +176,25 @@ def derived_lines(target, cals) -> dict[str, str]:
                f"fraction: the two have the same SMs, clock and lanes; what they show is that "
                f"1.43x the bandwidth leaves the rate unchanged); untested across generations")
         out[f] = figure_line(f, round(sm_fraction(target, k), 4), "derived", ref)
+    out["matmul_tc_efficiency"] = tensor_load_line(target)
     return out
+
+
+def tensor_load_efficiency(spec) -> float:
+    """Large tensor-core GEMMs' fraction of ``spec``'s tensor peak by the tensor-load rule."""
+    e0, c = rule_constant("tensor_load", "e0"), rule_constant("tensor_load", "shared_tflops")
+    return 1.0 / (1.0 / e0 + spec.peak_tflops["fp16_tc"] / c)
+
+
+def tensor_load_line(spec) -> str:
+    e0, c = rule_constant("tensor_load", "e0"), rule_constant("tensor_load", "shared_tflops")
+    v = round(tensor_load_efficiency(spec), 4)
+    ref = (f"{TENSOR_LOAD_RULE} (gpusim.arch.TENSOR_LOAD_RULE): 1/e = 1/e0 + R/C, R the fp16 "
+           f"dense tensor peak {spec.peak_tflops['fp16_tc']:g} TFLOP/s, e0 {e0:g} and C {c:g} "
+           f"TFLOP/s (hwspecs/arch/rules.toml: {rule_provenance('tensor_load', 'e0')[1][:160]}...); "
+           f"assumes the kernels this GPU runs reach the per-SM fraction Hopper's do when the "
+           f"chip is lightly loaded; uncertainty about +-10%")
+    return figure_line("matmul_tc_efficiency", v, "derived", ref)
 
 
 def rewrite(path, lines: dict[str, str]) -> str:
