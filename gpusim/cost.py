@@ -316,7 +316,15 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         if row_ns and shape:
             mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
-    elif v == "conv":
+    elif v in BN_TRAIN_CLASSES:
+        eff = _bn_train_efficiency(spec, kernel, a["dtype"])
+        if eff:
+            # training batch norm (cuDNN's bn_fw_tr / bn_bw; ATen's native kernels for bf16):
+            # the node's bytes at the class's fitted fraction of the bandwidth, none from L2
+            # (validation/fit_train.py on the training records)
+            mem = est.bytes / (eff * spec.bandwidth) * 1e6
+        return _retimed(est, spec, mem, comp, spec.reduction_min_us or floor, variant=v)
+    elif v in ("conv", "conv_dgrad", "conv_wgrad"):
         if (spec.conv_simt_efficiency and unit_for("conv", a["dtype"], spec, opts) == "fp32"
                 and _groups(graph, a) == 1):
             # cuDNN's fp32 CUDA-core kernels (implicit GEMM, FFT): their own class, not a
@@ -324,6 +332,9 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = a["flops"] / (spec.peak_flops("fp32") * spec.conv_simt_efficiency) * 1e6
         else:
             comp = comp * (spec.conv_efficiency_scale or 1.0)
+        # cuDNN's backward-data and backward-filter kernels: the forward law times the
+        # direction's fitted scale (validation/fit_train.py; None: the forward's)
+        comp = comp * (_conv_backward_scale(spec, v) or 1.0)
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
@@ -363,9 +374,38 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     return _retimed(est, spec, mem, comp, floor, variant=v)
 
 
+#: training batch-norm kernel classes (gpusim.dispatch.batch_norm_train_kernels): forward
+#: with batch statistics, and backward
+BN_TRAIN_CLASSES = ("bn_train", "bn_backward")
+
+
+def _bn_train_efficiency(spec, kernel, dtype: str) -> float | None:
+    """The spec's fraction of the bandwidth for a training batch-norm kernel: cuDNN's
+    (``impl`` ``library``) by direction and dtype, or ATen's native kernels (bf16)."""
+    fwd = kernel.variant == "bn_train"
+    if kernel.impl != "library":
+        return spec.bn_native_train_efficiency if fwd else spec.bn_native_backward_efficiency
+    if dtype in HALF_DTYPES:
+        return spec.bn_train_efficiency_16bit if fwd else spec.bn_backward_efficiency_16bit
+    return spec.bn_train_efficiency if fwd else spec.bn_backward_efficiency
+
+
+def _conv_backward_scale(spec, variant: str) -> float | None:
+    """The spec's time scale of a backward convolution class over the forward conv law."""
+    return {"conv_dgrad": spec.conv_dgrad_efficiency_scale,
+            "conv_wgrad": spec.conv_wgrad_efficiency_scale}.get(variant)
+
+
+def _conv_operands(a: dict) -> list:
+    """A convolution node's input and weight: its first two inputs, or for a
+    ``convolution_backward(grad_out, input, weight, ...)`` node its second and third."""
+    ins = list(a.get("inputs") or a["reads"])
+    return ins[1:3] if packet_name(a.get("op", "")) == "convolution_backward" else ins[:2]
+
+
 def _groups(graph: OpGraph, a: dict) -> int:
     """A convolution node's groups: input channels over the weight's."""
-    ins = list(a.get("inputs") or a["reads"])
+    ins = _conv_operands(a)
     if len(ins) < 2:
         return 1
     x = main_shape(graph.g.nodes[ins[0]].get("shape"))
@@ -374,8 +414,9 @@ def _groups(graph: OpGraph, a: dict) -> int:
 
 
 def _filter_taps(graph: OpGraph, a: dict) -> int:
-    """kh x kw of a convolution node's weight (its second input)."""
-    ins = list(a.get("inputs") or a["reads"])
+    """kh x kw of a convolution node's weight (a backward node's too: not its input's
+    H x W, which priced a ConvNeXt step's 7x7 depthwise backward at 100 us a kernel)."""
+    ins = _conv_operands(a)
     w = main_shape(graph.g.nodes[ins[1]].get("shape")) if len(ins) > 1 else ()
     return int(w[2] * w[3]) if len(w) == 4 else 1
 
@@ -432,6 +473,11 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
         # ATen's copy of a strided tensor to a contiguous one: a permuting copy, the
         # class of cuDNN's layout transforms (a transposed read per element)
         eff = spec.layout_transform_efficiency or spec.aten_strided_efficiency * spec.mem_efficiency
+    if kernel.variant in BN_TRAIN_CLASSES:
+        # a native batch norm's statistics pass (bf16): the class's stream; without a
+        # figure, ATen's norm kernels' (as the pass's main kernel)
+        eff = _bn_train_efficiency(spec, kernel, a["dtype"]) or spec.mem_efficiency * (
+            spec.aten_norm_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.aten_norm_efficiency)
     if kernel.variant == "conv_bias":
         # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
         # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)
