@@ -317,12 +317,12 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
     elif v in BN_TRAIN_CLASSES:
-        eff = _bn_train_efficiency(spec, kernel, a["dtype"])
+        eff, ch_us = bn_train_figures(spec, kernel, a["dtype"])
         if eff:
             # training batch norm (cuDNN's bn_fw_tr / bn_bw; ATen's native kernels for bf16):
-            # the node's bytes at the class's fitted fraction of the bandwidth, none from L2
-            # (validation/fit_train.py on the training records)
-            mem = est.bytes / (eff * spec.bandwidth) * 1e6
+            # channel waves (bn_train_us), figures fitted by validation/fit_train.py on the
+            # training records
+            mem = bn_train_us(est.bytes, _bn_channels(a), eff, ch_us or 0.0, spec)
         return _retimed(est, spec, mem, comp, spec.reduction_min_us or floor, variant=v)
     elif v in ("conv", "conv_dgrad", "conv_wgrad"):
         if (spec.conv_simt_efficiency and unit_for("conv", a["dtype"], spec, opts) == "fp32"
@@ -332,9 +332,8 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = a["flops"] / (spec.peak_flops("fp32") * spec.conv_simt_efficiency) * 1e6
         else:
             comp = comp * (spec.conv_efficiency_scale or 1.0)
-        # cuDNN's backward-data and backward-filter kernels: the forward law times the
-        # direction's fitted scale (validation/fit_train.py; None: the forward's)
-        comp = comp * (_conv_backward_scale(spec, v) or 1.0)
+        # cuDNN's backward-data and backward-filter kernels (conv_dgrad, conv_wgrad): the
+        # forward law on their own implicit GEMMs (no fitted scale yet: docs/model.md)
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
@@ -379,21 +378,33 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
 BN_TRAIN_CLASSES = ("bn_train", "bn_backward")
 
 
-def _bn_train_efficiency(spec, kernel, dtype: str) -> float | None:
-    """The spec's fraction of the bandwidth for a training batch-norm kernel: cuDNN's
-    (``impl`` ``library``) by direction and dtype, or ATen's native kernels (bf16)."""
-    fwd = kernel.variant == "bn_train"
+def bn_train_figures(spec, kernel, dtype: str) -> tuple:
+    """The spec's (fraction of the bandwidth, per-channel µs) for a training batch-norm
+    kernel: cuDNN's (``impl`` ``library``) by direction and dtype, or ATen's native ones."""
+    d = "train" if kernel.variant == "bn_train" else "backward"
     if kernel.impl != "library":
-        return spec.bn_native_train_efficiency if fwd else spec.bn_native_backward_efficiency
-    if dtype in HALF_DTYPES:
-        return spec.bn_train_efficiency_16bit if fwd else spec.bn_backward_efficiency_16bit
-    return spec.bn_train_efficiency if fwd else spec.bn_backward_efficiency
+        base, suffix = f"bn_native_{d}", ""
+    else:
+        base, suffix = f"bn_{d}", "_16bit" if dtype in HALF_DTYPES else ""
+    return getattr(spec, f"{base}_efficiency{suffix}"), getattr(spec, f"{base}_channel_us{suffix}")
 
 
-def _conv_backward_scale(spec, variant: str) -> float | None:
-    """The spec's time scale of a backward convolution class over the forward conv law."""
-    return {"conv_dgrad": spec.conv_dgrad_efficiency_scale,
-            "conv_wgrad": spec.conv_wgrad_efficiency_scale}.get(variant)
+def bn_train_us(nbytes: float, channels: int, eff: float, channel_us: float, spec) -> float:
+    """Memory time of a training batch-norm kernel: cuDNN and ATen run a block per channel
+    (its whole N x H x W plane: statistics, or the gradient's two sums and the input
+    gradient), the channels in waves over the SMs; a wave costs ``channel_us`` plus one
+    plane at the SM's share (``eff x bandwidth / SMs``). H100 training records: 16 channels
+    of 8 x 112 x 112 take 93 us (one wave, the GPU mostly idle) where 2,048 of 8 x 7 x 7,
+    half the bytes, take 20 us (16 waves of small planes)."""
+    c = max(1, int(channels))
+    waves = math.ceil(c / spec.sm_count)
+    plane = nbytes / c
+    return waves * (channel_us + plane * spec.sm_count / (eff * spec.bandwidth) * 1e6)
+
+
+def _bn_channels(a: dict) -> int:
+    shape = main_shape(a.get("shape"))
+    return shape[1] if len(shape) >= 2 else 1
 
 
 def _conv_operands(a: dict) -> list:
@@ -473,17 +484,20 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
         # ATen's copy of a strided tensor to a contiguous one: a permuting copy, the
         # class of cuDNN's layout transforms (a transposed read per element)
         eff = spec.layout_transform_efficiency or spec.aten_strided_efficiency * spec.mem_efficiency
+    bn = bn_train_figures(spec, kernel, a["dtype"]) if kernel.variant in BN_TRAIN_CLASSES else (None, None)
     if kernel.variant in BN_TRAIN_CLASSES:
-        # a native batch norm's statistics pass (bf16): the class's stream; without a
-        # figure, ATen's norm kernels' (as the pass's main kernel)
-        eff = _bn_train_efficiency(spec, kernel, a["dtype"]) or spec.mem_efficiency * (
-            spec.aten_norm_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.aten_norm_efficiency)
+        # a native batch norm's statistics pass (bf16): without a figure, ATen's norm
+        # kernels' stream (as the pass's main kernel)
+        eff = spec.mem_efficiency * (spec.aten_norm_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                                     else spec.aten_norm_efficiency)
     if kernel.variant == "conv_bias":
         # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
         # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)
         eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
+    if bn[0]:
+        mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)

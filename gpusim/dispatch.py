@@ -430,7 +430,8 @@ def batch_norm_train_kernels(graph: OpGraph, n: str, Kernel) -> list:
     ins = list(a.get("inputs") or a["reads"])
     xb = float(a["reads"].get(ins[0], 0.0)) if ins else 0.0
     return [Kernel((n,), "aten", role="aux", bytes=xb, variant="bn_train"),
-            Kernel((n,), "aten", role="aux", bytes=0.0), Kernel((n,), "aten", variant="bn_train")]
+            Kernel((n,), "aten", role="aux", bytes=0.0, variant="bn_train"),
+            Kernel((n,), "aten", variant="bn_train")]
 
 
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)

@@ -55,10 +55,12 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
                   "attention_efficiency", "attention_mask_efficiency", "attention_min_us",
                   "gemv_fp32_efficiency", "conv_simt_efficiency", "mta_efficiency",
-                  "conv_dgrad_efficiency_scale", "conv_wgrad_efficiency_scale",
                   "bn_train_efficiency", "bn_train_efficiency_16bit",
                   "bn_backward_efficiency", "bn_backward_efficiency_16bit",
-                  "bn_native_train_efficiency", "bn_native_backward_efficiency")
+                  "bn_native_train_efficiency", "bn_native_backward_efficiency",
+                  "bn_train_channel_us", "bn_train_channel_us_16bit", "bn_backward_channel_us",
+                  "bn_backward_channel_us_16bit", "bn_native_train_channel_us",
+                  "bn_native_backward_channel_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -107,10 +109,11 @@ CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_e
 #: records (validation/results/<gpu>/train.jsonl.gz), not on a microbenchmark sweep: kept
 #: out of CLASS_FIGURES' every-calibrated-spec check because only the H100 has training
 #: records; a GPU without one (the H200) prices the class by its neutral law
-TRAIN_FIGURES = ("mta_efficiency", "conv_dgrad_efficiency_scale", "conv_wgrad_efficiency_scale",
-                 "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
+TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
                  "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
-                 "bn_native_backward_efficiency")
+                 "bn_native_backward_efficiency", "bn_train_channel_us", "bn_train_channel_us_16bit",
+                 "bn_backward_channel_us", "bn_backward_channel_us_16bit",
+                 "bn_native_train_channel_us", "bn_native_backward_channel_us")
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")
@@ -179,19 +182,23 @@ class GPUSpec:
     # (groups == 1): nominal FLOPs over the fp32 peak
     conv_simt_efficiency: float | None = None
     mta_efficiency: float | None = None      # multi-tensor-apply (optimizer) streams
-    # cuDNN's backward convolutions: backward-data (dgrad) and backward-filter (wgrad) kernel
-    # time over the forward conv law's on the same implicit GEMM (None: 1, the forward's)
-    conv_dgrad_efficiency_scale: float | None = None
-    conv_wgrad_efficiency_scale: float | None = None
-    # training batch norm (batch statistics), of DRAM bandwidth: cuDNN's bn_fw_tr / bn_bw
-    # kernels, forward and backward, fp32 and 16-bit apart; ATen's native kernels (bf16,
-    # gpusim.dispatch.cudnn_batch_norm) forward and backward
+    # training batch norm (batch statistics): cuDNN's bn_fw_tr / bn_bw kernels, forward and
+    # backward, fp32 and 16-bit apart; ATen's native kernels (bf16,
+    # gpusim.dispatch.cudnn_batch_norm) forward and backward. A block per channel, the
+    # channels in waves over the SMs: each wave a fixed cost per channel (*_channel_us) and
+    # its planes at the efficiency's share of the bandwidth (gpusim.cost.bn_train_us)
     bn_train_efficiency: float | None = None
     bn_train_efficiency_16bit: float | None = None
     bn_backward_efficiency: float | None = None
     bn_backward_efficiency_16bit: float | None = None
     bn_native_train_efficiency: float | None = None
     bn_native_backward_efficiency: float | None = None
+    bn_train_channel_us: float | None = None
+    bn_train_channel_us_16bit: float | None = None
+    bn_backward_channel_us: float | None = None
+    bn_backward_channel_us_16bit: float | None = None
+    bn_native_train_channel_us: float | None = None
+    bn_native_backward_channel_us: float | None = None
     conv_min_us: float | None = None            # floor of cuDNN conv kernels
     conv_stem_us: float | None = None           # stem conv (< 8 input channels): fixed time
     conv_stem_tflops: float | None = None       # stem conv: rate (TFLOP/s, absolute)
