@@ -325,7 +325,15 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         if row_ns and shape:
             mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
-    elif v == "conv":
+    elif v in BN_TRAIN_CLASSES:
+        eff, ch_us = bn_train_figures(spec, kernel, a["dtype"])
+        if eff:
+            # training batch norm (cuDNN's bn_fw_tr / bn_bw; ATen's native kernels for bf16):
+            # channel waves (bn_train_us), figures fitted by validation/fit_train.py on the
+            # training records
+            mem = bn_train_us(est.bytes, _bn_channels(a), eff, ch_us or 0.0, spec)
+        return _retimed(est, spec, mem, comp, spec.reduction_min_us or floor, variant=v)
+    elif v in ("conv", "conv_dgrad", "conv_wgrad"):
         if (spec.conv_simt_efficiency and unit_for("conv", a["dtype"], spec, opts) == "fp32"
                 and _groups(graph, a) == 1):
             # cuDNN's fp32 CUDA-core kernels (implicit GEMM, FFT): their own class, not a
@@ -333,6 +341,8 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = a["flops"] / (spec.peak_flops("fp32") * spec.conv_simt_efficiency) * 1e6
         else:
             comp = comp * (spec.conv_efficiency_scale or 1.0)
+        # cuDNN's backward-data and backward-filter kernels (conv_dgrad, conv_wgrad): the
+        # forward law on their own implicit GEMMs (no fitted scale yet: docs/model.md)
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
@@ -372,9 +382,50 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     return _retimed(est, spec, mem, comp, floor, variant=v)
 
 
+#: training batch-norm kernel classes (gpusim.dispatch.batch_norm_train_kernels): forward
+#: with batch statistics, and backward
+BN_TRAIN_CLASSES = ("bn_train", "bn_backward")
+
+
+def bn_train_figures(spec, kernel, dtype: str) -> tuple:
+    """The spec's (fraction of the bandwidth, per-channel µs) for a training batch-norm
+    kernel: cuDNN's (``impl`` ``library``) by direction and dtype, or ATen's native ones."""
+    d = "train" if kernel.variant == "bn_train" else "backward"
+    if kernel.impl != "library":
+        base, suffix = f"bn_native_{d}", ""
+    else:
+        base, suffix = f"bn_{d}", "_16bit" if dtype in HALF_DTYPES else ""
+    return getattr(spec, f"{base}_efficiency{suffix}"), getattr(spec, f"{base}_channel_us{suffix}")
+
+
+def bn_train_us(nbytes: float, channels: int, eff: float, channel_us: float, spec) -> float:
+    """Memory time of a training batch-norm kernel: cuDNN and ATen run a block per channel
+    (its whole N x H x W plane: statistics, or the gradient's two sums and the input
+    gradient), the channels in waves over the SMs; a wave costs ``channel_us`` plus one
+    plane at the SM's share (``eff x bandwidth / SMs``). H100 training records: 16 channels
+    of 8 x 112 x 112 take 93 us (one wave, the GPU mostly idle) where 2,048 of 8 x 7 x 7,
+    half the bytes, take 20 us (16 waves of small planes)."""
+    c = max(1, int(channels))
+    waves = math.ceil(c / spec.sm_count)
+    plane = nbytes / c
+    return waves * (channel_us + plane * spec.sm_count / (eff * spec.bandwidth) * 1e6)
+
+
+def _bn_channels(a: dict) -> int:
+    shape = main_shape(a.get("shape"))
+    return shape[1] if len(shape) >= 2 else 1
+
+
+def _conv_operands(a: dict) -> list:
+    """A convolution node's input and weight: its first two inputs, or for a
+    ``convolution_backward(grad_out, input, weight, ...)`` node its second and third."""
+    ins = list(a.get("inputs") or a["reads"])
+    return ins[1:3] if packet_name(a.get("op", "")) == "convolution_backward" else ins[:2]
+
+
 def _groups(graph: OpGraph, a: dict) -> int:
     """A convolution node's groups: input channels over the weight's."""
-    ins = list(a.get("inputs") or a["reads"])
+    ins = _conv_operands(a)
     if len(ins) < 2:
         return 1
     x = main_shape(graph.g.nodes[ins[0]].get("shape"))
@@ -383,8 +434,9 @@ def _groups(graph: OpGraph, a: dict) -> int:
 
 
 def _filter_taps(graph: OpGraph, a: dict) -> int:
-    """kh x kw of a convolution node's weight (its second input)."""
-    ins = list(a.get("inputs") or a["reads"])
+    """kh x kw of a convolution node's weight (a backward node's too: not its input's
+    H x W, which priced a ConvNeXt step's 7x7 depthwise backward at 100 us a kernel)."""
+    ins = _conv_operands(a)
     w = main_shape(graph.g.nodes[ins[1]].get("shape")) if len(ins) > 1 else ()
     return int(w[2] * w[3]) if len(w) == 4 else 1
 
@@ -441,12 +493,20 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
         # ATen's copy of a strided tensor to a contiguous one: a permuting copy, the
         # class of cuDNN's layout transforms (a transposed read per element)
         eff = spec.layout_transform_efficiency or spec.aten_strided_efficiency * spec.mem_efficiency
+    bn = bn_train_figures(spec, kernel, a["dtype"]) if kernel.variant in BN_TRAIN_CLASSES else (None, None)
+    if kernel.variant in BN_TRAIN_CLASSES:
+        # a native batch norm's statistics pass (bf16): without a figure, ATen's norm
+        # kernels' stream (as the pass's main kernel)
+        eff = spec.mem_efficiency * (spec.aten_norm_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                                     else spec.aten_norm_efficiency)
     if kernel.variant == "conv_bias":
         # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
         # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)
         eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
+    if bn[0]:
+        mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)

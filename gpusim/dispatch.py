@@ -43,6 +43,8 @@ kernels (``role`` ``"aux"``, with the bytes they move).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arch import attention_backend, cudnn_conv_tf32
 from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from .ops import is_eval_batch_norm, packet_name
@@ -297,6 +299,8 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
             return [Kernel((n,), "library", role="aux", bytes=out), main,
                     Kernel((n,), "library", role="aux", bytes=2.0 * out)]
         return [main]
+    if kind == "norm" and packet_name(a["op"]) in BATCH_NORM_TRAIN:
+        return batch_norm_train_kernels(graph, n, Kernel)
     if kind == "norm" and is_eval_batch_norm(a["op"]):
         # 16-bit parameters are converted for cuDNN first (two small kernels); under
         # autocast the parameters stay fp32 and cuDNN takes them as they are (broad H100
@@ -363,7 +367,9 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
                                          for _ in range(max(0, k - 1))]
     name = packet_name(a["op"])
     if name == "convolution_backward":
-        return conv_kernels(graph, n, spec, Kernel)
+        return conv_backward_kernels(graph, n, spec, Kernel)
+    if name in BATCH_NORM_BACKWARD:
+        return [Kernel((n,), "library" if cudnn_batch_norm(graph, n) else "aten", variant="bn_backward")]
     if name == "native_layer_norm_backward":
         return [Kernel((n,), "library"),
                 Kernel((n,), "library", role="aux", bytes=float(a["bytes_read"]) / 2)]
@@ -374,6 +380,58 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     if name == "nll_loss_backward":
         return [Kernel((n,), "aten", role="aux", bytes=a["bytes_written"]), Kernel((n,), "aten")]
     return None
+
+
+def conv_backward_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
+    """:func:`conv_kernels` of a backward convolution node, its cuDNN kernel in the class of
+    its direction: ``conv_dgrad`` (backward-data) or ``conv_wgrad`` (backward-filter), priced
+    as the forward conv law times the direction's scale (:func:`gpusim.cost.estimate_kernel`);
+    stems and depthwise convolutions keep their forward classes."""
+    ks = conv_kernels(graph, n, spec, Kernel)
+    c = conv_info(graph, n)
+    if c is None or not c.get("backward"):
+        return ks
+    v = "conv_dgrad" if c["backward"] == "data" else "conv_wgrad"
+    return [replace(k, variant=v) if k.role == "main" and k.variant == "conv" else k for k in ks]
+
+
+#: training-mode batch norm (batch statistics; capture's :func:`gpusim.train_fx.cuda_batch_norm`)
+#: and the batch-norm backward ops
+BATCH_NORM_TRAIN = ("cudnn_batch_norm",)
+BATCH_NORM_BACKWARD = ("native_batch_norm_backward", "cudnn_batch_norm_backward")
+
+
+def cudnn_batch_norm(graph: OpGraph, n: str) -> bool:
+    """Whether PyTorch runs batch-norm node ``n`` (training forward or backward) on cuDNN:
+    not for bfloat16, nor for float16 with float16 parameters (ATen's
+    ``_select_batch_norm_backend``: cuDNN takes fp32, and fp16 input with fp32 parameters,
+    as autocast leaves them); ATen's native kernels otherwise."""
+    a = graph.g.nodes[n]
+    if a["dtype"] == "bfloat16":
+        return False
+    if a["dtype"] != "float16":
+        return True
+    ins = list(a.get("inputs") or a["reads"])
+    # forward (input, weight, ...); backward (grad_out, input, weight, ...)
+    w = ins[2] if packet_name(a["op"]) in BATCH_NORM_BACKWARD else ins[1] if len(ins) > 1 else None
+    return w is None or w not in graph.g or graph.g.nodes[w].get("dtype") == "float32"
+
+
+def batch_norm_train_kernels(graph: OpGraph, n: str, Kernel) -> list:
+    """A training-mode batch norm: cuDNN's one ``bn_fw_tr`` kernel (statistics, running
+    averages and the normalised output), class ``bn_train``; ATen's native path (bf16)
+    runs three (H100 AMP training records: ``batch_norm_collect_statistics_kernel`` reading
+    the input, the running averages' multi-output elementwise kernel over the channels,
+    ``batch_norm_transform_input_kernel``): the statistics pass an ``aux`` kernel of the
+    class over the input's bytes, the running averages a launch."""
+    a = graph.g.nodes[n]
+    if cudnn_batch_norm(graph, n):
+        return [Kernel((n,), "library", variant="bn_train")]
+    ins = list(a.get("inputs") or a["reads"])
+    xb = float(a["reads"].get(ins[0], 0.0)) if ins else 0.0
+    return [Kernel((n,), "aten", role="aux", bytes=xb, variant="bn_train"),
+            Kernel((n,), "aten", role="aux", bytes=0.0, variant="bn_train"),
+            Kernel((n,), "aten", variant="bn_train")]
 
 
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)

@@ -55,7 +55,13 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
                   "attention_efficiency", "attention_mask_efficiency", "attention_min_us",
                   "gemv_fp32_efficiency", "conv_simt_efficiency", "mta_efficiency",
-                  "matmul_tc_efficiency")
+                  "matmul_tc_efficiency",
+                  "bn_train_efficiency", "bn_train_efficiency_16bit",
+                  "bn_backward_efficiency", "bn_backward_efficiency_16bit",
+                  "bn_native_train_efficiency", "bn_native_backward_efficiency",
+                  "bn_train_channel_us", "bn_train_channel_us_16bit", "bn_backward_channel_us",
+                  "bn_backward_channel_us_16bit", "bn_native_train_channel_us",
+                  "bn_native_backward_channel_us")
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -65,7 +71,10 @@ FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_effi
               "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
               "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
               "attention_mask_efficiency", "conv_simt_efficiency", "mta_efficiency",
-              "matmul_tc_efficiency")
+              "matmul_tc_efficiency",
+              "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
+              "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
+              "bn_native_backward_efficiency")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n", "attention_tile_q",
         "attention_tile_kv")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
@@ -102,7 +111,11 @@ CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_e
 #: records (validation/results/<gpu>/train.jsonl.gz), not on a microbenchmark sweep: kept
 #: out of CLASS_FIGURES' every-calibrated-spec check because only the H100 has training
 #: records; a GPU without one (the H200) prices the class by its neutral law
-TRAIN_FIGURES = ("mta_efficiency",)
+TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
+                 "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
+                 "bn_native_backward_efficiency", "bn_train_channel_us", "bn_train_channel_us_16bit",
+                 "bn_backward_channel_us", "bn_backward_channel_us_16bit",
+                 "bn_native_train_channel_us", "bn_native_backward_channel_us")
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")
@@ -174,6 +187,23 @@ class GPUSpec:
     # large tensor-core GEMMs, of the tensor-core peak (gpusim.arch.TENSOR_LOAD_RULE on
     # datasheet specs); None: matmul_efficiency, which then covers every unit
     matmul_tc_efficiency: float | None = None
+    # training batch norm (batch statistics): cuDNN's bn_fw_tr / bn_bw kernels, forward and
+    # backward, fp32 and 16-bit apart; ATen's native kernels (bf16,
+    # gpusim.dispatch.cudnn_batch_norm) forward and backward. A block per channel, the
+    # channels in waves over the SMs: each wave a fixed cost per channel (*_channel_us) and
+    # its planes at the efficiency's share of the bandwidth (gpusim.cost.bn_train_us)
+    bn_train_efficiency: float | None = None
+    bn_train_efficiency_16bit: float | None = None
+    bn_backward_efficiency: float | None = None
+    bn_backward_efficiency_16bit: float | None = None
+    bn_native_train_efficiency: float | None = None
+    bn_native_backward_efficiency: float | None = None
+    bn_train_channel_us: float | None = None
+    bn_train_channel_us_16bit: float | None = None
+    bn_backward_channel_us: float | None = None
+    bn_backward_channel_us_16bit: float | None = None
+    bn_native_train_channel_us: float | None = None
+    bn_native_backward_channel_us: float | None = None
     conv_min_us: float | None = None            # floor of cuDNN conv kernels
     conv_stem_us: float | None = None           # stem conv (< 8 input channels): fixed time
     conv_stem_tflops: float | None = None       # stem conv: rate (TFLOP/s, absolute)

@@ -99,11 +99,40 @@ def test_mta_point_reads_the_profiler_list():
 def test_training_figures_are_fractions_with_their_records():
     """Fitted on the H100 training records only: not a sweep CLASS_FIGURE, a fraction, and
     its ref names the GPU, the script and the records."""
+    spec = load_spec("h100-sxm-calibrated")
     for key in TRAIN_FIGURES:
-        assert key in FRACTIONS and key not in CLASS_FIGURES
-        spec = load_spec("h100-sxm-calibrated")
+        assert (key in FRACTIONS) == ("_channel_us" not in key)
+        assert key not in CLASS_FIGURES
+        if getattr(spec, key) is None:
+            # a per-channel cost fitted at 0 (a spec figure must be positive): none
+            assert "_channel_us" in key
+            continue
         source, ref = spec.provenance[key]
         assert source == "measured" and ref.startswith("NVIDIA H100")
         assert "validation/fit_train.py" in ref and "validation/results/h100/train.jsonl.gz" in ref
         for name in ("h100-sxm", "h200-sxm", "h200-sxm-calibrated", "a100"):
             assert getattr(load_spec(name), key) is None, name
+
+
+def test_training_batch_norm_classes():
+    """Training batch norm: cuDNN's one kernel (fp32, fp16 with fp32 parameters), ATen's
+    native three in bf16; priced by the channel-wave law with the H100's figures, the
+    neutral law (no figures) unchanged from the plain norm kernel."""
+    from gpusim.cost import bn_train_us
+    spec = spec_for("h100")
+    # 16 channels of a big plane: one wave, slower than 2,048 channels of a small one with
+    # more bytes in all
+    assert bn_train_us(19.27e6, 16, 0.39, 0.1, spec) > bn_train_us(38.5e6, 2048, 0.39, 0.1, spec)
+    m = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = m(x)
+        y.float().mean().backward()
+        opt.step()
+    p = gpusim.predict(step, (torch.randn(2, 8, 8, 8),), gpu=spec)
+    bn = [k for k in p.lowering.kernels if k.variant in ("bn_train", "bn_backward")]
+    assert [k.variant for k in bn] == ["bn_train"] * 3 + ["bn_backward"]
+    assert all(k.impl == "aten" for k in bn)

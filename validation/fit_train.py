@@ -14,6 +14,17 @@ datasheet figure, with leave-one-family-out (cnn, vit, encoder, decoder, encdec)
   ``eff = bytes / ((measured - ops x fixed - extra launches x min) x bandwidth)``, the median
   over steps. The records' optimizer phase holds only these kernels.
 
+* ``bn_train_efficiency`` / ``_16bit``, ``bn_backward_efficiency`` / ``_16bit``,
+  ``bn_native_train_efficiency``, ``bn_native_backward_efficiency``: training batch norm
+  (cuDNN's ``bn_fw_tr`` / ``bn_bw`` kernels in fp32 and fp16; ATen's native kernels in
+  bf16), compared per step with the profiler's kernels of the class (:func:`kernel_class`).
+  Each with its ``*_channel_us``: the kernels run a block per channel in waves over the
+  SMs (:func:`gpusim.cost.bn_train_us`), so the pair (on a grid) with the least mean error
+  over the steps.
+
+Only CNN steps hold batch norms, so those classes are scored leaving one model out
+(resnet50, mobilenet_v3_large) instead of one family.
+
 Prints each figure as a spec line (:func:`gpusim.hardware.figure_line`). The predictor never
 imports this module.
 """
@@ -21,13 +32,20 @@ imports this module.
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import hashlib
+import io
 import os
+import pickle
+import re
 import sys
 
-from gpusim.hardware import figure_line, spec_for
+from gpusim.cost import bn_train_us
+from gpusim.graph import main_shape
+from gpusim.hardware import TRAIN_FIGURES, figure_line, spec_for
 from validation.records import read_records
 from validation.stats import _stats, ape
-from validation.train_accuracy import RESULTS, amp_supported, usable
+from validation.train_accuracy import LAYOUT, RESULTS, amp_supported, usable
 
 FAMILIES = ("cnn", "vit", "encoder", "decoder", "encdec")
 DATE = "2026-11-25"
@@ -38,16 +56,81 @@ def _median(xs):
     return xs[len(xs) // 2] if xs else None
 
 
-def predicted_kernels(rec: dict, gpu: str) -> list[dict]:
-    """gpusim's kernels of record ``rec``'s step: phase, class, role and bytes of each."""
-    from gpusim import predict
+#: the profiler's kernel names by class (the first pattern that matches): training batch
+#: norm (cuDNN's and ATen's native kernels), depthwise convolutions (ATen's, cuDNN's
+#: ``*2d_c1_k1*`` and grouped direct kernels), cuDNN's backward-data and backward-filter,
+#: cuDNN's layout transforms (:data:`validation.train_accuracy.LAYOUT`), GEMMs
+KERNEL_CLASSES = (
+    ("bn_backward", re.compile(r"bn_bw|batch_norm_backward")),
+    ("bn_train", re.compile(r"bn_fw_tr|batch_norm_collect_statistics|batch_norm_transform_input"
+                            r"|elementwise_kernel_for_multi_outputs")),
+    ("depthwise", re.compile(r"conv_depthwise2d|depthwise|2d_c1_k1|grouped_direct")),
+    ("conv_dgrad", re.compile(r"dgrad")),
+    ("conv_wgrad", re.compile(r"wgrad|Wgrad")),
+    ("layout", LAYOUT),
+    ("gemm", re.compile(r"gemm|Kernel2|nvjet|splitKreduce|cutlass|xmma")),
+)
+
+
+def kernel_class(name: str) -> str:
+    """The class of a profiled kernel by its name (:data:`KERNEL_CLASSES`; else ``other``)."""
+    for cls, pat in KERNEL_CLASSES:
+        if pat.search(name):
+            return cls
+    return "other"
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a captured graph: its shapes' SymInts as the ints they stand for."""
+
+    def reducer_override(self, obj):
+        import torch
+        for t, f in ((torch.SymInt, int), (torch.SymFloat, float), (torch.SymBool, bool)):
+            if isinstance(obj, t):
+                return f, (f(obj),)
+        return NotImplemented
+
+
+def step_graph(rec: dict, cache: str | None = None):
+    """Record ``rec``'s step captured as :mod:`validation.train_accuracy` does; with
+    ``cache``, kept there (a capture takes 10-60 s; pricing it a fraction of a second)."""
+    from gpusim.capture import capture
     from gpusim.step import standard_step
+    path = None
+    if cache:
+        os.makedirs(cache, exist_ok=True)
+        path = os.path.join(cache, hashlib.sha1(rec["case_id"].encode()).hexdigest()[:16] + ".pkl")
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                return pickle.load(f)
     kw = {"amp": rec.get("amp")} if rec.get("amp") else {}
     fn, args = standard_step(rec["model"], "float32", rec["sizes"], rec["optimizer"], **kw)
-    p = predict(fn, args, gpu=gpu)
+    g = capture(fn, args)
+    if path:
+        buf = io.BytesIO()
+        _Pickler(buf).dump(g)
+        with open(path + ".tmp", "wb") as f:
+            f.write(buf.getvalue())
+        os.replace(path + ".tmp", path)
+    return g
+
+
+def _channels(a: dict) -> int:
+    shape = main_shape(a.get("shape"))
+    return int(shape[1]) if len(shape) >= 2 else 1
+
+
+def predicted_kernels(rec: dict, gpu, cache: str | None = None) -> list[dict]:
+    """gpusim's kernels of record ``rec``'s step on ``gpu`` (a name or a spec): phase,
+    class, role, impl, dtype, bytes, memory and compute time of each."""
+    from gpusim import predict
+    p = predict(step_graph(rec, cache), gpu=gpu)
     g = p.graph.g
     return [{"phase": g.nodes[k.ops[0]].get("phase", "forward"), "variant": k.variant,
-             "role": k.role, "bytes": float(e.bytes), "us": float(e.us)}
+             "role": k.role, "impl": k.impl, "dtype": g.nodes[k.ops[0]]["dtype"],
+             "kind": g.nodes[k.ops[0]]["kind"], "bytes": float(e.bytes), "us": float(e.us),
+             "mem_us": float(e.mem_us), "comp_us": float(e.compute_us),
+             "channels": _channels(g.nodes[k.ops[0]])}
             for k, e in zip(p.lowering.kernels, p.kernels)]
 
 
@@ -81,43 +164,145 @@ def fit_mta(points: list[dict], spec) -> float | None:
     return None if m is None else round(m, 4)
 
 
-def leave_family_out(points: list[dict], spec, fit, law) -> dict:
-    """Per held-out family: the figure fitted on the other families and the median / p90
-    absolute % error of ``law`` on the held-out steps; ``all``: in-sample."""
+def leave_family_out(points: list[dict], spec, fit, law, key: str = "family", groups=FAMILIES) -> dict:
+    """Per held-out group (a family; ``key="model"``: a model): the figure fitted on the
+    other groups and the median / p90 absolute % error of ``law`` on the held-out steps;
+    ``all``: in-sample."""
     out = {}
-    for fam in FAMILIES + ("all",):
-        train = [p for p in points if fam == "all" or p["family"] != fam]
-        test = [p for p in points if fam == "all" or p["family"] == fam]
+    for fam in tuple(groups) + ("all",):
+        train = [p for p in points if fam == "all" or p[key] != fam]
+        test = [p for p in points if fam == "all" or p[key] == fam]
+        if not test or not train:
+            continue
         fig = fit(train, spec)
-        if not test or fig is None:
+        if fig is None:
             continue
         out[fam] = {"figure": fig, **_stats([ape(law(p, fig, spec), p["us"]) for p in test])}
     return out
+
+
+# ------------------------------------------------------------------ training batch norm
+
+#: the batch-norm figure of a kernel: (class, cuDNN?, 16-bit?) -> spec field
+BN_FIGURES = {("bn_train", True, False): "bn_train_efficiency",
+              ("bn_train", True, True): "bn_train_efficiency_16bit",
+              ("bn_backward", True, False): "bn_backward_efficiency",
+              ("bn_backward", True, True): "bn_backward_efficiency_16bit",
+              ("bn_train", False, False): "bn_native_train_efficiency",
+              ("bn_train", False, True): "bn_native_train_efficiency",
+              ("bn_backward", False, False): "bn_native_backward_efficiency",
+              ("bn_backward", False, True): "bn_native_backward_efficiency"}
+BN_PHASE = {"bn_train": "forward", "bn_backward": "backward"}
+
+
+def bn_figure(k: dict) -> str | None:
+    """The spec field that prices gpusim kernel ``k`` (None: not a training batch norm)."""
+    if k["variant"] not in BN_PHASE:
+        return None
+    return BN_FIGURES[(k["variant"], k["impl"] == "library", k["dtype"] in ("float16", "bfloat16"))]
+
+
+def bn_points(rec: dict, kernels: list[dict]) -> dict:
+    """Per batch-norm figure: the step's measured time of the class's kernels and gpusim's
+    kernels of it (bytes, main or aux)."""
+    out = {}
+    for k in kernels:
+        fig = bn_figure(k)
+        if fig:
+            out.setdefault(fig, []).append(k)
+    pts = {}
+    for fig, ks in out.items():
+        cls = ks[0]["variant"]
+        meas = sum(m["us"] for m in rec.get("kernels") or []
+                   if m.get("phase") == BN_PHASE[cls] and kernel_class(m.get("name", "")) == cls)
+        if meas:
+            pts[fig] = {"case_id": rec.get("case_id"), "family": rec.get("family"),
+                        "model": rec.get("model"), "us": meas,
+                        "kernels": [(k["bytes"], k["channels"], k["role"] == "main") for k in ks]}
+    return pts
+
+
+def bn_channel_field(fig: str) -> str:
+    """The per-channel figure beside efficiency ``fig`` (``bn_train_efficiency_16bit`` ->
+    ``bn_train_channel_us_16bit``)."""
+    return fig.replace("_efficiency", "_channel_us")
+
+
+def bn_us(p: dict, figs: tuple, spec) -> float:
+    """gpusim's time of point ``p``'s batch-norm kernels at (fraction, per-channel us)
+    ``figs`` (:func:`gpusim.cost.bn_train_us`; fixed cost, at least the reduction floor for
+    the main kernel, the launch floor for the native path's aux kernels)."""
+    eff, ch = figs
+    t = 0.0
+    for b, c, main in p["kernels"]:
+        floor = (spec.reduction_min_us or spec.kernel_min_us) if main else spec.kernel_min_us
+        t += max(floor, spec.kernel_fixed_us + bn_train_us(b, c, eff, ch, spec)) if b else spec.kernel_min_us
+    return t
+
+
+#: the grid the batch-norm figures are fitted on: fraction of the bandwidth, us per channel wave
+BN_EFFS = [round(0.02 + 0.01 * i, 2) for i in range(99)]
+BN_CHANNEL_US = [round(0.05 * i, 2) for i in range(61)]
+
+
+def fit_bn(points: list[dict], spec) -> tuple | None:
+    """The (fraction, per-channel us) of the grid with the least mean absolute error over
+    the steps."""
+    if not points:
+        return None
+    best = None
+    for eff in BN_EFFS:
+        for ch in BN_CHANNEL_US:
+            e = sum(abs(bn_us(p, (eff, ch), spec) - p["us"]) / p["us"] for p in points)
+            if best is None or e < best[0] - 1e-12:
+                best = (e, eff, ch)
+    return best[1], best[2]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--cache", default=None, help="keep the captured steps here (pickles)")
+    ap.add_argument("--cases", action="append", default=None, help="case_id glob (repeatable)")
     a = ap.parse_args(argv)
-    spec = spec_for(a.gpu)
+    # the training classes at their neutral laws: the fits see the forward conv law
+    spec = spec_for(a.gpu).replace(**{k: None for k in TRAIN_FIGURES})
     amp = amp_supported()
     path = os.path.join(a.results, a.gpu, "train.jsonl.gz")
-    points, gpu_name = [], None
+    mta, bn, gpu_name = [], {}, None
     for rec in read_records(path):
-        if usable(rec, amp) is None:
-            p = mta_point(rec, predicted_kernels(rec, a.gpu))
-            if p:
-                points.append(p)
-                gpu_name = gpu_name or (rec.get("env") or {}).get("gpu_name")
-                print(p["case_id"], file=sys.stderr, flush=True)
-    lofo = leave_family_out(points, spec, fit_mta, mta_us)
+        if usable(rec, amp) is not None or a.cases and not any(
+                fnmatch.fnmatch(rec.get("case_id", ""), c) for c in a.cases):
+            continue
+        ks = predicted_kernels(rec, spec, a.cache)
+        p = mta_point(rec, ks)
+        if p:
+            mta.append(p)
+        for fig, q in bn_points(rec, ks).items():
+            bn.setdefault(fig, []).append(q)
+        gpu_name = gpu_name or (rec.get("env") or {}).get("gpu_name")
+        print(rec["case_id"], file=sys.stderr, flush=True)
+    ref = (f"{gpu_name}, {DATE}, validation/fit_train.py on "
+           f"validation/results/{a.gpu}/train.jsonl.gz")
+    lines = []
+    lofo = leave_family_out(mta, spec, fit_mta, mta_us)
     for fam, s in lofo.items():
         print(f"# mta_efficiency held out {fam:<8} figure {s['figure']:.4f}  median {s['median']:5.1f}%"
               f"  p90 {s['p90']:5.1f}%  (n={s['n']})")
-    ref = (f"{gpu_name}, {DATE}, validation/fit_train.py on "
-           f"validation/results/{a.gpu}/train.jsonl.gz")
-    print(figure_line("mta_efficiency", lofo["all"]["figure"], "measured", ref))
+    lines.append(figure_line("mta_efficiency", lofo["all"]["figure"], "measured", ref))
+    models = sorted({p["model"] for pts in bn.values() for p in pts})
+    for fig in sorted(set(BN_FIGURES.values())):
+        if fig not in bn:
+            continue
+        lomo = leave_family_out(bn[fig], spec, fit_bn, bn_us, key="model", groups=models)
+        for m, s in lomo.items():
+            print(f"# {fig} held out {m:<28} figures {s['figure']}  median {s['median']:5.1f}%"
+                  f"  p90 {s['p90']:5.1f}%  (n={s['n']})")
+        eff, ch = lomo["all"]["figure"]
+        lines.append(figure_line(fig, eff, "measured", ref))
+        lines.append(figure_line(bn_channel_field(fig), ch, "measured", ref))
+    print("\n".join(lines))
     return 0
 
 

@@ -47,10 +47,13 @@ def amp_supported() -> bool:
 def predict_row(rec: dict, gpu: str) -> dict:
     """gpusim's figures for the case of record ``rec`` on ``gpu``."""
     from gpusim import predict
+    from gpusim.hardware import spec_for
     from gpusim.step import standard_step
     kw = {"amp": rec.get("amp")} if rec.get("amp") else {}
     fn, args = standard_step(rec["model"], "float32", rec["sizes"], rec["optimizer"], **kw)
-    p = predict(fn, args, gpu=gpu)
+    # the GPU's calibrated spec where one exists (the training classes' figures live there:
+    # a bare name would load the datasheet spec)
+    p = predict(fn, args, gpu=spec_for(gpu))
     s = p.train
     g = p.graph.g
     transforms = {ph: 0 for ph in PHASES}
