@@ -16,9 +16,10 @@ leave one GPU out against copying the other GPU's fraction).
 
 Large tensor-core GEMMs get ``matmul_tc_efficiency`` by the tensor-load rule
 (:data:`gpusim.arch.TENSOR_LOAD_RULE`) at the spec's fp16 tensor peak. Classes tied to the tensor cores or to absolute times, cuDNN's
-depthwise kernels and fp32 attention are not derived across generations: they stay at the
-neutral law there. ATen's NCHW fp32 depthwise kernel, bound by the SMs and not by DRAM,
-gets its FLOPs per SM-cycle (:data:`gpusim.arch.SM_CYCLE_RULE`, ``SM_FIELDS``). Nothing
+fp32 attention are not derived across generations: they stay at the neutral law there.
+ATen's NCHW fp32 depthwise kernel and cuDNN's depthwise kernels' multiply-add rate (their
+fixed and per-tap times are absolute, not derived), bound by the SMs and not by DRAM, get
+their FLOPs per SM-cycle (:data:`gpusim.arch.SM_CYCLE_RULE`, ``SM_FIELDS``). Nothing
 is fitted on published whole-model results.
 
     python3 -m validation.derive_specs [--check]
@@ -41,7 +42,8 @@ FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficien
           "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
           "gemm_mem_efficiency", "gemv_fp32_efficiency")
 #: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
-SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency")
+SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency", "depthwise_efficiency",
+             "depthwise_efficiency_16bit")
 #: refs of earlier rules' lines this script replaces
 OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE, TENSOR_LOAD_RULE)
 
