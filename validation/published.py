@@ -92,8 +92,11 @@ def summary(rows: list[dict]) -> dict:
         return dict(s, signed_median=statistics.median(errs)) if s else None
     out = {}
     keys = sorted({(r["gpu"], r["layout"]) for r in rows})
+    # and every GPU over its layouts and sources (the per-GPU figure the targets name)
+    keys += [(g, "all") for g in sorted({g for g, _ in keys})
+             if len({lay for gg, lay in keys if gg == g}) > 1]
     for gpu, layout in keys:
-        sel = [r for r in rows if r["gpu"] == gpu and r["layout"] == layout]
+        sel = [r for r in rows if r["gpu"] == gpu and layout in ("all", r["layout"])]
         ok = [r for r in sel if "pred_ms" in r]
         fams = sorted({r["family"] for r in ok})
         out[f"{gpu} {layout}"] = {
