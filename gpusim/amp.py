@@ -184,26 +184,54 @@ def autocast_casts(op, args, kwargs, dtype) -> list[tuple[int, torch.dtype]]:
             fakes.append(x)
     pos = {id(f): i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)}
     a, k = spec.unflatten(fakes)
-    # casts that the op itself makes (``to``, the math attention's upcast) appear with
-    # autocast off too; autocast's are the difference. (Off, an op whose inputs only
-    # autocast reconciles fails: no casts of its own; torch's logger is kept quiet.)
     from .capture import _quiet_fake_tensor_logger
-    restore = _quiet_fake_tensor_logger()
+    restore = _quiet_fake_tensor_logger()       # failing probes stay quiet
     try:
-        on, off = _casts_seen(op, a, k, dtype, mode), _casts_seen(op, a, k, None, mode)
+        on = _casts_seen(op, a, k, dtype, mode) or []
+        out = _leading_casts(op, fakes, spec, on, pos, mode) if on else []
+        if out is None:
+            # a composite whose inner ops autocast casts (no prefix explains the casts):
+            # the casts that the op itself makes appear with autocast off too
+            for c in _casts_seen(op, a, k, None, mode) or []:
+                if c in on:
+                    on.remove(c)
+            out = [(pos[i], d) for i, d in on if i in pos]
     finally:
         restore()
-    for c in off:
-        if c in on:
-            on.remove(c)
-    out = [(pos[i], d) for i, d in on if i in pos]
     _PROBED[key] = out
     return out
 
 
-def _casts_seen(op, args, kwargs, dtype, mode) -> list:
+def _leading_casts(op, fakes, spec, on, pos, mode) -> "list | None":
+    """Autocast's casts among ``on``, the casts seen below the autocast key with autocast
+    on. ``AutocastCUDA`` casts the inputs first, then calls the op below itself with
+    autocast excluded (``WrapFunction_``, autocast_mode.h), where the op may cast again:
+    the math attention upcasts 16-bit query, key and value to fp32, *including an input
+    autocast left alone* (a bf16 value beside fp32 query and key). So autocast's casts are
+    the shortest prefix of ``on`` (casts of distinct inputs) such that the op, run with
+    autocast off on the inputs cast that way, makes exactly the rest. Returns
+    ``[(input position, dtype)]``, or None when no prefix explains ``on``."""
+    want = [(pos.get(i), d) for i, d in on]
+    for n in range(len(want) + 1):
+        head = want[:n]
+        done = {p for p, _ in head}
+        if None in done or len(done) < n:
+            return None             # autocast casts only inputs, each once
+        cast = list(fakes)
+        with torch.no_grad(), mode:
+            for p, d in head:
+                cast[p] = cast[p].to(d)
+        ids = {id(f): i for i, f in enumerate(cast)
+               if isinstance(f, torch.Tensor) and i not in done}
+        body = _casts_seen(op, *spec.unflatten(cast), None, mode)
+        if body is not None and head + [(ids.get(i), d) for i, d in body] == want:
+            return head
+    return None
+
+
+def _casts_seen(op, args, kwargs, dtype, mode) -> "list | None":
     """The ``(tensor id, dtype)`` casts below the autocast key when ``op`` runs with CUDA
-    autocast at ``dtype`` (None: autocast off)."""
+    autocast at ``dtype`` (None: autocast off); None when the op fails on these inputs."""
     probe = _CastProbe()
     prev = (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"),
             torch.is_autocast_cache_enabled())
@@ -213,8 +241,8 @@ def _casts_seen(op, args, kwargs, dtype, mode) -> list:
     try:
         with torch.no_grad(), mode, probe:
             op(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - an op the fake kernels cannot run: no casts seen
-        return []
+    except Exception:  # noqa: BLE001 - an op the fake kernels cannot run
+        return None
     finally:
         torch.set_autocast_enabled("cuda", prev[0])
         torch.set_autocast_dtype("cuda", prev[1])

@@ -15,6 +15,21 @@ notes the last graph node created when the object dies. A storage is free once e
 tensor object on it is gone (views share it). Node values that the FX graph keeps
 (``meta["val"]``) are detached copies, other objects: they keep no model tensor alive.
 
+Observed deaths must not depend on anything but the model's code. Two things outside it
+can hold a tensor past its last reference, and :class:`PythonLifetimes` shuts both out while
+it watches:
+
+* the cyclic garbage collector: a tensor held by a reference cycle dies when a collection
+  runs, which depends on how many objects the process allocated before (its history: a
+  sweep worker's earlier tasks). Collection is off during the trace (collected before,
+  restored after), so such a tensor lives to the end of the call, in every process;
+* another thread holding one of the tracing thread's frames: a sampling profiler (the Dask
+  worker's, every 10 ms) takes ``sys._current_frames()``, and a frame it holds while the
+  model's function returns keeps that function's locals (the previous layer's output)
+  alive until the profiler lets go (a sweep worker's ``conv_bn_relu`` peak: three
+  activations instead of two, now and then). During the trace ``sys._current_frames()``
+  shows that thread as the frame that entered the trace, which outlives it.
+
 :func:`python_frees` turns that into ``graph.meta["py_free"]``: per OpGraph node, the
 node after whose kernel Python has dropped the tensor (``None``: still referenced when the
 call returns, e.g. an output or a tensor the model cached). :mod:`gpusim.memory` frees an
@@ -23,6 +38,9 @@ eager storage after ``max(last use, py_free)``.
 
 from __future__ import annotations
 
+import gc
+import sys
+import threading
 import weakref
 
 #: what ``py_free`` says of a tensor still referenced when the forward returns
@@ -49,6 +67,7 @@ class PythonLifetimes:
         def track_tensor(tensor, proxy, *, constant, tracer):
             orig(tensor, proxy, constant=constant, tracer=tracer)
             life._watch(tensor, proxy.node.name, tracer.graph)
+        _shut_out(sys._getframe(1))
         pt.track_tensor = track_tensor
         self._open = True
         return self
@@ -72,13 +91,52 @@ class PythonLifetimes:
         import torch.fx.experimental.proxy_tensor as pt
         pt.track_tensor = self._saved
         self._open = False
-        for f in self._finalizers:
-            if f.alive:            # still referenced after the trace: alive at the end
-                name = f.peek()[2][0]
-                self.deaths[name] = ALIVE
-                f.detach()
-        self._finalizers = []
+        try:
+            for f in self._finalizers:
+                if f.alive:        # still referenced after the trace: alive at the end
+                    name = f.peek()[2][0]
+                    self.deaths[name] = ALIVE
+                    f.detach()
+            self._finalizers = []
+        finally:
+            _let_in()
         return False
+
+
+_LOCK = threading.Lock()
+_HIDDEN: dict = {}          # tracing thread -> the frame sys._current_frames() shows for it
+_SAVED: dict = {}           # what the first trace in found: gc on or off, sys._current_frames
+
+
+def _current_frames():
+    frames = _SAVED["frames"]()
+    for ident, outer in list(_HIDDEN.items()):
+        if ident in frames:
+            frames[ident] = outer
+    return frames
+
+
+def _shut_out(outer) -> None:
+    """For the calling thread, until :func:`_let_in`: no cyclic collection (one collection
+    first), and ``sys._current_frames()`` shows it as ``outer`` (a frame that outlives
+    the trace below it). Traces in several threads nest: the first in saves, the last out
+    restores."""
+    with _LOCK:
+        if not _HIDDEN:
+            _SAVED.update(gc=gc.isenabled(), frames=sys._current_frames)
+            gc.collect()        # earlier garbage does not die during the trace
+            gc.disable()
+            sys._current_frames = _current_frames
+        _HIDDEN[threading.get_ident()] = outer
+
+
+def _let_in() -> None:
+    with _LOCK:
+        _HIDDEN.pop(threading.get_ident(), None)
+        if not _HIDDEN and _SAVED:
+            sys._current_frames = _SAVED.pop("frames")
+            if _SAVED.pop("gc"):
+                gc.enable()
 
 
 def python_frees(gm, graph, deaths: dict) -> dict:

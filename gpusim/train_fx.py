@@ -32,8 +32,12 @@ class TrainDispatch:
     ``bernoulli_``, ``div_``, ``mul``); ``scaled_dot_product_attention`` that a fused
     backend accepts (:func:`gpusim.sdpa.fused_backend_possible`) is the memory-efficient
     kernel (fp32, or a mask) or flash (16-bit, no mask), whose autograd formulas give their
-    fused backward ops; grouped-query heads and inputs no fused backend takes run the math
-    fallback (:class:`gpusim.sdpa.MathAttention`), differentiated op by op."""
+    fused backward ops. Grouped-query heads (``enable_gqa``) take flash (or cuDNN, which
+    dispatch prices) in 16-bit without a mask: the one fused backend that accepts them
+    (``check_batch_size_and_num_heads_dense<true>`` in sdp_utils.cpp; an H200 bf16 Llama
+    step, torch 2.11: cuDNN's fprop/bprop and ``fmha_reduce_head``). Other grouped-query
+    inputs and inputs no fused backend takes run the math fallback
+    (:class:`gpusim.sdpa.MathAttention`), differentiated op by op."""
 
     def __init__(self):
         from .sdpa import MathAttention, _SDPA, _additive, _arg, fused_backend_possible
@@ -50,7 +54,8 @@ class TrainDispatch:
                     q, k, v = args[0], args[1], args[2]
                     mask = _arg(args, kwargs, 3, "attn_mask")
                     gqa = k.dim() >= 3 and k.size(-3) != q.size(-3)
-                    if not gqa and fused_backend_possible(q, k, v, mask):
+                    if fused_backend_possible(q, k, v, mask) and (
+                            not gqa or (q.dtype != torch.float32 and mask is None)):
                         dropout = _arg(args, kwargs, 4, "dropout_p", 0.0)
                         causal = _arg(args, kwargs, 5, "is_causal", False)
                         scale = _arg(args, kwargs, 6, "scale")

@@ -356,6 +356,84 @@ def test_module_arguments_live_until_the_module_returns():
     assert m.peak_bytes == 2 * MiB + MiB // 4
 
 
+def _rebound_with_a_cycle(x):
+    x = x * 2
+    garbage = [x]
+    garbage.append(garbage)     # a reference cycle holds x's first value ...
+    del garbage                 # ... until the garbage collector runs
+    x = x.relu()
+    x = x.sin()
+    return x.cos()
+
+
+def test_python_lifetimes_do_not_depend_on_when_the_garbage_collector_runs():
+    """A tensor only a reference cycle holds dies when a collection runs: with collection
+    on during the trace that depended on the process's history (its allocation count), so a
+    sweep worker could predict another peak than `gpusim predict`. Collection is off while
+    tracing: such a tensor lives to the end of the call, whatever the GC settings."""
+    import gc
+    torch = pytest.importorskip("torch")
+    from gpusim.capture import capture
+
+    x = torch.empty(MiB // 4, device="meta")
+    was, thresholds = gc.isenabled(), gc.get_threshold()
+    seen = []
+    try:
+        for setting in ("every allocation", "off", "default"):
+            gc.enable()
+            gc.set_threshold(*{"every allocation": (1, 1, 1), "off": thresholds,
+                               "default": thresholds}[setting])
+            if setting == "off":
+                gc.disable()
+            g = capture(_rebound_with_a_cycle, (x,))
+            seen.append((g.meta["py_free"], simulate_memory(lower(g, "eager")).peak_bytes))
+            assert gc.isenabled() == (setting != "off")     # restored after the trace
+    finally:
+        gc.set_threshold(*thresholds)
+        (gc.enable if was else gc.disable)()
+    assert seen[0] == seen[1] == seen[2]
+    free, peak = seen[0]
+    assert free["mul"] is None and free["relu"] == "sin"     # the cycle's: to the end
+    assert peak == 3 * MiB
+
+
+def test_python_lifetimes_do_not_depend_on_a_thread_sampling_the_tracers_frames():
+    """A sampling profiler in another thread (a Dask worker's, every 10 ms) that holds a
+    frame of the traced code while it returns kept its locals alive a little longer, at
+    random: the 2-worker sweep's conv_bn_relu peak was now 2408448, now 1753088 bytes.
+    While tracing, the sampler sees the frame that entered the trace instead."""
+    import sys
+    import threading
+    import time
+    torch = pytest.importorskip("torch")
+    from gpusim.capture import capture
+
+    def rebound(x):
+        x = x * 2
+        x = x.relu()
+        x = x.sin()
+        return x.cos()
+    x = torch.empty(MiB // 4, device="meta")
+    tracer, stop, orig = threading.get_ident(), threading.Event(), sys._current_frames
+
+    def sampler():
+        while not stop.is_set():
+            frame = sys._current_frames().get(tracer)   # noqa: F841 - held a while
+            time.sleep(0.0005)
+            del frame
+            time.sleep(0.0002)
+    t = threading.Thread(target=sampler, daemon=True)
+    t.start()
+    try:
+        frees = [capture(rebound, (x,)).meta["py_free"] for _ in range(12)]
+    finally:
+        stop.set()
+        t.join()
+    assert all(f == frees[0] for f in frees), frees
+    assert frees[0]["mul"] == "relu" and frees[0]["relu"] == "sin"
+    assert sys._current_frames is orig                  # put back after the traces
+
+
 # ---------------------------------------------------------------- library workspaces (eager)
 def test_cudnn_layout_transforms_are_one_workspace_held_while_the_conv_runs():
     """A 16-bit NCHW convolution runs cuDNN's nchwToNhwc on its input and weight and

@@ -125,3 +125,73 @@ def test_softmax_in_autocast_reads_16_bit_writes_fp32():
     assert len(sm) == 1 and g.nodes[sm[0]]["dtype"] == "float32"
     src = list(g.predecessors(sm[0]))
     assert [g.nodes[s]["dtype"] for s in src] == ["bfloat16"], src
+
+
+def test_autocast_probe_leaves_the_math_attentions_own_upcast_alone():
+    # Llama's RoPE leaves query and key fp32 beside a bf16 value. SDPA is on autocast's
+    # lower-precision list: AutocastCUDA casts query and key to bf16 and passes the value
+    # as it is; the math fallback below it then upcasts all three to fp32. That upcast of
+    # the untouched value is the op's own, not autocast's (it was taken for a cast of the
+    # value to fp32, and the traced SDPA failed on mixed dtypes)
+    from gpusim.amp import autocast_casts
+    q = torch.empty(2, 4, 16, 16, device="meta")
+    k = torch.empty(2, 2, 16, 16, device="meta")
+    v = torch.empty(2, 2, 16, 16, device="meta", dtype=torch.bfloat16)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    kw = {"is_causal": True, "enable_gqa": True}
+    casts = autocast_casts(sdpa, (q, k, v), kw, torch.bfloat16)
+    assert sorted(casts) == [(0, torch.bfloat16), (1, torch.bfloat16)]
+    # all fp32: all three cast; all bf16 already: none
+    assert sorted(autocast_casts(sdpa, (q, k, v.float()), kw, torch.bfloat16)) == \
+        [(i, torch.bfloat16) for i in range(3)]
+    assert autocast_casts(sdpa, (q.bfloat16(), k.bfloat16(), v), kw, torch.bfloat16) == []
+    # an op's own cast with autocast off is still no autocast cast
+    assert autocast_casts(torch.Tensor.to, (q, torch.bfloat16), {}, torch.bfloat16) == []
+
+
+def _llama_step(amp):
+    hf = pytest.importorskip("transformers")
+    cfg = hf.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        model = hf.LlamaForCausalLM(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step(ids):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=amp or torch.float32, enabled=amp is not None):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step, (torch.zeros(2, 16, dtype=torch.long, device="meta"),)
+
+
+def test_llama_gqa_amp_step_captures_with_fused_attention():
+    """Issue 23: a grouped-query Llama step under bf16 autocast captures and predicts; its
+    attention is one fused kernel per layer and direction (bf16 GQA without a mask: flash,
+    cuDNN on Hopper; an H200 run of such a step, torch 2.11, launches cuDNN's fprop and
+    bprop), not the math fallback, and its GEMMs run in bf16."""
+    amp, fp32 = (gpusim.predict(*_llama_step(dt), gpu="h100") for dt in (torch.bfloat16, None))
+    g = amp.graph.g
+    phase = {n: g.nodes[n]["phase"] for n in g.nodes}
+    attn = sorted(n for n in g.nodes if g.nodes[n]["kind"] == "attention")
+    assert [phase[n] for n in attn if "backward" not in n] == ["forward"] * 2, attn
+    assert [phase[n] for n in attn if "backward" in n] == ["backward"] * 2, attn
+    for n in attn:
+        assert g.nodes[n]["dtype"] == "bfloat16", n
+    assert not any("_safe_softmax" in n or n.startswith("bmm") and phase[n] != "forward"
+                   for n in g.nodes)
+    mms = [n for n in g.nodes if n.startswith("mm") and phase[n] == "forward"]
+    assert len(mms) == 2 * 7 + 1 and {g.nodes[n]["dtype"] for n in mms} == {"bfloat16"}
+    t, t32 = amp.train, fp32.train
+    for ph in ("forward", "backward", "optimizer"):
+        assert t["phases"][ph]["kernels"] > 0 and t["phases"][ph]["device_us"] > 0
+    assert "_to_copy" in " ".join(k.name for k in _kernels(amp, "forward"))
+    # the optimizer's foreach kernels and the fp32 masters do not depend on autocast
+    assert t["phases"]["optimizer"]["kernels"] == t32["phases"]["optimizer"]["kernels"]
+    for key in ("weights_bytes", "gradient_bytes", "optimizer_state_bytes"):
+        assert t[key] == t32[key], key
