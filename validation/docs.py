@@ -94,17 +94,22 @@ def summary_markdown(zoo: dict | None, rep: dict) -> str:
 
 
 def published_summary_table(pub: dict) -> str:
-    """The README's lines on GPUs nobody here has: one row per published table."""
+    """The README's lines on GPUs nobody here has: one row per GPU (over its layouts and
+    sources where it has several; docs/accuracy.md has them apart)."""
     lines = ["GPUs nobody here has, datasheet spec against published measurements "
              "(timm's AMP inference benchmarks at batch 1024 for the RTX 3090/4090, NVIDIA "
              "DeepLearningExamples' ConvNets at batch 128/256 for the A100, V100 and T4, "
              "FP32/TF32 in NCHW and AMP in NHWC there; eager device time; nothing fitted on "
              "them):", "",
              "| GPU | layout | cases | median / p90 | signed median |", "|---|---|---|---|---|"]
-    for key, e in pub.items():
-        a = e.get("all")
+    gpus = {key.split()[0]: [] for key in pub}
+    for key in pub:
+        gpus[key.split()[0]].append(key)
+    for gpu, keys in gpus.items():
+        key = f"{gpu} all" if f"{gpu} all" in pub else keys[0]
+        a = pub[key].get("all")
         if a:
-            gpu, layout = key.split()
+            layout = "both" if key.endswith(" all") else key.split()[1]
             lines.append(f"| {gpu} | {layout} | {a['n']} | {a['median']:.1f}% / "
                          f"{a['p90']:.1f}% | {a['signed_median']:+.1f}% |")
     return "\n".join(lines)
