@@ -47,17 +47,16 @@ def _graph(args):
 def _check_args(a) -> None:
     """Every cheap check, before the slow part (capture, search): the output files can
     be written, and the sizes, dtype, mode, algorithm and GPU spec are ones gpusim knows."""
-    from . import viz
     from .hardware import load_spec
     from .host import load_host
     from .models import check_amp, parse_dtype, parse_sizes
-    from .viz.common import load_matplotlib
-    from .search import ALGOS
     from .simulate import check_mode
     for opt in a.outputs:
         path = getattr(a, opt, None)
         if path is None:
             continue
+        from . import viz       # only for a picture or a page (matplotlib only for --plot)
+        from .viz.common import load_matplotlib
         if opt == "plot":
             viz.plot_format(path)
             load_matplotlib()       # missing: say so before a --trace beside it is written
@@ -94,8 +93,10 @@ def _check_args(a) -> None:
         check_train(a)
     if getattr(a, "memory_limit", None) is not None:
         a.memory_limit = parse_bytes(a.memory_limit)
-    if getattr(a, "algo", None) is not None and a.algo not in ALGOS:
-        raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
+    if getattr(a, "algo", None) is not None:
+        from .search import ALGOS       # search imports scipy: not on predict's path
+        if a.algo not in ALGOS:
+                raise UserError(f"unknown --algo {a.algo!r}; choose one of {', '.join(ALGOS)}")
     if a.cmd == "whatif":
         a.fuse = fuse_groups(a.fuse)
 
@@ -266,11 +267,11 @@ def explain_whatif(r) -> str:
 
 def _extras(a, pred=None, result=None):
     """The --trace/--plot/--dot pictures asked for (their paths were checked up front)."""
-    from . import viz
-    writers = {"trace": viz.trace_output, "plot": viz.plot_output, "dot": viz.dot_output}
     for opt in OUTPUTS:
         path = getattr(a, opt, None)
         if path:
+            from . import viz
+            writers = {"trace": viz.trace_output, "plot": viz.plot_output, "dot": viz.dot_output}
             writers[opt](pred=pred, result=result, path=path)
             print(f"wrote {path}", file=sys.stderr)
 
