@@ -43,8 +43,11 @@ kernels (``role`` ``"aux"``, with the bytes they move).
 
 from __future__ import annotations
 
+import dataclasses
+
 from .arch import attention_backend, cudnn_conv_tf32
 from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
+from .inductor import WINDOW_POOLS
 from .ops import is_eval_batch_norm, packet_name
 
 
@@ -165,7 +168,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # excite) at any size, and past 8x8 maps at any batch (cnn sweep: 7x7 at batch 1)
         hw = c["H"] * c["W"]
         if c["N"] == 1 or hw == 1 or hw > 64:
-            return [main]
+            return [dataclasses.replace(main, variant=pointwise_gemm_variant(c))]
         return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
                 Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
     patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
@@ -183,6 +186,27 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     if not fp32_writes_nchw:
         ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"]))
     return ks
+
+
+def pointwise_gemm_variant(c: dict) -> str:
+    """The cuBLAS class of a 1x1 convolution run as a GEMM over NCHW (per image: Cout x H*W
+    output, K = Cin): a 16-bit one whose H*W or Cin breaks 16-byte alignment runs the
+    ``align2``/``align1`` CUTLASS kernels as a misaligned linear does (broad H100 AMP
+    records: ``cutlass_80_tensorop_f16_s16816gemm_f16_256x128_64x3_nn_align2`` on 14x14
+    maps, ``cutlass_75_tensorop_f16_s1688gemm_f16_*_nn_align1`` on 35x35 and 9x9); else
+    the ``conv`` class it was fitted as."""
+    if c["dtype"] not in HALF_DTYPES or c["H"] * c["W"] == 1 or c.get("backward"):
+        return "conv"        # (backward GEMMs: the training classes' own rules)
+    v = misaligned_variant(c["H"] * c["W"], c["Cin"])
+    return v or "conv"
+
+
+def misaligned_variant(n: int, k: int) -> str:
+    """``"align2"`` / ``"align1"`` for a 16-bit GEMM whose N or K is not a multiple of 8
+    elements (even / odd), ``""`` when both are aligned."""
+    if n % 8 == 0 and k % 8 == 0:
+        return ""
+    return "align2" if n % 2 == 0 and k % 2 == 0 else "align1"
 
 
 def conv_bias_kernels(graph: OpGraph, n: str, Kernel) -> list:
@@ -213,10 +237,7 @@ def gemm_variant(graph: OpGraph, n: str) -> str:
         return "gemm_lt" if has_bias(graph, n) else "gemm"
     if a["dtype"] not in HALF_DTYPES or not g:
         return "gemm"
-    nn, kk = g.get("n", 8), g.get("k", 8)
-    if nn % 8 == 0 and kk % 8 == 0:
-        return "gemm"
-    return "align2" if nn % 2 == 0 and kk % 2 == 0 else "align1"
+    return misaligned_variant(g.get("n", 8), g.get("k", 8)) or "gemm"
 
 
 def has_bias(graph: OpGraph, n: str) -> bool:
@@ -317,7 +338,8 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # .cpp: ``result = self.clone(); result.masked_fill_(...)``): a device copy first
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
-    main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")
+    main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else
+                  "pool" if name in WINDOW_POOLS else "")
     if name in LAYER_NORMS and a.get("input_contiguous") is False:
         # (``input_contiguous``: set on CUDA traces only, where the strides are cuDNN's
         # real layouts; a meta trace keeps NCHW where cuDNN returns channels-last, and
