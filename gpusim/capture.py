@@ -452,7 +452,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             # which of ATen's elementwise paths runs (gpusim.cost.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])
             g.nodes[n.name]["permuted"] = any(_permuted(t, outs[0]) for t in in_tensors)
-        if est["kind"] == "norm" and in_tensors and in_tensors[0].device.type == "cuda":
+        if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":
             # CUDA traces only, as _plain: meta traces keep NCHW where cuDNN returns NHWC
             g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())
         if est["kind"] == "conv" or (pname in WINDOW_POOLS and in_tensors):

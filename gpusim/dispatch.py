@@ -248,6 +248,15 @@ def has_bias(graph: OpGraph, n: str) -> bool:
     return name.startswith("add") or (name == "linear" and len(a["reads"]) > 2)
 
 
+def strided_linear(graph: OpGraph, n: str) -> bool:
+    """A 16-bit ``linear`` with a bias over a strided input of 3 or more dims (known on
+    CUDA traces: ``input_contiguous``), which eager runs as copy, GEMM and bias add."""
+    a = graph.g.nodes[n]
+    return (packet_name(a["op"]) == "linear" and a.get("input_contiguous") is False
+            and has_bias(graph, n) and len(main_shape(a.get("shape"))) >= 3
+            and a["dtype"] in HALF_DTYPES)
+
+
 def cublaslt_split_k(graph: OpGraph, n: str) -> bool:
     """Whether cuBLASLt runs an fp32 bias GEMM as split-K with atomics
     (``sgemm_largek``): a ``scal_kernel`` zeroes the output first and an epilogue kernel
@@ -310,6 +319,16 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return conv_kernels(graph, n, spec, Kernel) + conv_bias_kernels(graph, n, Kernel)
     if kind == "attention":
         return sdpa_kernels(graph, n, spec, Kernel)
+    if kind == "matmul" and strided_linear(graph, n):
+        # ``at::linear`` folds a contiguous input into one addmm; a strided one (CaiT's
+        # talking heads: a Linear over the heads dim of a permuted score tensor) goes
+        # through matmul, which copies it contiguous, and adds the bias after in a kernel
+        # of its own (broad H100 AMP records: direct_copy, the GEMM, a broadcast add)
+        x = graph.g.nodes[list(a.get("inputs") or a["reads"])[0]]
+        xb = float(numel(main_shape(x.get("shape")))) * DTYPE_BYTES.get(x.get("dtype"), 2)
+        return [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy"),
+                Kernel((n,), "library", variant=gemm_variant(graph, n)),
+                Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"], variant="conv_bias")]
     if kind == "matmul":
         variant = gemm_variant(graph, n)
         main = Kernel((n,), "library", variant=variant)

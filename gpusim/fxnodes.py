@@ -152,8 +152,9 @@ def _unit_dim(t) -> int | None:
 def _casts(in_tensors, out) -> bool:
     """Whether ATen's elementwise kernel casts on the fly (TensorIterator's dynamic
     casting): a tensor operand of another dtype than the output (an fp16 branch added to
-    an fp32 residual under autocast); 0-dim operands are scalars, not casts."""
-    return any(t.dim() > 0 and t.dtype != out.dtype for t in in_tensors)
+    an fp32 residual under autocast); 0-dim operands are scalars and a ``where``'s boolean
+    condition is read as it is, not cast (broad records: ``where`` runs the no-cast kernel)."""
+    return any(t.dim() > 0 and t.dtype != out.dtype and t.dtype != torch.bool for t in in_tensors)
 
 
 def _add_view(g, name, opname, val, src, base):
