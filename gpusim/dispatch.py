@@ -167,10 +167,14 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # a cuBLAS GEMM over NCHW, no transform: at batch 1 and on 1x1 maps (squeeze-
         # excite) at any size, and past 8x8 maps at any batch (cnn sweep: 7x7 at batch 1)
         hw = c["H"] * c["W"]
-        if c["N"] == 1 or hw == 1 or hw > 64:
-            return [dataclasses.replace(main, variant=pointwise_gemm_variant(c))]
-        return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
-                Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
+        v = pointwise_gemm_variant(c)
+        if (c["N"] == 1 or hw == 1 or hw > 64) and not (v != "conv" and c["N"] > 1
+                                                        and c["Cin"] * c["Cout"] > LARGE_POINTWISE):
+            return [dataclasses.replace(main, variant=v)]
+        if hw <= 64:
+            return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
+                    Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
+        # a large misaligned one takes cuDNN's implicit GEMM with its transforms, below
     patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
     if c["N"] == 1 and (stem and not patchify or c["groups"] > 1 and c["H"] * c["W"] > 1024):
         return [main]                     # direct kernels: stem conv, grouped at batch 1
@@ -186,6 +190,13 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     if not fp32_writes_nchw:
         ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"]))
     return ks
+
+
+#: Cin x Cout past which a 16-bit 1x1 convolution over misaligned maps (H*W not a multiple
+#: of 8) runs cuDNN's NHWC implicit GEMM with its layout transforms rather than cuBLAS's
+#: align kernels (broad H100 AMP records: 1024 -> 512 and 384 -> 1536 on 14x14 run
+#: ``sm90_xmma_fprop_implicit_gemm``; 1024 -> 256 and smaller the ``align2`` GEMM)
+LARGE_POINTWISE = 2 ** 18
 
 
 def pointwise_gemm_variant(c: dict) -> str:
