@@ -31,7 +31,7 @@ import torch  # noqa: E402  (torch is a hard dependency of capture only)
 from .errors import GpusimError
 from .fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
                       _attention_heads_swap, _conv_layout, _dtype_name, _flatten_nodes, _meta,
-                      _casts, _permuted, _plain, _sdpa_facts, _storage_key)
+                      _casts, _cat_copies, _permuted, _plain, _sdpa_facts, _storage_key)
 from .lifetimes import PythonLifetimes, python_frees
 from .modules import tag_opgraph
 from .ops import SYNC_OPS   # host reads: capture records them as sync nodes
@@ -448,6 +448,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
                    gemm=est["gemm"], contiguous=contiguous)
+        if pname in ("cat", "stack") and in_tensors and in_tensors[0].device.type == "cuda":
+            g.nodes[n.name]["cat_copies"] = _cat_copies(in_tensors, outs[0])
         if est["kind"] in ("pointwise", "copy") and len(outs) == 1:
             # which of ATen's elementwise paths runs (gpusim.cost.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])

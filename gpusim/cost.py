@@ -441,9 +441,13 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
                 else spec.aten_permuted_efficiency)
         if perm:        # ATen's own permuting copy (broad records), not cuDNN's tiled one
             eff = perm * spec.mem_efficiency
-    if kernel.variant == "conv_bias":
+    if kernel.variant == "moments":
+        # a group norm's statistics: a block-per-row reduction over its input
+        eff = spec.mem_efficiency * spec.aten_reduction_efficiency
+    if kernel.variant in ("conv_bias", "cat_copy"):
         # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
-        # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)
+        # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add);
+        # a cat's per-input copies into strided slices take the same path
         eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6

@@ -367,9 +367,25 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # the out-of-place masked_fill clones, then fills in place (TensorAdvancedIndexing
         # .cpp: ``result = self.clone(); result.masked_fill_(...)``): a device copy first
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
+    if a.get("cat_copies"):
+        # (CUDA traces: gpusim.fxnodes._cat_copies) a strided or mixed-dtype cat/stack:
+        # one strided copy per input (broad H100 AMP records: RoPE ViTs' stack of two
+        # strided halves runs two direct_copy kernels, not CatArrayBatchedCopy)
+        return [Kernel((n,), "aten", role="aux", bytes=b, variant="cat_copy")
+                for b in a["cat_copies"]]
     impl = "library" if kind == "norm" else "aten"
     main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else
                   "pool" if name in WINDOW_POOLS else "")
+    if name in GROUP_NORMS:
+        # ATen's group norm: RowwiseMomentsCUDAKernel (reads the input), a tiny kernel for
+        # the fused scale and shift, then the elementwise GroupNormKernelImpl (broad H100
+        # AMP records: poolformer's GroupNorm(1, C), three kernels each), after a copy of
+        # a strided input (poolformerv2's channels-last stream: a direct_copy first)
+        xb = next(iter(a["reads"].values()), a["bytes_written"])
+        copy = [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy")] \
+            if a.get("input_contiguous") is False else []
+        return copy + [Kernel((n,), "aten", role="aux", bytes=float(xb), variant="moments"),
+                       Kernel((n,), "aten", role="aux", bytes=0.0), main]
     if name in LAYER_NORMS and a.get("input_contiguous") is False:
         # (``input_contiguous``: set on CUDA traces only, where the strides are cuDNN's
         # real layouts; a meta trace keeps NCHW where cuDNN returns channels-last, and
@@ -428,6 +444,8 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     return None
 
 
+#: ATen's group norm ops (moments, parameters, apply: :func:`eager_kernels`)
+GROUP_NORMS = ("group_norm", "native_group_norm")
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)
 LAYER_NORMS = ("layer_norm", "native_layer_norm")
 

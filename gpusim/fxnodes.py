@@ -149,6 +149,18 @@ def _unit_dim(t) -> int | None:
     return next((d for d in range(t.dim()) if t.shape[d] > 1 and t.stride(d) == 1), None)
 
 
+def _cat_copies(in_tensors, out) -> list:
+    """ATen's ``cat`` runs one batched kernel over contiguous inputs of the output's dtype;
+    otherwise it copies each input into its slice of the output (``cat_out_cuda``: a strided
+    ``copy_`` per input; RoPE's ``stack`` of two strided halves, a class token concatenated
+    to the rotated tokens): the bytes each such copy reads and writes, or [] for the one
+    kernel."""
+    if all(t.is_contiguous() and t.dtype == out.dtype for t in in_tensors):
+        return []
+    return [float(t.numel() * (t.element_size() + out.element_size())) for t in in_tensors
+            if t.numel()]
+
+
 def _casts(in_tensors, out) -> bool:
     """Whether ATen's elementwise kernel casts on the fly (TensorIterator's dynamic
     casting): a tensor operand of another dtype than the output (an fp16 branch added to
