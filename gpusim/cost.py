@@ -356,8 +356,12 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = comp * quantisation_efficiency(g, spec) / quantisation_efficiency(g, spec, split_k=False)
         # the floor was fitted on 16-bit GEMMs; fp32 gemv kernels share it (sweeps: 4-5 us)
         lib_floor = a["dtype"] in HALF_DTYPES or (v == "gemv" and unit == "fp32")
-        return _retimed(est, spec, mem, comp,
-                        (spec.gemm_eager_min_us if lib_floor else None) or floor, variant=v)
+        floor = (spec.gemm_eager_min_us if lib_floor else None) or floor
+        if a["kind"] == "conv":
+            # a 1x1 conv run as an align GEMM keeps cuDNN's conv floor (H100 zoo records:
+            # densenet121's smallest align2 kernels 7.5 us)
+            floor = spec.conv_min_us or floor
+        return _retimed(est, spec, mem, comp, floor, variant=v)
     elif v == "attention_fp32" and spec.attention_fp32_efficiency:
         comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
     elif v in ("attention", "attention_mask"):

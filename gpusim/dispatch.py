@@ -170,7 +170,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         v = pointwise_gemm_variant(c)
         if (c["N"] == 1 or hw == 1 or hw > 64) and not (v != "conv" and c["N"] > 1
                                                         and c["Cin"] * c["Cout"] > LARGE_POINTWISE):
-            return [dataclasses.replace(main, variant=v)]
+            return [dataclasses.replace(main, variant=v) if v != "conv" else main]
         if hw <= 64:
             return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
                     Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
@@ -206,8 +206,10 @@ def pointwise_gemm_variant(c: dict) -> str:
     records: ``cutlass_80_tensorop_f16_s16816gemm_f16_256x128_64x3_nn_align2`` on 14x14
     maps, ``cutlass_75_tensorop_f16_s1688gemm_f16_*_nn_align1`` on 35x35 and 9x9); else
     the ``conv`` class it was fitted as."""
-    if c["dtype"] not in HALF_DTYPES or c["H"] * c["W"] == 1 or c.get("backward"):
-        return "conv"        # (backward GEMMs: the training classes' own rules)
+    if c["dtype"] not in HALF_DTYPES or c["H"] * c["W"] == 1 or c.get("backward") or c["N"] == 1:
+        # (backward GEMMs: the training classes' own rules; batch 1 keeps the conv class
+        # its zoo records were fitted with)
+        return "conv"
     v = misaligned_variant(c["H"] * c["W"], c["Cin"])
     return v or "conv"
 
