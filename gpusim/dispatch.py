@@ -167,14 +167,11 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # a cuBLAS GEMM over NCHW, no transform: at batch 1 and on 1x1 maps (squeeze-
         # excite) at any size, and past 8x8 maps at any batch (cnn sweep: 7x7 at batch 1)
         hw = c["H"] * c["W"]
-        v = pointwise_gemm_variant(c)
-        if (c["N"] == 1 or hw == 1 or hw > 64) and not (v != "conv" and c["N"] > 1
-                                                        and c["Cin"] * c["Cout"] > LARGE_POINTWISE):
+        if c["N"] == 1 or hw == 1 or hw > 64:
+            v = pointwise_gemm_variant(c)
             return [dataclasses.replace(main, variant=v) if v != "conv" else main]
-        if hw <= 64:
-            return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
-                    Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
-        # a large misaligned one takes cuDNN's implicit GEMM with its transforms, below
+        return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
+                Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
     patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
     if c["N"] == 1 and (stem and not patchify or c["groups"] > 1 and c["H"] * c["W"] > 1024):
         return [main]                     # direct kernels: stem conv, grouped at batch 1
@@ -193,9 +190,11 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
 
 
 #: Cin x Cout past which a 16-bit 1x1 convolution over misaligned maps (H*W not a multiple
-#: of 8) runs cuDNN's NHWC implicit GEMM with its layout transforms rather than cuBLAS's
-#: align kernels (broad H100 AMP records: 1024 -> 512 and 384 -> 1536 on 14x14 run
-#: ``sm90_xmma_fprop_implicit_gemm``; 1024 -> 256 and smaller the ``align2`` GEMM)
+#: of 8) is not priced as cuBLAS's align kernels: at batch 256 (broad H100 AMP records)
+#: 1024 -> 512 and 384 -> 1536 on 14x14 run ``sm90_xmma_fprop_implicit_gemm`` with layout
+#: transforms, 1024 -> 256 and smaller the ``align2`` GEMM; at batch 32 (zoo records) the
+#: same 1024 -> 512 runs either way, so the large ones keep the conv class and kernels
+#: they had
 LARGE_POINTWISE = 2 ** 18
 
 
@@ -206,7 +205,8 @@ def pointwise_gemm_variant(c: dict) -> str:
     records: ``cutlass_80_tensorop_f16_s16816gemm_f16_256x128_64x3_nn_align2`` on 14x14
     maps, ``cutlass_75_tensorop_f16_s1688gemm_f16_*_nn_align1`` on 35x35 and 9x9); else
     the ``conv`` class it was fitted as."""
-    if c["dtype"] not in HALF_DTYPES or c["H"] * c["W"] == 1 or c.get("backward") or c["N"] == 1:
+    if (c["dtype"] not in HALF_DTYPES or c["H"] * c["W"] == 1 or c.get("backward") or c["N"] == 1
+            or c["Cin"] * c["Cout"] > LARGE_POINTWISE):
         # (backward GEMMs: the training classes' own rules; batch 1 keeps the conv class
         # its zoo records were fitted with)
         return "conv"
