@@ -36,6 +36,12 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
   boolean mask first costs three elementwise kernels over the mask (conversion to an
   additive bias).
 
+* **Broad AMP sample** (``validation/results/h100/broad.jsonl.gz``, per-kernel profiler
+  lists): 16-bit 1x1 convs over misaligned maps run cuBLAS's align GEMMs; a strided or
+  mixed-dtype ``cat``/``stack`` copies each input; ``linear`` with a bias over a strided
+  input copies it, runs the GEMM and adds the bias apart; group norm is three kernels;
+  window pooling is its own class (``pool``).
+
 A rule returns :class:`~gpusim.lower.Kernel` records: the op's main kernel (``role``
 ``"main"``, with a ``variant`` naming its kernel class) and the library's auxiliary
 kernels (``role`` ``"aux"``, with the bytes they move).
