@@ -25,12 +25,13 @@ import networkx as nx
 
 from . import ops
 from .graph import OpGraph
+from .inductor import WINDOW_POOLS
 
 import torch  # noqa: E402  (torch is a hard dependency of capture only)
 from .errors import GpusimError
 from .fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
                       _attention_heads_swap, _conv_layout, _dtype_name, _flatten_nodes, _meta,
-                      _plain, _sdpa_facts, _storage_key)
+                      _casts, _cat_copies, _permuted, _plain, _sdpa_facts, _storage_key)
 from .lifetimes import PythonLifetimes, python_frees
 from .modules import tag_opgraph
 from .ops import SYNC_OPS   # host reads: capture records them as sync nodes
@@ -447,11 +448,18 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
                    gemm=est["gemm"], contiguous=contiguous)
-        if est["kind"] == "norm" and in_tensors and in_tensors[0].device.type == "cuda":
+        if pname in ("cat", "stack") and in_tensors and in_tensors[0].device.type == "cuda":
+            g.nodes[n.name]["cat_copies"] = _cat_copies(in_tensors, outs[0])
+        if est["kind"] in ("pointwise", "copy") and len(outs) == 1:
+            # which of ATen's elementwise paths runs (gpusim.cost.aten_fraction)
+            g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])
+            g.nodes[n.name]["permuted"] = any(_permuted(t, outs[0]) for t in in_tensors)
+        if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":
             # CUDA traces only, as _plain: meta traces keep NCHW where cuDNN returns NHWC
             g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())
-        if est["kind"] == "conv":
-            g.nodes[n.name]["layout"] = _conv_layout(in_tensors)
+        if est["kind"] == "conv" or (pname in WINDOW_POOLS and in_tensors):
+            # (a pooling op's input layout picks ATen's NCHW or NHWC kernel)
+            g.nodes[n.name]["layout"] = _conv_layout(in_tensors[:1] if pname in WINDOW_POOLS else in_tensors)
         elif est["kind"] == "attention":
             g.nodes[n.name]["sdpa"] = _sdpa_facts(ctx)
         for a, t in zip(tensor_nodes, in_tensors):

@@ -317,6 +317,11 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         # a GPU whose fraction is derived but whose fixed costs are not: none (neutral)
         comp = (fixed or 0.0) + (tap or 0.0) * taps + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
         return _retimed(est, spec, mem, comp - spec.kernel_fixed_us, floor, variant=v)
+    elif v == "pool":
+        if pool_us(a, spec) is None:
+            return est          # no rate: the reduction stream, as before the class
+        comp = pool_us(a, spec)
+        floor = kernel_floor([a], spec)
     elif v == "layer_norm":
         # ATen's layer norm runs a block per row: a fixed cost per row on top of the
         # stream, which dominates narrow rows (Swin's and ConvNeXt's 96-768 channels)
@@ -370,8 +375,12 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = comp * quantisation_efficiency(g, spec) / quantisation_efficiency(g, spec, split_k=False)
         # the floor was fitted on 16-bit GEMMs; fp32 gemv kernels share it (sweeps: 4-5 us)
         lib_floor = a["dtype"] in HALF_DTYPES or (v == "gemv" and unit == "fp32")
-        return _retimed(est, spec, mem, comp,
-                        (spec.gemm_eager_min_us if lib_floor else None) or floor, variant=v)
+        floor = (spec.gemm_eager_min_us if lib_floor else None) or floor
+        if a["kind"] == "conv":
+            # a 1x1 conv run as an align GEMM keeps cuDNN's conv floor (H100 zoo records:
+            # densenet121's smallest align2 kernels 7.5 us)
+            floor = spec.conv_min_us or floor
+        return _retimed(est, spec, mem, comp, floor, variant=v)
     elif v == "attention_fp32" and spec.attention_fp32_efficiency:
         comp = gemm_flops_effective(a) / (spec.peak_flops("fp32") * spec.attention_fp32_efficiency) * 1e6
     elif v in ("attention", "attention_mask"):
@@ -493,15 +502,23 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
         # ATen's copy of a strided tensor to a contiguous one: a permuting copy, the
         # class of cuDNN's layout transforms (a transposed read per element)
         eff = spec.layout_transform_efficiency or spec.aten_strided_efficiency * spec.mem_efficiency
+        perm = (spec.aten_permuted_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                else spec.aten_permuted_efficiency)
+        if perm:        # ATen's own permuting copy (broad records), not cuDNN's tiled one
+            eff = perm * spec.mem_efficiency
     bn = bn_train_figures(spec, kernel, a["dtype"]) if kernel.variant in BN_TRAIN_CLASSES else (None, None)
     if kernel.variant in BN_TRAIN_CLASSES:
         # a native batch norm's statistics pass (bf16): without a figure, ATen's norm
         # kernels' stream (as the pass's main kernel)
         eff = spec.mem_efficiency * (spec.aten_norm_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_norm_efficiency)
-    if kernel.variant == "conv_bias":
+    if kernel.variant == "moments":
+        # a group norm's statistics: a block-per-row reduction over its input
+        eff = spec.mem_efficiency * spec.aten_reduction_efficiency
+    if kernel.variant in ("conv_bias", "cat_copy"):
         # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
-        # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add)
+        # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add);
+        # a cat's per-input copies into strided slices take the same path
         eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
@@ -547,13 +564,51 @@ def aten_fraction(nodes, spec) -> float:
     a = nodes[0]
     kind = a["kind"]
     half = a.get("dtype") in ("float16", "bfloat16")
-    if kind in ("pointwise", "copy") and not a.get("contiguous", True):
-        return spec.aten_strided_efficiency_16bit if half else spec.aten_strided_efficiency
+    if kind in ("pointwise", "copy"):
+        return elementwise_fraction(a, spec)
     if kind == "reduction":
         return spec.aten_reduction_efficiency
     if kind == "norm" and not is_eval_batch_norm(a["op"]):
         return spec.aten_norm_efficiency_16bit if half else spec.aten_norm_efficiency
     return 1.0
+
+
+def elementwise_fraction(a: dict, spec) -> float:
+    """Bandwidth of ATen's elementwise kernel for node ``a``, as a fraction of a copy's: the
+    path TensorIterator takes (``CUDALoops.cuh``). Contiguous operands of the output's dtype:
+    the vectorised kernel (1). An operand of another dtype (``casts``: an fp16 branch added
+    to an fp32 residual under autocast) is cast on the fly: the unrolled kernel when all are
+    contiguous (``aten_cast_efficiency``), the legacy per-element kernel with dynamic casts
+    otherwise (``aten_strided_cast_efficiency``). An operand read across the output's layout
+    (``permuted``: a ViT's transposed residual stream plus a contiguous branch, ``.contiguous()``
+    of a transpose) makes half the accesses uncoalesced (``aten_permuted_efficiency``); a
+    broadcast or sliced operand alone is the calibrated ``aten_strided_efficiency``. Each
+    figure missing from a spec falls back to the law before it (broad H100 AMP records:
+    validation/fit_broad.py)."""
+    half = a.get("dtype") in HALF_DTYPES
+    strided = spec.aten_strided_efficiency_16bit if half else spec.aten_strided_efficiency
+    # a copy converts dtypes in its own vectorised kernels (float16_copy_kernel_cuda)
+    casts = a.get("casts") and a["kind"] == "pointwise"
+    if a.get("contiguous", True):
+        return (spec.aten_cast_efficiency or 1.0) if casts else 1.0
+    perm = spec.aten_permuted_efficiency_16bit if half else spec.aten_permuted_efficiency
+    if a.get("permuted") and perm:
+        return perm
+    if casts and spec.aten_strided_cast_efficiency:
+        return spec.aten_strided_cast_efficiency
+    return strided
+
+
+def pool_us(a: dict, spec) -> float | None:
+    """ATen's window pooling kernels (``avg_pool2d_out_cuda_frame``, ``max_pool_forward_nchw``
+    and their ``_nhwc`` twins) run a thread per output that walks its window with scalar,
+    uncoalesced loads: their time follows the outputs, not the bytes (broad H100 AMP
+    records: ~80 G outputs/s NCHW for 2x2 and 3x3 windows alike, ~40 channels-last). None
+    where the spec has no rate (the reduction stream prices it)."""
+    rate = spec.pool_output_rate_nhwc if a.get("layout") == "nhwc" else spec.pool_output_rate
+    if not rate:
+        return None
+    return numel(main_shape(a.get("shape"))) / (rate * 1e3)
 
 
 def kernel_floor(nodes, spec) -> float:

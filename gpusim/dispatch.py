@@ -36,6 +36,12 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
   boolean mask first costs three elementwise kernels over the mask (conversion to an
   additive bias).
 
+* **Broad AMP sample** (``validation/results/h100/broad.jsonl.gz``, per-kernel profiler
+  lists): 16-bit 1x1 convs over misaligned maps run cuBLAS's align GEMMs; a strided or
+  mixed-dtype ``cat``/``stack`` copies each input; ``linear`` with a bias over a strided
+  input copies it, runs the GEMM and adds the bias apart; group norm is three kernels;
+  window pooling is its own class (``pool``).
+
 A rule returns :class:`~gpusim.lower.Kernel` records: the op's main kernel (``role``
 ``"main"``, with a ``variant`` naming its kernel class) and the library's auxiliary
 kernels (``role`` ``"aux"``, with the bytes they move).
@@ -44,9 +50,11 @@ kernels (``role`` ``"aux"``, with the bytes they move).
 from __future__ import annotations
 
 from dataclasses import replace
+import dataclasses
 
 from .arch import attention_backend, cudnn_conv_tf32
 from .graph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
+from .inductor import WINDOW_POOLS
 from .ops import is_eval_batch_norm, packet_name
 
 
@@ -167,7 +175,8 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # excite) at any size, and past 8x8 maps at any batch (cnn sweep: 7x7 at batch 1)
         hw = c["H"] * c["W"]
         if c["N"] == 1 or hw == 1 or hw > 64:
-            return [main]
+            v = pointwise_gemm_variant(c)
+            return [dataclasses.replace(main, variant=v) if v != "conv" else main]
         return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
                 Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
     patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
@@ -185,6 +194,39 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     if not fp32_writes_nchw:
         ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"]))
     return ks
+
+
+#: Cin x Cout past which a 16-bit 1x1 convolution over misaligned maps (H*W not a multiple
+#: of 8) is not priced as cuBLAS's align kernels: at batch 256 (broad H100 AMP records)
+#: 1024 -> 512 and 384 -> 1536 on 14x14 run ``sm90_xmma_fprop_implicit_gemm`` with layout
+#: transforms, 1024 -> 256 and smaller the ``align2`` GEMM; at batch 32 (zoo records) the
+#: same 1024 -> 512 runs either way, so the large ones keep the conv class and kernels
+#: they had
+LARGE_POINTWISE = 2 ** 18
+
+
+def pointwise_gemm_variant(c: dict) -> str:
+    """The cuBLAS class of a 1x1 convolution run as a GEMM over NCHW (per image: Cout x H*W
+    output, K = Cin): a 16-bit one whose H*W or Cin breaks 16-byte alignment runs the
+    ``align2``/``align1`` CUTLASS kernels as a misaligned linear does (broad H100 AMP
+    records: ``cutlass_80_tensorop_f16_s16816gemm_f16_256x128_64x3_nn_align2`` on 14x14
+    maps, ``cutlass_75_tensorop_f16_s1688gemm_f16_*_nn_align1`` on 35x35 and 9x9); else
+    the ``conv`` class it was fitted as."""
+    if (c["dtype"] not in HALF_DTYPES or c["H"] * c["W"] == 1 or c.get("backward") or c["N"] == 1
+            or c["Cin"] * c["Cout"] > LARGE_POINTWISE):
+        # (backward GEMMs: the training classes' own rules; batch 1 keeps the conv class
+        # its zoo records were fitted with)
+        return "conv"
+    v = misaligned_variant(c["H"] * c["W"], c["Cin"])
+    return v or "conv"
+
+
+def misaligned_variant(n: int, k: int) -> str:
+    """``"align2"`` / ``"align1"`` for a 16-bit GEMM whose N or K is not a multiple of 8
+    elements (even / odd), ``""`` when both are aligned."""
+    if n % 8 == 0 and k % 8 == 0:
+        return ""
+    return "align2" if n % 2 == 0 and k % 2 == 0 else "align1"
 
 
 def conv_bias_kernels(graph: OpGraph, n: str, Kernel) -> list:
@@ -215,10 +257,7 @@ def gemm_variant(graph: OpGraph, n: str) -> str:
         return "gemm_lt" if has_bias(graph, n) else "gemm"
     if a["dtype"] not in HALF_DTYPES or not g:
         return "gemm"
-    nn, kk = g.get("n", 8), g.get("k", 8)
-    if nn % 8 == 0 and kk % 8 == 0:
-        return "gemm"
-    return "align2" if nn % 2 == 0 and kk % 2 == 0 else "align1"
+    return misaligned_variant(g.get("n", 8), g.get("k", 8)) or "gemm"
 
 
 def has_bias(graph: OpGraph, n: str) -> bool:
@@ -227,6 +266,15 @@ def has_bias(graph: OpGraph, n: str) -> bool:
     a = graph.g.nodes[n]
     name = packet_name(a["op"])
     return name.startswith("add") or (name == "linear" and len(a["reads"]) > 2)
+
+
+def strided_linear(graph: OpGraph, n: str) -> bool:
+    """A 16-bit ``linear`` with a bias over a strided input of 3 or more dims (known on
+    CUDA traces: ``input_contiguous``), which eager runs as copy, GEMM and bias add."""
+    a = graph.g.nodes[n]
+    return (packet_name(a["op"]) == "linear" and a.get("input_contiguous") is False
+            and has_bias(graph, n) and len(main_shape(a.get("shape"))) >= 3
+            and a["dtype"] in HALF_DTYPES)
 
 
 def cublaslt_split_k(graph: OpGraph, n: str) -> bool:
@@ -291,6 +339,16 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return conv_kernels(graph, n, spec, Kernel) + conv_bias_kernels(graph, n, Kernel)
     if kind == "attention":
         return sdpa_kernels(graph, n, spec, Kernel)
+    if kind == "matmul" and strided_linear(graph, n):
+        # ``at::linear`` folds a contiguous input into one addmm; a strided one (CaiT's
+        # talking heads: a Linear over the heads dim of a permuted score tensor) goes
+        # through matmul, which copies it contiguous, and adds the bias after in a kernel
+        # of its own (broad H100 AMP records: direct_copy, the GEMM, a broadcast add)
+        x = graph.g.nodes[list(a.get("inputs") or a["reads"])[0]]
+        xb = float(numel(main_shape(x.get("shape")))) * DTYPE_BYTES.get(x.get("dtype"), 2)
+        return [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy"),
+                Kernel((n,), "library", variant=gemm_variant(graph, n)),
+                Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"], variant="conv_bias")]
     if kind == "matmul":
         variant = gemm_variant(graph, n)
         main = Kernel((n,), "library", variant=variant)
@@ -320,8 +378,25 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # the out-of-place masked_fill clones, then fills in place (TensorAdvancedIndexing
         # .cpp: ``result = self.clone(); result.masked_fill_(...)``): a device copy first
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"]), Kernel((n,), "aten")]
+    if a.get("cat_copies"):
+        # (CUDA traces: gpusim.fxnodes._cat_copies) a strided or mixed-dtype cat/stack:
+        # one strided copy per input (broad H100 AMP records: RoPE ViTs' stack of two
+        # strided halves runs two direct_copy kernels, not CatArrayBatchedCopy)
+        return [Kernel((n,), "aten", role="aux", bytes=b, variant="cat_copy")
+                for b in a["cat_copies"]]
     impl = "library" if kind == "norm" else "aten"
-    main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else "")
+    main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else
+                  "pool" if name in WINDOW_POOLS else "")
+    if name in GROUP_NORMS:
+        # ATen's group norm: RowwiseMomentsCUDAKernel (reads the input), a tiny kernel for
+        # the fused scale and shift, then the elementwise GroupNormKernelImpl (broad H100
+        # AMP records: poolformer's GroupNorm(1, C), three kernels each), after a copy of
+        # a strided input (poolformerv2's channels-last stream: a direct_copy first)
+        xb = next(iter(a["reads"].values()), a["bytes_written"])
+        copy = [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy")] \
+            if a.get("input_contiguous") is False else []
+        return copy + [Kernel((n,), "aten", role="aux", bytes=float(xb), variant="moments"),
+                       Kernel((n,), "aten", role="aux", bytes=0.0), main]
     if name in LAYER_NORMS and a.get("input_contiguous") is False:
         # (``input_contiguous``: set on CUDA traces only, where the strides are cuDNN's
         # real layouts; a meta trace keeps NCHW where cuDNN returns channels-last, and
@@ -434,6 +509,8 @@ def batch_norm_train_kernels(graph: OpGraph, n: str, Kernel) -> list:
             Kernel((n,), "aten", variant="bn_train")]
 
 
+#: ATen's group norm ops (moments, parameters, apply: :func:`eager_kernels`)
+GROUP_NORMS = ("group_norm", "native_group_norm")
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)
 LAYER_NORMS = ("layer_norm", "native_layer_norm")
 

@@ -124,6 +124,51 @@ def _plain(t, out) -> bool:
         return False
 
 
+def _permuted(t, out) -> bool:
+    """An operand ATen reads across the output's layout: a dense tensor of the output's
+    elements whose unit-stride dim is not the output's, so one side of every warp's
+    accesses is uncoalesced (a ViT's transposed residual stream added to a contiguous
+    branch; ``.contiguous()`` or a reshape of a transpose). Permutations that keep the
+    innermost dim (heads and tokens swapped over a contiguous head dim) coalesce."""
+    if t.dim() == 0 or t.numel() != out.numel() or t.numel() < 2:
+        return False
+    try:
+        from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+        if not dense(t):
+            return False
+        if tuple(t.shape) != tuple(out.shape):
+            # a reshape that had to copy: the input read in its own order, written contiguous
+            return out.is_contiguous() and _unit_dim(t) != t.dim() - 1
+        return _unit_dim(t) != _unit_dim(out)
+    except Exception:  # noqa: BLE001 - odd tensor subclasses: not known to permute
+        return False
+
+
+def _unit_dim(t) -> int | None:
+    """The dim of size > 1 whose stride is 1 (None: none)."""
+    return next((d for d in range(t.dim()) if t.shape[d] > 1 and t.stride(d) == 1), None)
+
+
+def _cat_copies(in_tensors, out) -> list:
+    """ATen's ``cat`` runs one batched kernel over contiguous inputs of the output's dtype;
+    otherwise it copies each input into its slice of the output (``cat_out_cuda``: a strided
+    ``copy_`` per input; RoPE's ``stack`` of two strided halves, a class token concatenated
+    to the rotated tokens): the bytes each such copy reads and writes, or [] for the one
+    kernel."""
+    if all(t.is_contiguous() and t.dtype == out.dtype for t in in_tensors):
+        return []
+    return [float(t.numel() * (t.element_size() + out.element_size())) for t in in_tensors
+            if t.numel()]
+
+
+def _casts(in_tensors, out) -> bool:
+    """Whether ATen's elementwise kernel casts on the fly (TensorIterator's dynamic
+    casting): a tensor operand of another dtype than the output (an fp16 branch added to
+    an fp32 residual under autocast); 0-dim operands are scalars and a ``where``'s boolean
+    condition is read as it is, not cast (broad records: ``where`` runs the no-cast kernel)."""
+    return any(t.dim() > 0 and t.dtype != out.dtype and t.dtype != torch.bool for t in in_tensors)
+
+
 def _add_view(g, name, opname, val, src, base):
     shape = tuple(int(s) for s in val.shape) if isinstance(val, torch.Tensor) else None
     dtype = _dtype_name(val.dtype) if isinstance(val, torch.Tensor) else g.nodes[src]["dtype"]

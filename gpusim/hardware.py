@@ -116,6 +116,16 @@ TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_1
                  "bn_native_backward_efficiency", "bn_train_channel_us", "bn_train_channel_us_16bit",
                  "bn_backward_channel_us", "bn_backward_channel_us_16bit",
                  "bn_native_train_channel_us", "bn_native_backward_channel_us")
+#: ATen's elementwise paths and pooling kernels as the broad sample ran them, fitted by
+#: validation/fit_broad.py on one GPU's broad AMP records
+#: (validation/results/<gpu>/broad.jsonl.gz), so, like TRAIN_FIGURES, outside CLASS_FIGURES:
+#: a GPU without them prices the class by its old law (gpusim.cost.aten_fraction, the
+#: reduction stream). Fractions of a copy's bandwidth; pool rates in G outputs/s.
+BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
+                 "aten_permuted_efficiency", "aten_permuted_efficiency_16bit",
+                 "pool_output_rate", "pool_output_rate_nhwc")
+OPTIONAL_MODEL += BROAD_FIGURES
+FRACTIONS += BROAD_FIGURES[:4]
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")
@@ -204,6 +214,13 @@ class GPUSpec:
     bn_backward_channel_us_16bit: float | None = None
     bn_native_train_channel_us: float | None = None
     bn_native_backward_channel_us: float | None = None
+    # ATen elementwise paths (gpusim.cost.elementwise_fraction), of a copy's bandwidth:
+    aten_cast_efficiency: float | None = None          # contiguous, an operand cast on the fly
+    aten_strided_cast_efficiency: float | None = None  # broadcast/strided and a cast
+    aten_permuted_efficiency: float | None = None      # an operand read across the output's layout
+    aten_permuted_efficiency_16bit: float | None = None
+    pool_output_rate: float | None = None       # ATen window pooling, NCHW: G outputs/s
+    pool_output_rate_nhwc: float | None = None  # same, channels-last input
     conv_min_us: float | None = None            # floor of cuDNN conv kernels
     conv_stem_us: float | None = None           # stem conv (< 8 input channels): fixed time
     conv_stem_tflops: float | None = None       # stem conv: rate (TFLOP/s, absolute)

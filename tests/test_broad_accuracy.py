@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from gpusim.ops import packet_name
 from validation.broad_accuracy import (RESULTS, RUN_SET, broad_report, load_predictions,
                                        predict_row, spec_names)
 from validation.records import read_records, run_set, zoo_available
@@ -112,3 +113,74 @@ def test_attention_is_priced_in_whole_tiles():
     tq, tkv = spec.attention_tile_q, spec.attention_tile_kv
     q, kv = -(-197 // tq) * tq, -(-197 // tkv) * tkv
     assert attention_flops(a, spec) == attention_flops(a) * q * kv / 197 ** 2 > attention_flops(a)
+
+
+def test_elementwise_paths_pooling_and_misaligned_pointwise_convs():
+    """The broad sample's classes on tiny graphs: an fp16 branch added to an fp32 tensor
+    casts (unrolled, or legacy when strided), a transposed operand is read across the
+    output's layout, a window pool is priced by its outputs, a 16-bit 1x1 conv on 14x14
+    maps runs cuBLAS's align2 GEMM, and a spec without the figures keeps the old law."""
+    import dataclasses
+
+    import torch
+
+    from gpusim.capture import capture
+    from gpusim.cost import elementwise_fraction, estimate_kernel
+    from gpusim.hardware import BROAD_FIGURES, load_spec
+    from gpusim.lower import lower
+    spec = load_spec("h100-sxm-calibrated")
+    old = dataclasses.replace(spec, **{k: None for k in BROAD_FIGURES})
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 64)
+            self.conv = torch.nn.Conv2d(64, 64, 1)
+            self.pool = torch.nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+
+        def forward(self, x, img):
+            y = x + self.fc(x)                      # fp32 + fp16 under autocast: a cast
+            z = x.transpose(1, 2).contiguous()      # a transposed read
+            return y, z, self.pool(self.conv(img))
+
+    g = capture(M().to("meta"), (torch.randn(8, 32, 64, device="meta"),
+                                 torch.randn(4, 64, 14, 14, device="meta")), amp="fp16")
+    nodes = {packet_name(g.g.nodes[n]["op"]): g.g.nodes[n] for n in g.compute_nodes}
+    assert nodes["add"]["casts"] and not nodes["add"]["permuted"]
+    assert nodes["contiguous"]["permuted"]
+    assert elementwise_fraction(nodes["add"], spec) == spec.aten_cast_efficiency < 1
+    assert elementwise_fraction(nodes["contiguous"], spec) == spec.aten_permuted_efficiency
+    assert elementwise_fraction(nodes["add"], old) == 1.0
+    assert elementwise_fraction(nodes["contiguous"], old) == spec.aten_strided_efficiency
+    ks = lower(g, "eager", spec=spec).kernels
+    assert [k.variant for k in ks if g.g.nodes[k.ops[0]]["kind"] == "conv" and k.role == "main"] == ["align2"]
+    pool = next(k for k in ks if k.variant == "pool")
+    a = g.g.nodes[pool.ops[0]]
+    assert estimate_kernel(g, pool, spec).us >= 4 * 64 * 14 * 14 / (spec.pool_output_rate * 1e3)
+    assert estimate_kernel(g, pool, old).us == estimate_kernel(g, dataclasses.replace(pool, variant=""), old).us
+    assert a.get("layout") == "nchw"
+
+
+def test_strided_linear_copies_its_input_and_adds_the_bias_apart():
+    """CaiT's talking heads: a Linear over the last dim of a permuted 4-D tensor (16-bit,
+    CUDA trace) is a copy, the GEMM and a bias add."""
+    import torch
+
+    from gpusim.capture import capture
+    from gpusim.hardware import load_spec
+    from gpusim.lower import lower
+    spec = load_spec("h100-sxm-calibrated")
+
+    class T(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, s):
+            return self.proj(s.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    g = capture(T().to("meta"), (torch.randn(2, 8, 64, 64, device="meta"),), amp="fp16")
+    ks = [k for k in lower(g, "eager", spec=spec).kernels
+          if packet_name(g.g.nodes[k.ops[0]]["op"]) == "linear"]
+    assert [(k.role, k.variant) for k in ks] == [("aux", "strided_copy"), ("main", "gemm"),
+                                                 ("aux", "conv_bias")]

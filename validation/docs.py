@@ -158,7 +158,11 @@ Hugging Face models built from transformers' config classes, one batch each (256
 or text 64 x 256 tokens; some batches halved to fit the probe's time), eager, fp32
 weights under `torch.autocast("cuda", torch.float16)`, predicted with `amp="fp16"`.
 The sample is split by a hash of the model name into a *dev* half (looked at to find
-missing rules) and a *held* half (reported only); nothing is fitted on either. Scored by
+missing rules) and a *held* half (reported only). Six kernel-class figures of the H100's
+calibrated spec are fitted on the sample's matched profiler kernels
+(`python3 -m validation.fit_broad`: ATen's elementwise paths with a cast or a permuted
+operand, window pooling's output rate), checked leave-one-family-out (each family
+predicted with figures fitted on the others; the datasheet spec has none). Scored by
 `python3 -m validation.broad_accuracy` (its stored predictions,
 `validation/results/h100/broad_predictions.json`); signed device median < 0: gpusim
 predicts faster than measured; activation peak: above the pre-call baseline.
