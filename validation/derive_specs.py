@@ -178,7 +178,11 @@ def derived_lines(target, cals) -> dict[str, str]:
                f"fraction: the two have the same SMs, clock and lanes; what they show is that "
                f"1.43x the bandwidth leaves the rate unchanged); untested across generations")
         out[f] = figure_line(f, round(sm_fraction(target, k), 4), "derived", ref)
-    out["matmul_tc_efficiency"] = tensor_load_line(target)
+    if not any(s.compute_capability == target.compute_capability for s in src):
+        # a calibrated GPU of the same architecture row measured the GEMMs these kernels
+        # run (its matmul_efficiency, same-architecture rule); the cross-generation rule
+        # is for rows without one
+        out["matmul_tc_efficiency"] = tensor_load_line(target)
     return out
 
 
