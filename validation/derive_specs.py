@@ -40,7 +40,10 @@ from gpusim.hardware import builtin_dir, canonical_names, figure_line, load_spec
 FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
           "aten_strided_efficiency", "aten_strided_efficiency_16bit",
           "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
-          "gemm_mem_efficiency", "gemv_fp32_efficiency")
+          "gemm_mem_efficiency", "gemv_fp32_efficiency",
+          # ATen's elementwise paths of the broad sample (validation/fit_broad.py)
+          "aten_cast_efficiency", "aten_strided_cast_efficiency", "aten_permuted_efficiency",
+          "aten_permuted_efficiency_16bit")
 #: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
 SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency", "depthwise_efficiency",
              "depthwise_efficiency_16bit")
