@@ -14,10 +14,12 @@ def test_rules_file_is_what_the_sweeps_give():
 
 
 def test_every_rule_constant_has_provenance():
-    for section, key in (("bandwidth_sm", "exponent"), ("tensor_load", "e0"),
+    for section, key in (("bandwidth_sm", "fitted_exponent"), ("tensor_load", "e0"),
                          ("tensor_load", "shared_tflops")):
         source, ref = rule_provenance(section, key)
         assert source == "measured" and "validation.sm_scaling" in ref, (section, key)
+    source, ref = rule_provenance("bandwidth_sm", "exponent")   # adopted: says why
+    assert source == "assumed" and "fitted_exponent" in ref
 
 
 def test_exponent_transfers_between_gpus_better_than_the_series_law():
@@ -27,7 +29,7 @@ def test_exponent_transfers_between_gpus_better_than_the_series_law():
     from validation import fit_sm_scaling as F
     docs = F.sweeps()
     specs = {g: load_spec(s) for g, s in F.GPUS.items()}
-    p = rule_constant("bandwidth_sm", "exponent")
+    p = rule_constant("bandwidth_sm", "fitted_exponent")
     for src, dst in (("h100", "h200"), ("h200", "h100")):
         fitted = F.transfer_error(docs, specs, src, dst, p)
         series = F.transfer_error(docs, specs, src, dst, 1.0)

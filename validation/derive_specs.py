@@ -7,8 +7,8 @@ norm, ATen's strided/reduction/norm kernels, skinny GEMMs' weight stream, fp32 g
 reaches a bandwidth set by two limits, the DRAM stream (``mem_efficiency`` x peak
 bandwidth) and what the SMs keep in flight (SMs x clock x ``k`` bytes per SM-cycle, ``k`` a
 property of the class's kernel): ``A^-p = (e B)^-p + (S f k)^-p``, the exponent ``p``
-measured on green-context sweeps (``hwspecs/arch/rules.toml``,
-``validation/fit_sm_scaling.py``). ``k`` is solved from each calibrated GPU's measured
+from ``hwspecs/arch/rules.toml`` (``validation/fit_sm_scaling.py``: the green-context
+sweeps fit 2.25; the series law ``p = 1`` is what it uses, and its ref says why). ``k`` is solved from each calibrated GPU's measured
 fraction; a GPU gets the mean ``k`` of the calibrated GPUs other than itself. It is why
 the H200 (43% more bandwidth than the H100, the same SMs and clock) measured lower
 fractions of its bandwidth for every such class (:func:`leave_one_out` gives the error
@@ -161,7 +161,7 @@ def derived_lines(target, cals) -> dict[str, str]:
                            f"{c.name}: at the stream" for c, kk in ks)
         ref = (f"{BANDWIDTH_LATENCY_RULE} (gpusim.arch.BANDWIDTH_LATENCY_RULE): A^-p = "
                f"(mem_efficiency x bandwidth)^-p + (SMs x clock x k)^-p, p {_p():g} "
-               f"(hwspecs/arch/rules.toml, green-context sweeps), k the class's bytes per "
+               f"(hwspecs/arch/rules.toml), k the class's bytes per "
                f"SM-cycle from the calibrated GPUs ({inputs}; mean k "
                f"{k if k else float('inf'):.3g}; validation/derive_specs.py); leave one GPU out "
                f"(H100 <-> H200) the rule is off by {rule_err:.1f}% median against "
