@@ -129,18 +129,22 @@ def _rules() -> Mapping[str, Any]:
         return tomllib.load(f)
 
 
+def _rule(section: str, key: str) -> Mapping[str, Any]:
+    """One figure of ``hwspecs/arch/rules.toml``: ``{ value, source, ref }``."""
+    try:
+        return _rules()[section][key]
+    except KeyError:
+        raise SpecError(f"{arch_dir() / RULES_FILE}: no [{section}].{key}") from None
+
+
 def rule_constant(section: str, key: str) -> float:
     """A cross-generation rule's fitted constant (``hwspecs/arch/rules.toml``, written with
     its provenance by ``validation/fit_sm_scaling.py``)."""
-    try:
-        fig = _rules()[section][key]
-    except KeyError:
-        raise SpecError(f"{arch_dir() / RULES_FILE}: no [{section}].{key}") from None
-    return float(fig["value"])
+    return float(_rule(section, key)["value"])
 
 
 def rule_provenance(section: str, key: str) -> tuple[str, str]:
-    fig = _rules()[section][key]
+    fig = _rule(section, key)
     return fig["source"], fig["ref"]
 
 

@@ -294,6 +294,14 @@ def test_zoo_memory_not_worse_than_thresholds():
 
 
 # ---------------------------------------------------------------- Python lifetimes (eager)
+def _rebound(x):
+    """One name rebound at each step: each value is freed as the next replaces it."""
+    x = x * 2
+    x = x.relu()
+    x = x.sin()
+    return x.cos()
+
+
 def test_eager_frees_a_tensor_when_python_drops_it_not_after_its_last_use():
     """Eager memory follows Python's references: locals that keep their names hold their
     tensors until the function returns; rebinding one name frees each as it goes."""
@@ -306,14 +314,9 @@ def test_eager_frees_a_tensor_when_python_drops_it_not_after_its_last_use():
         c = b.sin()
         return c.cos()
 
-    def rebound(x):
-        x = x * 2
-        x = x.relu()
-        x = x.sin()
-        return x.cos()
 
     x = torch.empty(MiB // 4, device="meta")        # 1 MiB of float32
-    gn, gr = capture(named, (x,)), capture(rebound, (x,))
+    gn, gr = capture(named, (x,)), capture(_rebound, (x,))
     # a and b stay referenced until the function returns (after cos); each rebound value
     # dies when the name moves on
     assert gn.meta["py_free"]["mul"] == gn.meta["py_free"]["relu"] == "cos"
@@ -408,11 +411,6 @@ def test_python_lifetimes_do_not_depend_on_a_thread_sampling_the_tracers_frames(
     torch = pytest.importorskip("torch")
     from gpusim.capture import capture
 
-    def rebound(x):
-        x = x * 2
-        x = x.relu()
-        x = x.sin()
-        return x.cos()
     x = torch.empty(MiB // 4, device="meta")
     tracer, stop, orig = threading.get_ident(), threading.Event(), sys._current_frames
 
@@ -425,7 +423,7 @@ def test_python_lifetimes_do_not_depend_on_a_thread_sampling_the_tracers_frames(
     t = threading.Thread(target=sampler, daemon=True)
     t.start()
     try:
-        frees = [capture(rebound, (x,)).meta["py_free"] for _ in range(12)]
+        frees = [capture(_rebound, (x,)).meta["py_free"] for _ in range(12)]
     finally:
         stop.set()
         t.join()
