@@ -83,7 +83,7 @@ MODELS = {
 }
 PRECISIONS = {"bf16": "bfloat16", "fp32": None, "fp16": "float16"}   # name -> autocast dtype
 FUSED = ("hf:gpt2", "tv:resnet50")
-COMPILED = ("tv:resnet50", "hf:gpt2", "hf:bert-base")
+COMPILED = tuple(MODELS)
 
 
 # ------------------------------------------------------------------------ plan
@@ -98,7 +98,8 @@ def plan_cases(zoo_mod, models=None, patterns=None, fused=FUSED, compiled=COMPIL
     tier 0: small size, bf16, AdamW     tier 1: large size, bf16, AdamW
     tier 2: small size, fp32 and fp16, AdamW     tier 3: small size, SGD, every precision
     tier 4: large size, the rest         tier 5: fused AdamW (``fused`` models), both sizes
-    tier 6: compiled (``compiled`` models), small size, bf16, AdamW."""
+    tier 6: compiled (``compiled`` models), small size, bf16, AdamW
+    tier 7: compiled, large size, bf16, AdamW     tier 8: compiled, small size, fp32, AdamW."""
     models = MODELS if models is None else models
     cases = []
 
@@ -127,6 +128,8 @@ def plan_cases(zoo_mod, models=None, patterns=None, fused=FUSED, compiled=COMPIL
                     add(name, si, prec, "adamw_fused", "eager", 5)
         if name in compiled:
             add(name, 0, "bf16", "adamw", "compiled", 6)
+            add(name, 1, "bf16", "adamw", "compiled", 7)
+            add(name, 0, "fp32", "adamw", "compiled", 8)
     if patterns:
         cases = [c for c in cases if any(fnmatch.fnmatch(c.case_id, p) or fnmatch.fnmatch(c.model, p)
                                          for p in patterns)]
