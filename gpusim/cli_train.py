@@ -14,9 +14,6 @@ def check_train(a) -> None:
     a.optimizer = (a.optimizer or "adamw").lower()
     if a.optimizer not in OPTIMIZERS:
         raise UserError(f"unknown --optimizer {a.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-    if a.train and a.mode != "eager":
-        raise UserError(f"--train predicts an eager step; torch.compile training (--mode {a.mode}) "
-                        "is not modelled yet: drop --mode")
     if a.max_batch and getattr(a, "gpus", None):
         raise UserError("--max-batch searches one GPU's memory; name one --gpu")
     if a.max_batch and any(k.split("=")[0].strip() == "batch" for k in a.size or []):

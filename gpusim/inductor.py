@@ -112,12 +112,15 @@ def _compatible(a: tuple, b: tuple) -> bool:
 
 
 def stored_nodes(graph: OpGraph, cls: dict) -> set:
-    """The pointwise and reduction nodes Inductor realises into buffers (rule 2)."""
+    """The pointwise and reduction nodes Inductor realises into buffers (rule 2). ``cls``
+    covers the nodes of one compiled graph: a node read outside it is that graph's output."""
     df = graph.dataflow
     loads: dict = {}          # node -> buffers its inlined expression loads
     stored: set = set()
     for n in graph.compute_nodes:
-        c = cls[n]
+        c = cls.get(n)
+        if c is None:
+            continue
         if c in ("free", "extern"):
             continue
         rd: set = set()
@@ -131,7 +134,7 @@ def stored_nodes(graph: OpGraph, cls: dict) -> set:
             stored.add(n)
             continue
         users = [s for s in df.successors(n) if cls.get(s) not in (None, "free")]
-        if (graph.g.nodes[n]["is_output"]
+        if (graph.g.nodes[n]["is_output"] or any(s not in cls for s in df.successors(n))
                 or any(cls[s] == "extern" or packet_name(graph.g.nodes[s]["op"]) in WINDOW_POOLS
                        for s in users)
                 or (len(users) > 1 and len(rd) > REALIZE_READS)
@@ -140,16 +143,19 @@ def stored_nodes(graph: OpGraph, cls: dict) -> set:
     return stored
 
 
-def inductor_groups(graph: OpGraph, spec=None) -> list[list[str]]:
+def inductor_groups(graph: OpGraph, spec=None, nodes=None) -> list[list[str]]:
     """The compute nodes of each kernel Inductor generates, and each extern call as a
     group of one, in the order they run. Inlined nodes belong to the first kernel that
-    reads them; host reads belong to none."""
-    cls = {n: node_class(graph, n) for n in graph.compute_nodes}
+    reads them; host reads belong to none. ``nodes``: the compute nodes of one compiled
+    graph (default: all); a node read by another one is this graph's output."""
+    keep = None if nodes is None else set(nodes)
+    region = [n for n in graph.compute_nodes if keep is None or n in keep]
+    cls = {n: node_class(graph, n) for n in region}
     stored = stored_nodes(graph, cls)
     owner: dict = {}
     groups: dict[int, list] = {}
     sig: dict[int, tuple] = {}
-    for n in graph.compute_nodes:                  # topological
+    for n in region:                               # topological
         if cls[n] == "extern":
             owner[n] = len(groups)
             groups[owner[n]] = [n]
@@ -292,6 +298,8 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = 
     def legal(a, b):
         if len(sig[a]) > 2 or len(sig[b]) > 2:
             return False
+        if (a in outer and q.has_edge(a, b)) or (b in outer and q.has_edge(b, a)):
+            return False            # an outer reduction takes no epilogue
         if not _compatible(sig[a], sig[b]) or len(groups[a]) + len(groups[b]) > MAX_FUSION_SIZE:
             return False
         # a path a -> x -> b (or b -> x -> a) through a third group would make a cycle
@@ -308,6 +316,7 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = 
                         stack.append(s)
         return True
 
+    outer = {g for g, ms in groups.items() if any(graph.g.nodes[n].get("outer_reduction") for n in ms)}
     heap: list = []
     version = {g: 0 for g in groups}
 
@@ -327,6 +336,8 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = 
         sig[a] = red[0] if red else sig[a]
         groups[a] = groups[a] + groups.pop(b)
         del sig[b]
+        if b in outer:
+            outer.add(a)
         for n in groups[a]:
             owner[n] = a
         # in place: a copy of the group graph per merge made this quadratic (Pythia-410m's
@@ -368,3 +379,80 @@ def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
     if k % align or nn % align:
         out.append(2.0 * b * k * nn * size)          # the weight, every call
     return out
+
+
+# ------------------------------------------------------------------ training norms
+#: norm ops of a training graph that AOTAutograd decomposes before Inductor sees them
+#: (torch/_decomp/decompositions.py): a statistics reduction, then a pointwise kernel
+TRAINING_NORMS = frozenset({"cudnn_batch_norm", "native_batch_norm", "_native_batch_norm_legit",
+                            "_native_batch_norm_legit_functional", "native_batch_norm_backward",
+                            "cudnn_batch_norm_backward", "native_layer_norm",
+                            "native_layer_norm_backward"})
+
+
+def decompose_norms(graph: OpGraph, nodes) -> OpGraph:
+    """A copy of ``graph`` in which each training norm among ``nodes`` is what Inductor
+    compiles (``_decomp``): a statistics reduction node (``<n>/stats``) and the norm node
+    itself as the pointwise normalisation that reads it. Batch norm's statistics (forward:
+    mean and variance per channel, the running-stat updates fused in; backward: the sums of
+    the gradient and of gradient x normalised input, which also give the weight and bias
+    gradients) reduce over batch and space, an *outer* reduction: Inductor fuses a
+    pointwise producer into it but not the full-size normalisation after it (the H100
+    compiled ResNet-50 step: ``triton_red_fused_native_batch_norm_backward_threshold_
+    backward`` and separate ``triton_poi_fused_..._relu`` kernels). Layer norm reduces
+    each row (one persistent kernel with its normalisation); its backward adds a column
+    reduction over the rows for the weight and bias gradients (``<n>/wgrad``)."""
+    todo = [n for n in nodes if packet_name(graph.g.nodes[n]["op"]) in TRAINING_NORMS]
+    if not todo:
+        return graph
+    extra: dict = {}                     # norm node -> [(name, attrs, [(src, bytes)])]
+    attrs: dict = {}
+    for n in todo:
+        a = dict(graph.g.nodes[n])
+        a["reads"], a["inputs"] = dict(a["reads"]), list(a["inputs"])
+        name = packet_name(a["op"])
+        bn = "batch_norm" in name
+        backward = name.endswith("_backward")
+        x_shape = main_shape(a["shape"])
+        full = numel(x_shape)
+        # the activation(s) the statistics read: x forward; dy and x backward
+        acts = [p for p, b in a["reads"].items() if b >= max(a["reads"].values())]
+        if bn:
+            stat_shape = (x_shape[1] if len(x_shape) > 1 else 1,)
+        else:
+            stat_shape = tuple(x_shape[:-1]) + (1,)
+        stats, nb = f"{n}/stats", 8 * numel(stat_shape)
+        act_reads = {p: a["reads"][p] for p in acts}
+        common = dict(dtype="float32", is_output=False, unmodelled=False, phase=a.get("phase"),
+                      region=a.get("region"))
+        new = [(stats, dict(common, op="aten.sum.dim_IntList" if backward else "aten.var_mean.correction",
+                            kind="reduction", shape=stat_shape, flops=3.0 * full * len(acts),
+                            bytes_read=sum(act_reads.values()), bytes_written=nb, inputs=acts,
+                            base=stats, reads=dict(act_reads), outer_reduction=bn, label=stats,
+                            fx_name=stats), dict(act_reads))]
+        a["reads"][stats] = nb
+        a["inputs"].append(stats)
+        if not bn and backward:          # the weight and bias gradients: column sums
+            hidden = x_shape[-1] if x_shape else 1
+            w = f"{n}/wgrad"
+            rd = {**act_reads, stats: nb}
+            new.append((w, dict(common, op="aten.sum.dim_IntList", kind="reduction", shape=(hidden,),
+                                flops=2.0 * full * len(acts), bytes_read=sum(rd.values()),
+                                bytes_written=8 * hidden, inputs=acts + [stats], base=w, reads=rd,
+                                outer_reduction=True, label=w, fx_name=w), dict(rd)))
+            a["reads"][w] = 8 * hidden
+            a["inputs"].append(w)
+        a["kind"] = "pointwise"
+        attrs[n], extra[n] = a, new
+    g = nx.DiGraph()
+    for n, d in graph.g.nodes(data=True):     # capture order kept: the new nodes just before
+        for name, d2, _ in extra.get(n, ()):
+            g.add_node(name, **d2)
+        g.add_node(n, **attrs.get(n, d))
+    g.add_edges_from(graph.g.edges(data=True))
+    for n, new in extra.items():
+        for name, _, rd in new:
+            for p, b in rd.items():
+                g.add_edge(p, name, bytes=b)
+            g.add_edge(name, n, bytes=g.nodes[name]["bytes_written"])
+    return OpGraph(g, graph.name, graph.meta)

@@ -33,7 +33,8 @@ from .cost import estimate_kernel, group_io
 from .dispatch import (attention_variant, conv_info, conv_kernels, eager_kernels, gemm_variant,
                        nhwc_conv_kernels)
 from .graph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, kernel_order
-from .inductor import conv_has_bias, inductor_groups, pad_mm_operands, split_reduction
+from .inductor import (conv_has_bias, decompose_norms, inductor_groups, pad_mm_operands,
+                       split_reduction)
 from .legality import check_partition
 from .partition import Partition
 from .simulate import check_mode
@@ -225,6 +226,8 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
         check_partition(graph, groups)
     elif mode == "eager":
         part, groups = None, [[n] for n in graph.compute_nodes]
+    elif "train" in graph.meta:
+        return _lower_step(graph, mode, spec)
     else:
         part, groups = None, inductor_groups(graph, spec)
     kernels: list[Kernel] = []
@@ -240,3 +243,44 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
                                             region_inputs=len(group_io(graph, g)[0]))
         kernels += ks
     return Lowering(graph, mode, tuple(kernels), part)
+
+
+def step_regions(graph: OpGraph) -> dict[str, list[str]]:
+    """The compute nodes of a training step that ``torch.compile(model)`` compiles, as
+    AOTAutograd splits them: ``forward`` (the ops inside the model's call) and ``backward``
+    (the model's backward, once its outputs' gradients exist); the rest of the step (the
+    loss outside the model and its backward, the optimizer, ``zero_grad``) stays eager
+    (``graph.node(n)["region"]``, labelled at capture by :mod:`gpusim.train`)."""
+    out: dict[str, list[str]] = {"forward": [], "backward": []}
+    for n in graph.compute_nodes:
+        a = graph.g.nodes[n]
+        if a.get("region") == "model" and a.get("phase") in out:
+            out[a["phase"]].append(n)
+    return out
+
+
+def _lower_step(graph: OpGraph, mode: str, spec) -> Lowering:
+    """A training step with ``torch.compile(model)`` inside it: Inductor's kernels for the
+    model's forward graph and for its backward graph (each grouped on its own: a tensor the
+    backward reads is a forward graph output, the saved activations), eager kernels for the
+    rest of the step. Each compiled graph decides its convolutions' layout; the backward's
+    convolutions run in the layout the forward chose."""
+    graph = decompose_norms(graph, [n for ns in step_regions(graph).values() for n in ns])
+    regions = step_regions(graph)
+    compiled = {n for ns in regions.values() for n in ns}
+    fwd_layout = inductor_layout_opt(graph, regions["forward"])
+    groups, how = [], {}
+    for ph, ns in regions.items():
+        for g in inductor_groups(graph, spec, ns):
+            how[len(groups)] = fwd_layout
+            groups.append(g)
+    for n in graph.compute_nodes:
+        if n not in compiled:
+            how[len(groups)] = None
+            groups.append([n])
+    index = {tuple(sorted(g)): i for i, g in enumerate(groups)}
+    kernels: list[Kernel] = []
+    for g in kernel_order(graph, groups):
+        layout = how[index[tuple(sorted(g))]]
+        kernels += realize(graph, g, "eager" if layout is None else mode, spec, layout)
+    return Lowering(graph, mode, tuple(kernels), None)

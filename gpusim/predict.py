@@ -225,8 +225,7 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
     check_mode(mode)
     spec = as_spec(gpu)
     graph = as_graph(target, args, amp)
-    if "train" in graph.meta and (mode != "eager" or partition is not None):
-        raise ModeError(f"{graph.name} is a training step: it is predicted as eager PyTorch runs "
-                        "it; torch.compile training and fusion partitions of a step are not "
-                        "modelled yet (use mode='eager')")
+    if "train" in graph.meta and partition is not None:
+        raise ModeError(f"{graph.name} is a training step: fusion partitions of a step are not "
+                        "modelled yet (drop partition=)")
     return predict_lowering(lower(graph, mode, partition, regions, spec), spec, opts, host)

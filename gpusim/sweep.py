@@ -189,18 +189,12 @@ def plan(models, gpus, sizes=None, modes=("eager", "compiled", "cudagraph"),
 
 
 def _train_amp_supported(train, amp, modes=()) -> None:
-    """``train`` and ``amp`` go to the capture :func:`gpusim.predict` uses, with its limits:
-    a training step is predicted eager and in fp32 (autocast steps are not modelled yet)."""
+    """``amp`` goes to the capture :func:`gpusim.predict` uses: an fp32 model under autocast
+    (a training step too: the standard step's loss under autocast, fp16 with a GradScaler)."""
     amp_on = bool(amp) and amp != AMP_OFF
     if amp_on:
         from .models import check_amp
         check_amp(amp, "float32")
-    if train and amp_on:
-        raise UserError("a training step under autocast is not modelled yet; sweep --train "
-                        "without --amp, or --amp without --train")
-    if train and any(m != "eager" for m in modes):
-        raise UserError("a training step is predicted as eager PyTorch runs it; sweep --train "
-                        "with --mode eager")
 
 
 def task_keys(task: Task, host_name: str) -> list[tuple]:
@@ -220,7 +214,8 @@ def task_graph(task: Task):
     a sweep builds its input."""
     if task.train:
         from .step import step_graph
-        return step_graph(task.model, task.dtype, dict(task.sizes))
+        return step_graph(task.model, task.dtype, dict(task.sizes),
+                          amp=None if task.amp == AMP_OFF else task.amp)
     from .models import model_graph
     return model_graph(task.model, task.dtype, dict(task.sizes),
                        None if task.amp == AMP_OFF else task.amp)
@@ -483,8 +478,8 @@ def sweep(models, gpus, sizes=None, modes=("eager", "compiled", "cudagraph"),
         a model takes
     modes, dtypes : lists of them
     host : host profile (default the reference host, the same for every GPU)
-    train, amp : the training-step and autocast switches of the capture (refused by this
-        version, which predicts inference forwards)
+    train, amp : the capture's switches: ``predict --train``'s standard step instead of the
+        forward, and the forward (or the step's loss) under autocast
     out : .parquet or .csv: rows already there are skipped, new ones written there
     dask : None (a LocalCluster when dask.distributed is installed, else this process),
         ``"local:N"``, ``"tcp://HOST:PORT"``, a ``distributed.Client``, or ``"off"``

@@ -353,18 +353,30 @@ def _is_fake(t) -> bool:
 class _Phases:
     """Labels the traced FX nodes with the phase that made them: at each boundary (backward
     begins or ends, an optimizer step begins or ends) the nodes the tracer made since the
-    last boundary get the phase that was running (``node.meta["phase"]``)."""
+    last boundary get the phase that was running (``node.meta["phase"]``).
 
-    def __init__(self):
+    It also labels the *model region* (``node.meta["region"]``: ``"model"`` or ``"step"``),
+    what ``torch.compile(model)`` inside the step would compile: the ops made inside a call
+    of one of ``models`` (the modules with parameters the step reaches; a loss module is not
+    one), and in backward the ops made once the gradient of that call's
+    outputs exists (AOTAutograd's compiled backward runs then; the loss's backward before
+    it and the optimizer after it stay eager)."""
+
+    def __init__(self, models=()):
+        self.models = {id(m) for m in models}     # the modules torch.compile(model) compiles
         self.phase = "forward"
+        self.region = "step"
+        self.depth = 0              # nested module calls
         self.pending: list = []     # made after a backward, before we know what follows
 
-    def _mark(self, phase):
+    def _mark(self, phase, region=None):
         from torch.fx.experimental.proxy_tensor import get_proxy_mode
         mode = get_proxy_mode()
         if mode is not None:
             self.label(mode.tracer.graph, phase)
         self.phase = "after_backward" if phase == "forward" and self.phase == "backward" else phase
+        if region is not None:
+            self.region = region
 
     def label(self, graph, next_phase: str = "forward") -> None:
         """Nodes without a phase, newest first, get the current one. Work between a
@@ -374,6 +386,7 @@ class _Phases:
             if "phase" in n.meta:
                 break
             n.meta["phase"] = self.phase
+            n.meta["region"] = self.region
             if self.phase == "after_backward":
                 self.pending.append(n)
         if self.phase == "after_backward" and next_phase != "after_backward":
@@ -381,20 +394,46 @@ class _Phases:
                 n.meta["phase"] = "optimizer" if next_phase == "optimizer" else "forward"
             self.pending = []
 
+    def _enter_module(self, module, inputs):
+        if id(module) not in self.models:
+            return
+        if self.depth == 0:
+            self._mark(self.phase if self.phase != "after_backward" else "forward", "model")
+        self.depth += 1
+
+    def _exit_module(self, module, inputs, output):
+        if id(module) not in self.models:
+            return
+        self.depth -= 1
+        if self.depth == 0:
+            self._mark(self.phase, "step")
+            for t in torch.utils._pytree.tree_leaves(output):
+                if isinstance(t, torch.Tensor) and t.requires_grad:
+                    t.register_hook(self._output_grad)
+
+    def _output_grad(self, grad):
+        """The gradient of a model call's output exists: its compiled backward follows."""
+        if self.phase == "backward":
+            self._mark("backward", "model")
+
     def __enter__(self):
         self._backward = torch.autograd.backward
 
         def backward(*a, **k):
-            self._mark("backward")
+            self._mark("backward", "step")
             try:
                 return self._backward(*a, **k)
             finally:
-                self._mark("forward")
+                self._mark("forward", "step")
         torch.autograd.backward = backward
+        from torch.nn.modules.module import (register_module_forward_hook,
+                                             register_module_forward_pre_hook)
         from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                            register_optimizer_step_pre_hook)
         self._hooks = [register_optimizer_step_pre_hook(lambda *a: self._mark("optimizer")),
-                       register_optimizer_step_post_hook(lambda *a: self._mark("forward"))]
+                       register_optimizer_step_post_hook(lambda *a: self._mark("forward")),
+                       register_module_forward_pre_hook(self._enter_module),
+                       register_module_forward_hook(self._exit_module)]
         return self
 
     def __exit__(self, *exc):
@@ -461,7 +500,7 @@ def trace_step(fn, args=()):
 
     def count(module, inputs):
         calls[0] += 1
-    phases = _Phases()
+    phases = _Phases([m for _, m in modules if any(True for _ in m.parameters())])
     live = LiveAutocast()
     hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
     quiet = capture._quiet_fake_tensor_logger()
@@ -494,6 +533,7 @@ def trace_step(fn, args=()):
     names = [f"p:{k}" for k in pkeys] + [f"b:{k}" for k in bkeys] + [f"s:{k}" for k in snames]
     flat = capture._flatten_tensors(([state.params[k] for k in pkeys],
                                      [state.buffers[k] for k in bkeys], stensors, fargs), [])
+    gm.meta["regions"] = {n.name: n.meta.get("region") or "step" for n in gm.graph.nodes}
     return gm, flat, names, {n.name: n.meta.get("phase", "forward") for n in gm.graph.nodes}
 
 
@@ -513,6 +553,7 @@ def capture_step(fn, args=(), name: str | None = None) -> "capture.Captured":
     for n in graph.g.nodes:
         a = graph.g.nodes[n]
         a["phase"] = phases.get(a.get("fx_name", n), "forward")
+        a["region"] = gm.meta["regions"].get(a.get("fx_name", n), "step")
         if a["kind"] == "input":
             a["phase"] = "input"
     modules, optimizers = reachable(fn)

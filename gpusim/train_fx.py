@@ -167,14 +167,14 @@ def split_conv_backward(gm) -> None:
                     go = args[0]
                     dims = [0] + list(range(2, len(go.meta["val"].shape)))
                     new = gm.graph.call_function(aten.sum.dim_IntList, (go, dims))
-                    new.meta.update(val=val[2], phase=node.meta.get("phase"))
+                    new.meta.update(val=val[2], phase=node.meta.get("phase"), region=node.meta.get("region"))
                     users[i].replace_all_uses_with(new)
                 else:
                     one = [j == i for j in range(3)]
                     new = gm.graph.call_function(aten.convolution_backward.default,
                                                  tuple(args[:10]) + (one,))
                     new.meta.update(val=tuple(v if j == i else None for j, v in enumerate(val)),
-                                    phase=node.meta.get("phase"))
+                                    phase=node.meta.get("phase"), region=node.meta.get("region"))
                     users[i].args = (new, i)
         for u in list(node.users):
             if not u.users:

@@ -170,7 +170,8 @@ def test_in_process_without_dask_and_progress(monkeypatch):
 
 def test_train_and_amp_rows_equal_predict():
     """A training sweep predicts predict --train's step, an autocast sweep predict --amp's
-    forward; their limits are one-line refusals before any work."""
+    forward, both together (a compiled autocast step) predict's; a bad --amp is a one-line
+    refusal before any work."""
     import torch
 
     from gpusim.models import model_graph
@@ -181,14 +182,18 @@ def test_train_and_amp_rows_equal_predict():
     assert list(df["train"]) == [True] and df["error"].iloc[0] == ""
     want = predict(step_graph("transformer_block", sizes={"seq": 64}), gpu="h100")
     assert df["device_us"].iloc[0] == want.device_us
+    df = sweep_fn(["transformer_block"], ["h100"], {"seq": [64]}, modes=["compiled"], dask="off",
+                  train=True, amp="bf16")
+    assert df["error"].iloc[0] == ""
+    want = predict(step_graph("transformer_block", sizes={"seq": 64}, amp="bf16"), gpu="h100",
+                   mode="compiled")
+    assert df["device_us"].iloc[0] == want.device_us
     df = sweep_fn(["transformer_block"], ["h100"], {"seq": [64]}, modes=["eager"], dask="off",
                   amp="bf16")
     assert list(df["amp"]) == ["bf16"] and df["error"].iloc[0] == ""
     want = predict(model_graph("transformer_block", sizes={"seq": 64}, amp="bf16"), gpu="h100")
     assert df["device_us"].iloc[0] == want.device_us
-    for kw, msg in (({"train": True, "amp": "bf16"}, "under autocast is not modelled"),
-                    ({"train": True, "modes": ["eager", "compiled"]}, "--mode eager"),
-                    ({"amp": "fp8"}, "amp")):
+    for kw, msg in (({"amp": "fp8"}, "amp"),):
         kw = {"modes": ["eager"], **kw}
         with pytest.raises(UserError, match=msg):
             sweep_fn(["transformer_block"], ["h100"], dask="off", **kw)

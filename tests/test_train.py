@@ -246,7 +246,6 @@ def test_cli_train_text(capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["--optimizer", "sgd"], "add --train"),
     (["--train", "--optimizer", "lion"], "unknown --optimizer"),
-    (["--train", "--mode", "compiled"], "eager step"),
     (["--train", "--max-batch", "--size", "batch=4"], "drop --size batch"),
 ])
 def test_cli_train_errors(capsys, argv, msg):
@@ -384,12 +383,12 @@ def make():
     assert "training step    SGD" in out and "fastest" not in out
 
 
-def test_compiled_training_is_refused_with_one_line():
+def test_a_step_takes_no_fusion_partition():
     model = mlp(depth=1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = capture(step_of(model, opt), batch())
     with pytest.raises(gpusim.GpusimError, match="training step"):
-        gpusim.predict(g, mode="compiled")
+        gpusim.predict(g, partition=[[g.compute_nodes[0]]])
 
 
 def test_training_batch_norm_is_cudnns_training_kernel():

@@ -14,8 +14,9 @@ compares per phase (forward, backward, optimizer): kernel count and the sum of k
 gpusim's ``memory.total_bytes``) and the phase that holds it (``memory.peak_phase``), and
 the count of cuDNN layout-transform kernels per phase (gpusim assumes none around backward
 convolutions: the records say whether cuDNN runs them).
-Rows with autocast (``amp``) are scored only when this gpusim traces autocast; compiled
-rows are skipped (torch.compile training is not modelled). Errors are absolute percentages;
+Rows with autocast (``amp``) are scored only when this gpusim traces autocast. ``--run
+compiled`` scores ``<gpu>/train_compiled.jsonl.gz`` instead: steps with ``torch.compile(model)``
+inside, predicted with ``mode="compiled"``. Errors are absolute percentages;
 medians and p90 by :func:`validation.stats._stats`.
 """
 
@@ -53,7 +54,7 @@ def predict_row(rec: dict, gpu: str) -> dict:
     fn, args = standard_step(rec["model"], "float32", rec["sizes"], rec["optimizer"], **kw)
     # the GPU's calibrated spec where one exists (the training classes' figures live there:
     # a bare name would load the datasheet spec)
-    p = predict(fn, args, gpu=spec_for(gpu))
+    p = predict(fn, args, gpu=spec_for(gpu), mode=rec.get("run", "eager"))
     s = p.train
     g = p.graph.g
     transforms = {ph: 0 for ph in PHASES}
@@ -106,25 +107,32 @@ def compare(rec: dict, pred: dict) -> dict:
     return out
 
 
-def usable(rec: dict, amp: bool) -> str | None:
-    """Why a record is not scored (None: scored)."""
+def usable(rec: dict, amp: bool, run: str = "eager") -> str | None:
+    """Why a record is not scored (None: scored): failed, or not of the ``run`` scored."""
     if rec.get("kind") != "train_step" or rec.get("failed"):
         return "failed or not a training step"
-    if rec.get("run") != "eager":
-        return "torch.compile training is not modelled"
+    if rec.get("run") != run:
+        return f"not {run}"
     if rec.get("amp") and not amp:
         return "autocast not traced by this gpusim"
     return None
 
 
-def score(results: str, gpus, patterns=None, progress: bool = False) -> dict:
+#: the records of each run: eager steps, and steps with ``torch.compile(model)`` inside
+RECORDS = {"eager": "train.jsonl.gz", "compiled": "train_compiled.jsonl.gz"}
+
+
+def score(results: str, gpus, patterns=None, progress: bool = False, run: str = "eager") -> dict:
     amp = amp_supported()
     report = {}
     for gpu in gpus:
-        rows = read_records(os.path.join(results, gpu, "train.jsonl.gz"))
+        path = os.path.join(results, gpu, RECORDS[run])
+        if not os.path.exists(path):
+            continue
+        rows = read_records(path)
         cases, skipped = [], {}
         for rec in rows:
-            why = usable(rec, amp)
+            why = usable(rec, amp, run)
             if why is None and patterns and not any(fnmatch.fnmatch(rec.get("case_id", ""), p)
                                                     for p in patterns):
                 why = "not selected"
@@ -180,9 +188,11 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--gpu", action="append", default=None, help="h100, h200 (default: both)")
     ap.add_argument("--cases", action="append", default=None, help="case_id glob (repeatable)")
+    ap.add_argument("--run", choices=tuple(RECORDS), default="eager",
+                    help="eager steps, or steps with torch.compile(model) inside (default: eager)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    report = score(a.results, a.gpu or ["h100", "h200"], a.cases, progress=True)
+    report = score(a.results, a.gpu or ["h100", "h200"], a.cases, progress=True, run=a.run)
     print(json.dumps(report, indent=1) if a.json else text(report))
     return 0
 
