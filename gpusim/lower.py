@@ -259,6 +259,16 @@ def step_regions(graph: OpGraph) -> dict[str, list[str]]:
     return out
 
 
+def _step_gemm(graph: OpGraph, k: Kernel) -> Kernel:
+    """A training step's aligned extern GEMM is eager's cuBLAS kernel class at eager's times
+    (H100 records, Llama-3.2-1B bf16 backward: 227 GEMMs, 3,371 us compiled, 3,362 us
+    eager); a padded or misaligned one keeps what :func:`realize` chose."""
+    if k.impl != "library" or k.variant or graph.g.nodes[k.ops[0]]["kind"] != "matmul":
+        return k
+    v = gemm_variant(graph, k.ops[0])
+    return k if v in ("align1", "align2") else dataclasses.replace(k, variant=v)
+
+
 def _lower_step(graph: OpGraph, mode: str, spec) -> Lowering:
     """A training step with ``torch.compile(model)`` inside it: Inductor's kernels for the
     model's forward graph and for its backward graph (each grouped on its own: a tensor the
@@ -282,5 +292,6 @@ def _lower_step(graph: OpGraph, mode: str, spec) -> Lowering:
     kernels: list[Kernel] = []
     for g in kernel_order(graph, groups):
         layout = how[index[tuple(sorted(g))]]
-        kernels += realize(graph, g, "eager" if layout is None else mode, spec, layout)
+        ks = realize(graph, g, "eager" if layout is None else mode, spec, layout)
+        kernels += [_step_gemm(graph, k) if layout is not None else k for k in ks]
     return Lowering(graph, mode, tuple(kernels), None)
