@@ -61,14 +61,17 @@ def test_plan_covers_models_precisions_optimizers_most_valuable_first():
     ids = [c.case_id for c in cases]
     assert len(ids) == len(set(ids))
     n = len(train_run.MODELS)
-    # 2 sizes x 3 precisions x (SGD, AdamW) per model, fused AdamW for FUSED, compiled
-    assert len(cases) == n * 12 + 6 * len(train_run.FUSED) + len(train_run.COMPILED)
+    # 2 sizes x 3 precisions x (SGD, AdamW) per model, fused AdamW for FUSED, compiled:
+    # bf16 at both sizes and fp32 small
+    assert len(cases) == n * 12 + 6 * len(train_run.FUSED) + 3 * len(train_run.COMPILED)
     first = cases[:n]
     assert {c.model for c in first} == set(train_run.MODELS)
     assert all(c.extra["precision"] == "bf16" and c.extra["optimizer"] == "adamw"
                and c.size == "small" and c.run == "eager" for c in first)
     assert [c.tier for c in cases] == sorted(c.tier for c in cases)
-    assert [c.run for c in cases[-len(train_run.COMPILED):]] == ["compiled"] * len(train_run.COMPILED)
+    k = 3 * len(train_run.COMPILED)
+    assert [c.run for c in cases[-k:]] == ["compiled"] * k
+    assert [c.tier for c in cases if c.run == "compiled"][:len(train_run.COMPILED)] == [6] * len(train_run.COMPILED)
     fp16 = [c for c in cases if c.extra["precision"] == "fp16"]
     assert fp16 and all(c.extra["grad_scaler"] and c.extra["amp"] == "float16" for c in fp16)
     assert all(not c.extra["grad_scaler"] for c in cases if c.extra["precision"] != "fp16")
