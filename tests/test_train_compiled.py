@@ -70,8 +70,9 @@ def test_compiled_step_fuses_the_model_and_keeps_the_optimizer_eager(conv_step):
         by[p.mode] = {ph: [k for k, x in zip(p.kernels, phases) if x == ph]
                       for ph in ("forward", "backward", "optimizer")}
     assert [k.us for k in by["eager"]["optimizer"]] == [k.us for k in by["compiled"]["optimizer"]]
-    for ph in ("forward", "backward"):
-        assert len(by["compiled"][ph]) < len(by["eager"][ph])
+    for ph in ("forward", "backward"):      # Triton kernels of several ops; eager has none
+        assert any(len(k.ops) > 1 for k in by["compiled"][ph])
+        assert not any(len(k.ops) > 1 for k in by["eager"][ph])
     assert comp.train["phases"]["optimizer"]["kernels"] == eager.train["phases"]["optimizer"]["kernels"]
 
 
