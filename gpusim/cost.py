@@ -267,7 +267,63 @@ def attention_flops(a: dict, spec=None) -> float:
     return bwd * 2.0 * b * q * kv * (s["head_dim"] + s["head_dim_v"])
 
 
+#: backward kernel classes timed as their forward law times a fitted figure
+#: (validation/fit_train.py on the training records): (variant, direction, 16-bit?) -> field.
+#: Directions: a convolution's ``data`` / ``filter`` gradient (gpusim.dispatch's
+#: conv_info), ``mm`` for a backward matrix product
+BACKWARD_SCALES = {
+    ("conv_dgrad", "data", True): "conv_backward_scale_16bit",
+    ("conv_wgrad", "filter", True): "conv_backward_scale_16bit",
+    ("conv_dgrad", "data", False): "conv_backward_scale",
+    ("conv_wgrad", "filter", False): "conv_backward_scale",
+    ("depthwise", "data", True): "depthwise_dgrad_scale",
+    ("depthwise", "data", False): "depthwise_dgrad_scale",
+    ("depthwise", "filter", True): "depthwise_wgrad_scale_16bit",
+    ("depthwise", "filter", False): "depthwise_wgrad_scale",
+    ("depthwise_aten", "data", True): "depthwise_aten_dgrad_scale",
+    ("depthwise_aten", "data", False): "depthwise_aten_dgrad_scale",
+    ("depthwise_aten", "filter", True): "depthwise_aten_wgrad_scale",
+    ("depthwise_aten", "filter", False): "depthwise_aten_wgrad_scale",
+    ("gemm", "mm", False): "gemm_backward_scale",
+}
+
+
+def backward_scale_field(graph: OpGraph, kernel) -> str | None:
+    """The spec field scaling backward kernel ``kernel`` (:data:`BACKWARD_SCALES`), None
+    for other kernels. A convolution's gradient by its direction (backward-data or
+    backward-filter: cuDNN's ``dgrad`` / ``wgrad`` kernels, ATen's depthwise
+    ``conv_depthwise2d_backward`` / ``_grad_weight``); a backward fp32 ``mm`` (the
+    transposed products of a linear layer's gradients)."""
+    if kernel.role != "main" or not kernel.variant:
+        return None
+    a = graph.g.nodes[kernel.ops[0]]
+    if a.get("phase") != "backward":
+        return None
+    name = packet_name(a.get("op", ""))
+    if name == "convolution_backward":
+        from .dispatch import conv_info
+        c = conv_info(graph, kernel.ops[0])
+        direction = c.get("backward") if c else None
+    elif name in ("mm", "bmm") and a["dtype"] == "float32":
+        direction = "mm"
+    else:
+        return None
+    return BACKWARD_SCALES.get((kernel.variant, direction, a["dtype"] in HALF_DTYPES))
+
+
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:
+    """:func:`estimate_kernel_forward_law`, times the class's backward figure for a
+    backward kernel of :data:`BACKWARD_SCALES` (none on the GPU: the forward law)."""
+    est = estimate_kernel_forward_law(graph, kernel, spec, opts)
+    field = backward_scale_field(graph, kernel)
+    scale = getattr(spec, field, None) if field else None
+    if not scale:
+        return est
+    return replace(est, us=est.us * scale, mem_us=est.mem_us * scale, compute_us=est.compute_us * scale)
+
+
+def estimate_kernel_forward_law(graph: OpGraph, kernel, spec,
+                                opts: CostOptions = CostOptions()) -> KernelEstimate:
     """Predict one lowered kernel (:class:`gpusim.lower.Kernel`): PyTorch's and the
     libraries' own kernels (``impl`` ``aten``/``library``) reach the measured ATen
     efficiencies; generated kernels are timed as plain streams. Eager library kernel
@@ -330,6 +386,16 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         if row_ns and shape:
             mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
+    elif v == "column_sum":
+        # a backward sum over the leading dim (gpusim.dispatch.column_sum): a fixed time of
+        # its own (column_sum_us, in place of kernel_fixed_us) and its bytes at a fitted
+        # fraction of the bandwidth (validation/fit_train.py on the training records);
+        # without the figures, the reduction stream
+        if not spec.column_sum_efficiency:
+            return est
+        mem = ((spec.column_sum_us or spec.kernel_fixed_us) - spec.kernel_fixed_us
+               + est.bytes / (spec.column_sum_efficiency * spec.bandwidth) * 1e6)
+        floor = kernel_floor([a], spec)
     elif v in BN_TRAIN_CLASSES:
         eff, ch_us = bn_train_figures(spec, kernel, a["dtype"])
         if eff:
@@ -525,6 +591,9 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
     if bn[0]:
         mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
+    if kernel.variant == "mta_launch" and spec.mta_launch_us:
+        # a multi-tensor-apply op's further launch (training records: validation/fit_train.py)
+        us = spec.mta_launch_us
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)
     return KernelEstimate(
