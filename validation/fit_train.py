@@ -48,7 +48,7 @@ import pickle
 import re
 import sys
 
-from gpusim.cost import BACKWARD_SCALES, backward_scale_field, bn_train_us
+from gpusim.cost import BACKWARD_SCALES, backward_scale_field, bn_train_us, mta_bytes
 from gpusim.graph import main_shape
 from gpusim.hardware import TRAIN_FIGURES, figure_line, spec_for
 from validation.records import read_records
@@ -136,6 +136,7 @@ def predicted_kernels(rec: dict, gpu, cache: str | None = None) -> list[dict]:
     g = p.graph.g
     return [{"phase": g.nodes[k.ops[0]].get("phase", "forward"), "variant": k.variant,
              "scale_field": backward_scale_field(p.graph, k),
+             "mta_bytes": mta_bytes(g.nodes[k.ops[0]]) if k.variant == "mta" else 0.0,
              "role": k.role, "impl": k.impl, "dtype": g.nodes[k.ops[0]]["dtype"],
              "kind": g.nodes[k.ops[0]]["kind"], "bytes": float(e.bytes), "us": float(e.us),
              "mem_us": float(e.mem_us), "comp_us": float(e.compute_us),
@@ -154,7 +155,8 @@ def mta_point(rec: dict, kernels: list[dict]) -> dict | None:
         return None
     extra = sum(1 for k in opt if k["role"] == "aux" and not k["bytes"])
     return {"case_id": rec.get("case_id"), "family": rec.get("family"), "us": meas,
-            "ops": len(ops), "extra": extra, "bytes": sum(k["bytes"] for k in ops)}
+            "ops": len(ops), "extra": extra,
+            "bytes": sum(max(k.get("mta_bytes", 0.0), k["bytes"]) for k in ops)}
 
 
 def mta_us(p: dict, figs, spec) -> float:
