@@ -268,23 +268,28 @@ def attention_flops(a: dict, spec=None) -> float:
 
 
 #: backward kernel classes timed as their forward law times a fitted figure
-#: (validation/fit_train.py on the training records): (variant, direction, 16-bit?) -> field.
-#: Directions: a convolution's ``data`` / ``filter`` gradient (gpusim.dispatch's
-#: conv_info), ``mm`` for a backward matrix product
+#: (validation/fit_train.py on the training records): (variant, direction, 16-bit?, 1x1?)
+#: -> field. Directions: a convolution's ``data`` / ``filter`` gradient (gpusim.dispatch's
+#: conv_info), ``mm`` for a backward matrix product. Dense convolutions by geometry: 1x1
+#: filters (their gradients mostly cuBLAS GEMMs) and spatial ones (cuDNN's dgrad / wgrad)
 BACKWARD_SCALES = {
-    ("conv_dgrad", "data", True): "conv_backward_scale_16bit",
-    ("conv_wgrad", "filter", True): "conv_backward_scale_16bit",
-    ("conv_dgrad", "data", False): "conv_backward_scale",
-    ("conv_wgrad", "filter", False): "conv_backward_scale",
-    ("depthwise", "data", True): "depthwise_dgrad_scale",
-    ("depthwise", "data", False): "depthwise_dgrad_scale",
-    ("depthwise", "filter", True): "depthwise_wgrad_scale_16bit",
-    ("depthwise", "filter", False): "depthwise_wgrad_scale",
-    ("depthwise_aten", "data", True): "depthwise_aten_dgrad_scale",
-    ("depthwise_aten", "data", False): "depthwise_aten_dgrad_scale",
-    ("depthwise_aten", "filter", True): "depthwise_aten_wgrad_scale",
-    ("depthwise_aten", "filter", False): "depthwise_aten_wgrad_scale",
-    ("gemm", "mm", False): "gemm_backward_scale",
+    **{(v, d, True, True): "conv_backward_scale_1x1_16bit"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    **{(v, d, False, True): "conv_backward_scale_1x1"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    **{(v, d, True, False): "conv_backward_scale_16bit"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    **{(v, d, False, False): "conv_backward_scale"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    ("depthwise", "data", True, False): "depthwise_dgrad_scale",
+    ("depthwise", "data", False, False): "depthwise_dgrad_scale",
+    ("depthwise", "filter", True, False): "depthwise_wgrad_scale_16bit",
+    ("depthwise", "filter", False, False): "depthwise_wgrad_scale",
+    ("depthwise_aten", "data", True, False): "depthwise_aten_dgrad_scale",
+    ("depthwise_aten", "data", False, False): "depthwise_aten_dgrad_scale",
+    ("depthwise_aten", "filter", True, False): "depthwise_aten_wgrad_scale",
+    ("depthwise_aten", "filter", False, False): "depthwise_aten_wgrad_scale",
+    ("gemm", "mm", False, False): "gemm_backward_scale",
 }
 
 
@@ -292,23 +297,26 @@ def backward_scale_field(graph: OpGraph, kernel) -> str | None:
     """The spec field scaling backward kernel ``kernel`` (:data:`BACKWARD_SCALES`), None
     for other kernels. A convolution's gradient by its direction (backward-data or
     backward-filter: cuDNN's ``dgrad`` / ``wgrad`` kernels, ATen's depthwise
-    ``conv_depthwise2d_backward`` / ``_grad_weight``); a backward fp32 ``mm`` (the
-    transposed products of a linear layer's gradients)."""
+    ``conv_depthwise2d_backward`` / ``_grad_weight``) and, dense, its filter (1x1 or
+    spatial); a backward fp32 ``mm`` (the transposed products of a linear layer's
+    gradients)."""
     if kernel.role != "main" or not kernel.variant:
         return None
     a = graph.g.nodes[kernel.ops[0]]
     if a.get("phase") != "backward":
         return None
     name = packet_name(a.get("op", ""))
+    pointwise = False
     if name == "convolution_backward":
         from .dispatch import conv_info
         c = conv_info(graph, kernel.ops[0])
         direction = c.get("backward") if c else None
+        pointwise = bool(c) and kernel.variant in ("conv_dgrad", "conv_wgrad") and c["kh"] == c["kw"] == 1
     elif name in ("mm", "bmm") and a["dtype"] == "float32":
         direction = "mm"
     else:
         return None
-    return BACKWARD_SCALES.get((kernel.variant, direction, a["dtype"] in HALF_DTYPES))
+    return BACKWARD_SCALES.get((kernel.variant, direction, a["dtype"] in HALF_DTYPES, pointwise))
 
 
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:

@@ -46,7 +46,8 @@ MODEL = ("mem_efficiency", "l2_bandwidth_gbs", "l2_resident_fraction", "kernel_f
 # kernel class, measured by `gpusim calibrate`. A spec without them predicts as if
 # those kernels were as good as a plain copy (fraction 1) with the common floor.
 #: backward kernels' time over their forward law's (gpusim.cost.BACKWARD_SCALES)
-BACKWARD_SCALE_FIGURES = ("conv_backward_scale", "conv_backward_scale_16bit", "depthwise_dgrad_scale",
+BACKWARD_SCALE_FIGURES = ("conv_backward_scale", "conv_backward_scale_16bit", "conv_backward_scale_1x1",
+                          "conv_backward_scale_1x1_16bit", "depthwise_dgrad_scale",
                           "depthwise_wgrad_scale", "depthwise_wgrad_scale_16bit",
                           "depthwise_aten_dgrad_scale", "depthwise_aten_wgrad_scale",
                           "gemm_backward_scale")
@@ -211,12 +212,14 @@ class GPUSpec:
     column_sum_efficiency: float | None = None
     column_sum_us: float | None = None
     # backward kernels (gpusim.cost.BACKWARD_SCALES): time over the forward law's for the
-    # same class on the gradient's own shapes. Dense convolutions' dgrad and wgrad (cuDNN's
-    # kernels and the 1x1 convolutions' GEMMs), fp32 (TF32) and 16-bit; cuDNN's depthwise
-    # backward-data, backward-filter fp32 and 16-bit; ATen's depthwise kernels by
-    # direction; fp32 matrix products of the backward
+    # same class on the gradient's own shapes. Dense convolutions' dgrad and wgrad, spatial
+    # filters (cuDNN's kernels) and 1x1 (mostly cuBLAS GEMMs), fp32 (TF32) and 16-bit;
+    # cuDNN's depthwise backward-data, backward-filter fp32 and 16-bit; ATen's depthwise
+    # kernels by direction; fp32 matrix products of the backward
     conv_backward_scale: float | None = None
     conv_backward_scale_16bit: float | None = None
+    conv_backward_scale_1x1: float | None = None
+    conv_backward_scale_1x1_16bit: float | None = None
     depthwise_dgrad_scale: float | None = None
     depthwise_wgrad_scale: float | None = None
     depthwise_wgrad_scale_16bit: float | None = None

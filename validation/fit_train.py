@@ -48,6 +48,8 @@ import pickle
 import re
 import sys
 
+import numpy as np
+
 from gpusim.cost import BACKWARD_SCALES, backward_scale_field, bn_train_us, mta_bytes
 from gpusim.graph import main_shape
 from gpusim.hardware import TRAIN_FIGURES, figure_line, spec_for
@@ -274,10 +276,11 @@ def backward_scale_points(rec: dict, kernels: list[dict]) -> dict:
     time of the class's kernels (by name) and gpusim's at the forward law. A class is
     measured only where the step's profiler names and gpusim's dispatch agree on the
     library: cuDNN's depthwise figures on steps where ATen's depthwise kernels take under a
-    tenth of the depthwise time, and the reverse; dense convolutions' figure (their 1x1 gradients run as GEMMs, whose names do not
-    say the direction) where the step's other backward GEMMs (linear layers, at the forward
-    law, and the stem's gradient) are under a tenth of the dense kernels; fp32 backward GEMMs
-    on fp32 steps without convolutions."""
+    tenth of the depthwise time, and the reverse; dense convolutions' pair of figures
+    (spatial, 1x1; key :data:`DENSE_PAIRS`: one measured total, since the 1x1 gradients run
+    as GEMMs whose names say neither direction nor geometry) where the step's other backward
+    GEMMs (linear layers, at the forward law, and the stem's gradient) are under a tenth of
+    the dense kernels; fp32 backward GEMMs on fp32 steps without convolutions."""
     pred = {}
     for k in kernels:
         if k.get("scale_field"):
@@ -299,12 +302,43 @@ def backward_scale_points(rec: dict, kernels: list[dict]) -> dict:
     others = sum(k["us"] for k in kernels if k["phase"] == "backward"
                  and (k["kind"] == "matmul" or k["variant"] == "conv_stem"))
     dense = _backward(rec, DENSE, dw)
-    if dense and others < 0.1 * dense:
-        meas["conv_backward_scale"] = meas["conv_backward_scale_16bit"] = dense - others
     convs = any(k["kind"] == "conv" for k in kernels if k["phase"] == "backward")
     if not convs and not rec.get("amp"):
         meas["gemm_backward_scale"] = _backward(rec, DENSE, re.compile(r"dgrad|wgrad"))
-    return {f: dict(base, us=meas[f], pred=pred[f]) for f in pred if meas.get(f, 0) > 0}
+    out = {f: dict(base, us=meas[f], pred=pred[f]) for f in pred if meas.get(f, 0) > 0
+           and f not in DENSE_FIGURES}
+    for pair in DENSE_PAIRS:
+        # dense convolutions: one measured total, the spatial and 1x1 figures fitted jointly
+        parts = [pred.get(f, 0.0) for f in pair]
+        if any(parts) and dense - others > 0 and others < 0.1 * dense:
+            out[pair] = dict(base, us=dense - others, parts=parts)
+    return out
+
+
+#: the dense convolutions' (spatial, 1x1) figures, fp32 and 16-bit
+DENSE_PAIRS = (("conv_backward_scale", "conv_backward_scale_1x1"),
+               ("conv_backward_scale_16bit", "conv_backward_scale_1x1_16bit"))
+DENSE_FIGURES = {f for pair in DENSE_PAIRS for f in pair}
+
+
+def pair_us(p: dict, figs, spec) -> float:
+    """gpusim's dense-convolution backward time of point ``p`` at (spatial, 1x1) scales."""
+    return sum(x * f for x, f in zip(p["parts"], figs))
+
+
+def fit_pair(points: list[dict], spec) -> tuple | None:
+    """The (spatial, 1x1) scales with the least squared relative error over the steps
+    (each step: measured = spatial x its spatial gradients' forward-law time + 1x1 x its
+    1x1 ones'); a geometry no step holds keeps the other's figure."""
+    if not points:
+        return None
+    a = np.array([[x / p["us"] for x in p["parts"]] for p in points])
+    cols = [j for j in range(a.shape[1]) if a[:, j].any()]
+    sol = np.linalg.lstsq(a[:, cols], np.ones(len(points)), rcond=None)[0]
+    figs = dict(zip(cols, (round(float(x), 3) for x in sol)))
+    if not figs or min(figs.values()) <= 0:
+        return None
+    return tuple(figs.get(j, figs[cols[0]]) for j in range(a.shape[1]))
 
 
 def scale_us(p: dict, fig, spec) -> float:
@@ -451,7 +485,19 @@ def main(argv=None) -> int:
         eff, fixed = lofo["all"]["figure"]
         lines.append(figure_line("column_sum_efficiency", eff, "measured", ref))
         lines.append(figure_line("column_sum_us", fixed, "measured", ref))
-    for fig in sorted(set(BACKWARD_SCALES.values())):
+    for pair in DENSE_PAIRS:
+        if pair not in scales or "backward" not in classes:
+            continue
+        # two models (ResNet-50: 1x1 and 3x3; MobileNet-V3: 1x1 only): held out by step
+        lo = leave_family_out(scales[pair], spec, fit_pair, pair_us, key="case_id",
+                              groups=sorted({p["case_id"] for p in scales[pair]}))
+        errs = sorted(s["median"] for g, s in lo.items() if g != "all")
+        if errs:
+            print(f"# {pair} held out by step: median {errs[len(errs) // 2]:5.1f}%  max {errs[-1]:5.1f}%"
+                  f"  (n={len(errs)}); in sample {lo['all']['median']:5.1f}% / {lo['all']['p90']:5.1f}%")
+        for f, v in zip(pair, lo["all"]["figure"]):
+            lines.append(figure_line(f, v, "measured", ref))
+    for fig in sorted(set(BACKWARD_SCALES.values()) - DENSE_FIGURES):
         if fig not in scales or "backward" not in classes:
             continue
         # a class seen in one family (CNNs: convolutions) is held out by model, in one
