@@ -1,6 +1,7 @@
 """Fitting the training kernel classes on the training-step records.
 
-``python3 -m validation.fit_train [--gpu h100] [--results validation/results]``
+``python3 -m validation.fit_train [--gpu h100] [--results validation/results] [--cache DIR]
+[--cases GLOB ...] [--classes mta,column_sum,backward,bn]``
 
 Lab code: reads ``<results>/<gpu>/train.jsonl.gz`` (written by ``validation.train_run``:
 one row per measured step with the profiler's kernel list per phase), rebuilds each scored
@@ -30,8 +31,15 @@ datasheet figure, with leave-one-family-out (cnn, vit, encoder, decoder, encdec)
   bandwidth, at least the reduction floor; the pair (on a grid) with the least mean error
   over the steps' backward sums of the class.
 
-Only CNN steps hold batch norms, so those classes are scored leaving one model out
-(resnet50, mobilenet_v3_large) instead of one family.
+* the backward scales (:data:`gpusim.cost.BACKWARD_SCALES`): a backward kernel's time over
+  its forward law's, per class: dense convolutions by precision and geometry (spatial and
+  1x1 fitted jointly: :func:`fit_pair`), cuDNN's and ATen's depthwise gradients by
+  direction, fp32 backward ``mm``; the median over steps of the class's profiled time (by
+  kernel name: :func:`backward_scale_points`) over its forward-law time.
+
+Only CNN steps hold batch norms and convolutions, so those classes are scored leaving one
+model out (resnet50, mobilenet_v3_large), or one step where a single model holds them,
+instead of one family.
 
 Prints each figure as a spec line (:func:`gpusim.hardware.figure_line`). The predictor never
 imports this module.
