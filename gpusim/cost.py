@@ -267,7 +267,71 @@ def attention_flops(a: dict, spec=None) -> float:
     return bwd * 2.0 * b * q * kv * (s["head_dim"] + s["head_dim_v"])
 
 
+#: backward kernel classes timed as their forward law times a fitted figure
+#: (validation/fit_train.py on the training records): (variant, direction, 16-bit?, 1x1?)
+#: -> field. Directions: a convolution's ``data`` / ``filter`` gradient (gpusim.dispatch's
+#: conv_info), ``mm`` for a backward matrix product. Dense convolutions by geometry: 1x1
+#: filters (their gradients mostly cuBLAS GEMMs) and spatial ones (cuDNN's dgrad / wgrad)
+BACKWARD_SCALES = {
+    **{(v, d, True, True): "conv_backward_scale_1x1_16bit"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    **{(v, d, False, True): "conv_backward_scale_1x1"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    **{(v, d, True, False): "conv_backward_scale_16bit"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    **{(v, d, False, False): "conv_backward_scale"
+       for v, d in (("conv_dgrad", "data"), ("conv_wgrad", "filter"))},
+    ("depthwise", "data", True, False): "depthwise_dgrad_scale",
+    ("depthwise", "data", False, False): "depthwise_dgrad_scale",
+    ("depthwise", "filter", True, False): "depthwise_wgrad_scale_16bit",
+    ("depthwise", "filter", False, False): "depthwise_wgrad_scale",
+    ("depthwise_aten", "data", True, False): "depthwise_aten_dgrad_scale",
+    ("depthwise_aten", "data", False, False): "depthwise_aten_dgrad_scale",
+    ("depthwise_aten", "filter", True, False): "depthwise_aten_wgrad_scale",
+    ("depthwise_aten", "filter", False, False): "depthwise_aten_wgrad_scale",
+    ("gemm", "mm", False, False): "gemm_backward_scale",
+}
+
+
+def backward_scale_field(graph: OpGraph, kernel) -> str | None:
+    """The spec field scaling backward kernel ``kernel`` (:data:`BACKWARD_SCALES`), None
+    for other kernels. A convolution's gradient by its direction (backward-data or
+    backward-filter: cuDNN's ``dgrad`` / ``wgrad`` kernels, ATen's depthwise
+    ``conv_depthwise2d_backward`` / ``_grad_weight``) and, dense, its filter (1x1 or
+    spatial); a backward fp32 ``mm`` (the transposed products of a linear layer's
+    gradients)."""
+    if kernel.role != "main" or not kernel.variant:
+        return None
+    a = graph.g.nodes[kernel.ops[0]]
+    if a.get("phase") != "backward":
+        return None
+    name = packet_name(a.get("op", ""))
+    pointwise = False
+    if name == "convolution_backward":
+        from .dispatch import conv_info
+        c = conv_info(graph, kernel.ops[0])
+        direction = c.get("backward") if c else None
+        pointwise = bool(c) and kernel.variant in ("conv_dgrad", "conv_wgrad") and c["kh"] == c["kw"] == 1
+    elif name in ("mm", "bmm") and a["dtype"] == "float32":
+        direction = "mm"
+    else:
+        return None
+    return BACKWARD_SCALES.get((kernel.variant, direction, a["dtype"] in HALF_DTYPES, pointwise))
+
+
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:
+    """:func:`estimate_kernel_forward_law`, times the class's backward figure for a
+    backward kernel of :data:`BACKWARD_SCALES` (none on the GPU: the forward law)."""
+    est = estimate_kernel_forward_law(graph, kernel, spec, opts)
+    field = backward_scale_field(graph, kernel)
+    scale = getattr(spec, field, None) if field else None
+    if not scale:
+        return est
+    return replace(est, us=est.us * scale, mem_us=est.mem_us * scale, compute_us=est.compute_us * scale)
+
+
+def estimate_kernel_forward_law(graph: OpGraph, kernel, spec,
+                                opts: CostOptions = CostOptions()) -> KernelEstimate:
     """Predict one lowered kernel (:class:`gpusim.lower.Kernel`): PyTorch's and the
     libraries' own kernels (``impl`` ``aten``/``library``) reach the measured ATen
     efficiencies; generated kernels are timed as plain streams. Eager library kernel
@@ -297,6 +361,12 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         # records); without a figure the plain ATen stream
         if not spec.mta_efficiency:
             return est
+        # the op's own bytes (every list read, every list written in place): a fused
+        # optimizer op writes its parameter and state lists without an output tensor, which
+        # the group's boundary count misses (GPT-2's _fused_adamw_: 16 of its 28 bytes per
+        # element)
+        nb = mta_bytes(graph.g.nodes[kernel.ops[0]])
+        est = replace(est, bytes_read=max(est.bytes_read, nb - est.bytes_written))
         return _retimed(est, spec, est.bytes / (spec.mta_efficiency * spec.bandwidth) * 1e6,
                         est.compute_us, spec.kernel_min_us, variant=v)
     a = graph.g.nodes[kernel.ops[0]]
@@ -330,6 +400,16 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
         if row_ns and shape:
             mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
         floor = spec.reduction_min_us or floor
+    elif v == "column_sum":
+        # a backward sum over the leading dim (gpusim.dispatch.column_sum): a fixed time of
+        # its own (column_sum_us, in place of kernel_fixed_us) and its bytes at a fitted
+        # fraction of the bandwidth (validation/fit_train.py on the training records);
+        # without the figures, the reduction stream
+        if not spec.column_sum_efficiency:
+            return est
+        mem = ((spec.column_sum_us or spec.kernel_fixed_us) - spec.kernel_fixed_us
+               + est.bytes / (spec.column_sum_efficiency * spec.bandwidth) * 1e6)
+        floor = kernel_floor([a], spec)
     elif v in BN_TRAIN_CLASSES:
         eff, ch_us = bn_train_figures(spec, kernel, a["dtype"])
         if eff:
@@ -389,6 +469,12 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
             comp = attention_flops(a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6
             floor = spec.attention_min_us or floor
     return _retimed(est, spec, mem, comp, floor, variant=v)
+
+
+def mta_bytes(a: dict) -> float:
+    """A multi-tensor-apply op's bytes: its node's reads and writes (in-place lists
+    included)."""
+    return float(a.get("bytes_read") or 0.0) + float(a.get("bytes_written") or 0.0)
 
 
 #: training batch-norm kernel classes (gpusim.dispatch.batch_norm_train_kernels): forward
@@ -525,6 +611,9 @@ def _aux_estimate(graph: OpGraph, kernel, spec) -> KernelEstimate:
     if bn[0]:
         mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
+    if kernel.variant == "mta_launch" and spec.mta_launch_us:
+        # a multi-tensor-apply op's further launch (training records: validation/fit_train.py)
+        us = spec.mta_launch_us
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)
     return KernelEstimate(

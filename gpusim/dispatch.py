@@ -418,8 +418,9 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
       (:func:`gpusim.train_ops.mta_launches`) with the 4 KB kernel-argument tables, as the
       H100 training records launch them (torch 2.11: ResNet-50's AdamW step 26 kernels, SGD
       9, where the 32 KB tables would give 8 and 3); the first launch (class ``mta``)
-      carries the op's bytes at ``mta_efficiency`` of the bandwidth, the others are priced
-      at the launch floor.
+      carries the op's bytes at ``mta_efficiency`` of the bandwidth, the others
+      (``mta_launch``) at ``mta_launch_us`` each (a full table's tensors or blocks: more than
+      the common floor; without the figure, the floor).
     * ``convolution_backward`` (one gradient per node after capture's split): cuDNN's
       backward-data or backward-filter kernel with the forward conv's layout kernels
       (:func:`conv_kernels` on the forward's shapes, :func:`_conv_backward_info`), priced by
@@ -432,14 +433,16 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     * ``embedding_dense_backward``: the indices sorted (a radix sort) and the gradient table
       zeroed before the segmented scatter-add: three kernels (ATen's
       ``embedding_backward_cuda_kernel`` runs a few more small ones).
-    * ``nll_loss_backward``: the gradient zeroed, then the target column written."""
+    * ``nll_loss_backward``: the gradient zeroed, then the target column written.
+    * a backward ``sum`` over the leading dim (:func:`column_sum`: bias and layer-scale
+      gradients): class ``column_sum``."""
     a = graph.g.nodes[n]
     fe = a.get("foreach")
     if fe:
         from .train_ops import mta_launches
         k = mta_launches(fe["numels"], fe["depth"], fe["scalarlist"])
-        return [Kernel((n,), "aten", variant="mta")] + [Kernel((n,), "aten", role="aux", bytes=0.0)
-                                         for _ in range(max(0, k - 1))]
+        return [Kernel((n,), "aten", variant="mta")] + [
+            Kernel((n,), "aten", role="aux", bytes=0.0, variant="mta_launch") for _ in range(max(0, k - 1))]
     name = packet_name(a["op"])
     if name == "convolution_backward":
         return conv_backward_kernels(graph, n, spec, Kernel)
@@ -454,7 +457,31 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
                 Kernel((n,), "aten", role="aux", bytes=a["bytes_written"] / 2), Kernel((n,), "aten")]
     if name == "nll_loss_backward":
         return [Kernel((n,), "aten", role="aux", bytes=a["bytes_written"]), Kernel((n,), "aten")]
+    if name == "sum" and a.get("phase") == "backward" and column_sum(graph, n):
+        return [Kernel((n,), "aten", variant="column_sum")]
     return None
+
+
+def column_sum(graph: OpGraph, n: str) -> bool:
+    """Whether reduction node ``n`` sums over its input's leading dim, keeping others
+    (``[tokens, features] -> [features]``, ``[N, C, H, W] -> [C]``): ATen's
+    ``reduce_kernel`` then reduces across rows (an outer reduction), not along contiguous
+    rows. Autograd's bias and layer-scale gradients are such sums (H100 training records:
+    BERT-base's bf16 bias gradients over 1,024 tokens take 7-10 us a kernel where a stream
+    of their bytes takes 1-2 us; each runs ``reduce_kernel<128, 4>``, the row sums
+    ``reduce_kernel<512, 1>``)."""
+    a = graph.g.nodes[n]
+    ins = list(a.get("inputs") or a["reads"])
+    if not ins or ins[0] not in graph.g:
+        return False
+    x = list(main_shape(graph.g.nodes[ins[0]].get("shape")))
+    out = list(main_shape(a.get("shape")))
+    kept = [d for d in out if d != 1]
+    if not kept or len(x) < 2 or x[0] == 1:
+        return False
+    if len(out) == len(x):          # keepdim: the leading dim reduced to 1
+        return out[0] == 1
+    return kept != x[:len(kept)]
 
 
 def conv_backward_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:

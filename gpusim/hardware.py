@@ -45,6 +45,12 @@ MODEL = ("mem_efficiency", "l2_bandwidth_gbs", "l2_resident_fraction", "kernel_f
 # Optional [model] fields: effects of eager PyTorch's own (ATen) kernels and floors by
 # kernel class, measured by `gpusim calibrate`. A spec without them predicts as if
 # those kernels were as good as a plain copy (fraction 1) with the common floor.
+#: backward kernels' time over their forward law's (gpusim.cost.BACKWARD_SCALES)
+BACKWARD_SCALE_FIGURES = ("conv_backward_scale", "conv_backward_scale_16bit", "conv_backward_scale_1x1",
+                          "conv_backward_scale_1x1_16bit", "depthwise_dgrad_scale",
+                          "depthwise_wgrad_scale", "depthwise_wgrad_scale_16bit",
+                          "depthwise_aten_dgrad_scale", "depthwise_aten_wgrad_scale",
+                          "gemm_backward_scale")
 OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "aten_reduction_efficiency", "aten_norm_efficiency",
                   "aten_norm_efficiency_16bit", "reduction_min_us", "gemm_min_us",
@@ -61,7 +67,8 @@ OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
                   "bn_native_train_efficiency", "bn_native_backward_efficiency",
                   "bn_train_channel_us", "bn_train_channel_us_16bit", "bn_backward_channel_us",
                   "bn_backward_channel_us_16bit", "bn_native_train_channel_us",
-                  "bn_native_backward_channel_us")
+                  "bn_native_backward_channel_us", "mta_launch_us", "column_sum_efficiency",
+                  "column_sum_us") + BACKWARD_SCALE_FIGURES
 FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
              "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
              "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
@@ -74,7 +81,7 @@ FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_effi
               "matmul_tc_efficiency",
               "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
               "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
-              "bn_native_backward_efficiency")
+              "bn_native_backward_efficiency", "column_sum_efficiency")
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n", "attention_tile_q",
         "attention_tile_kv")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
@@ -115,7 +122,8 @@ TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_1
                  "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
                  "bn_native_backward_efficiency", "bn_train_channel_us", "bn_train_channel_us_16bit",
                  "bn_backward_channel_us", "bn_backward_channel_us_16bit",
-                 "bn_native_train_channel_us", "bn_native_backward_channel_us")
+                 "bn_native_train_channel_us", "bn_native_backward_channel_us", "mta_launch_us",
+                 "column_sum_efficiency", "column_sum_us") + BACKWARD_SCALE_FIGURES
 #: ATen's elementwise paths and pooling kernels as the broad sample ran them, fitted by
 #: validation/fit_broad.py on one GPU's broad AMP records
 #: (validation/results/<gpu>/broad.jsonl.gz), so, like TRAIN_FIGURES, outside CLASS_FIGURES:
@@ -194,6 +202,30 @@ class GPUSpec:
     # (groups == 1): nominal FLOPs over the fp32 peak
     conv_simt_efficiency: float | None = None
     mta_efficiency: float | None = None      # multi-tensor-apply (optimizer) streams
+    # each further launch of a multi-tensor-apply op (a full table of tensors or blocks):
+    # its own time, not the common floor (None: kernel_min_us)
+    mta_launch_us: float | None = None
+    # backward column sums (a gradient summed over its leading dim: biases, layer scales;
+    # ATen's reduce_kernel over the outer dims): a fixed time of their own (column_sum_us,
+    # in place of kernel_fixed_us) and the bytes at this fraction of the bandwidth
+    # (gpusim.cost.estimate_kernel, class column_sum)
+    column_sum_efficiency: float | None = None
+    column_sum_us: float | None = None
+    # backward kernels (gpusim.cost.BACKWARD_SCALES): time over the forward law's for the
+    # same class on the gradient's own shapes. Dense convolutions' dgrad and wgrad, spatial
+    # filters (cuDNN's kernels) and 1x1 (mostly cuBLAS GEMMs), fp32 (TF32) and 16-bit;
+    # cuDNN's depthwise backward-data, backward-filter fp32 and 16-bit; ATen's depthwise
+    # kernels by direction; fp32 matrix products of the backward
+    conv_backward_scale: float | None = None
+    conv_backward_scale_16bit: float | None = None
+    conv_backward_scale_1x1: float | None = None
+    conv_backward_scale_1x1_16bit: float | None = None
+    depthwise_dgrad_scale: float | None = None
+    depthwise_wgrad_scale: float | None = None
+    depthwise_wgrad_scale_16bit: float | None = None
+    depthwise_aten_dgrad_scale: float | None = None
+    depthwise_aten_wgrad_scale: float | None = None
+    gemm_backward_scale: float | None = None
     # large tensor-core GEMMs, of the tensor-core peak (gpusim.arch.TENSOR_LOAD_RULE on
     # datasheet specs); None: matmul_efficiency, which then covers every unit
     matmul_tc_efficiency: float | None = None

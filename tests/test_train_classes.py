@@ -56,11 +56,13 @@ def test_mta_kernels_stream_at_the_fitted_fraction(graph):
 
 
 def test_without_a_figure_the_class_is_the_plain_aten_stream(graph):
-    """The H200's training records give no optimizer figure that fits (validation/fit_train.py
-    --gpu h200: 0.54, 36% median in sample): its optimizer kernels keep the neutral law."""
-    spec = spec_for("h200")
-    assert spec.mta_efficiency is None
+    """A GPU without the optimizer figures (none fitted on its own records) keeps the
+    neutral law: the plain ATen stream, further launches at the common floor."""
+    spec = dataclasses.replace(spec_for("h200"), mta_efficiency=None, mta_launch_us=None)
     p = gpusim.predict(graph, gpu=spec)
+    for k, e in _opt_kernels(p):
+        if k.variant == "mta_launch":
+            assert e.us == pytest.approx(spec.kernel_min_us)
     for k, e in _opt_kernels(p):
         if k.variant == "mta":
             assert e.variant == ""
@@ -72,8 +74,8 @@ def test_fit_recovers_the_fraction_and_leaves_families_out():
     pts = [{"family": f, "ops": 3 + i, "extra": i, "bytes": 1e8 * (i + 1), "us": 0.0}
            for i, f in enumerate(fams * 2)]
     for p in pts:
-        p["us"] = mta_us(p, 0.42, spec)
-    assert fit_mta(pts, spec) == pytest.approx(0.42, abs=1e-4)
+        p["us"] = mta_us(p, (0.62, 8.0), spec)     # a point of the fit's grid
+    assert fit_mta(pts, spec) == pytest.approx((0.62, 8.0), abs=1e-4)
     lofo = leave_family_out(pts, spec, fit_mta, mta_us)
     assert set(lofo) == set(fams) | {"all"}
     assert all(s["median"] < 0.1 and s["n"] == (10 if f == "all" else 2) for f, s in lofo.items())
@@ -103,12 +105,13 @@ def test_training_figures_are_fractions_with_their_records(gpu, who):
     its ref names the GPU, the script and the records; never on another GPU's spec."""
     spec = load_spec(f"{gpu}-sxm-calibrated")
     for key in TRAIN_FIGURES:
-        assert (key in FRACTIONS) == ("_channel_us" not in key)
+        # fractions of a datasheet peak, but times (``*_us``) and backward scales (a
+        # backward kernel's time over its forward law's, above 1 or below)
+        assert (key in FRACTIONS) == ("_us" not in key and "_scale" not in key)
         assert key not in CLASS_FIGURES
         if getattr(spec, key) is None:
-            # a per-channel cost fitted at 0 (a spec figure must be positive), or a class
-            # without a fit that holds (the H200's optimizer): none
-            assert "_channel_us" in key or (gpu, key) == ("h200", "mta_efficiency")
+            # a per-channel cost fitted at 0 (a spec figure must be positive): none
+            assert "_channel_us" in key
             continue
         source, ref = spec.provenance[key]
         assert source == "measured" and ref.startswith(who)
@@ -139,3 +142,29 @@ def test_training_batch_norm_classes():
     bn = [k for k in p.lowering.kernels if k.variant in ("bn_train", "bn_backward")]
     assert [k.variant for k in bn] == ["bn_train"] * 3 + ["bn_backward"]
     assert all(k.impl == "aten" for k in bn)
+
+
+def test_backward_classes_column_sums_and_scales(graph):
+    """Backward kernels of their own classes (gpusim.cost.BACKWARD_SCALES, the column sums
+    of gpusim.dispatch.column_sum), each by its fitted figures; without them the forward
+    law; the forward and optimizer kernels never change."""
+    from gpusim.cost import kernel_floor
+    from gpusim.hardware import BACKWARD_SCALE_FIGURES
+    spec = spec_for("h100")
+    neutral = dataclasses.replace(spec, column_sum_efficiency=None, column_sum_us=None,
+                                  **{k: None for k in BACKWARD_SCALE_FIGURES})
+    p, p0 = gpusim.predict(graph, gpu=spec), gpusim.predict(graph, gpu=neutral)
+    g = p.graph.g
+    rows = list(zip(p.lowering.kernels, p.kernels, p0.kernels))
+    sums = [(k, e, e0) for k, e, e0 in rows if k.variant == "column_sum"]
+    assert len(sums) == 3                   # the three Linear layers' bias gradients
+    for k, e, e0 in sums:
+        body = spec.column_sum_us + e.bytes / (spec.column_sum_efficiency * spec.bandwidth) * 1e6
+        assert e.us == pytest.approx(max(body, kernel_floor([g.nodes[k.ops[0]]], spec)))
+        assert e.us > e0.us                 # the outer reduction is slower than the stream
+    mms = [(e, e0) for k, e, e0 in rows if g.nodes[k.ops[0]].get("phase") == "backward"
+           and k.variant == "gemm"]
+    assert mms and all(e.us == pytest.approx(e0.us * spec.gemm_backward_scale) for e, e0 in mms)
+    for k, e, e0 in rows:
+        if g.nodes[k.ops[0]].get("phase") != "backward":
+            assert e.us == e0.us
