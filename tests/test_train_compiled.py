@@ -113,11 +113,12 @@ CASES = ("tv:resnet50__batch8_hw224__bf16__adamw__compiled",
 
 @pytest.mark.parametrize("case", CASES)
 def test_compiled_steps_against_their_h100_records(case):
-    """Step kernel time within 25% (measured at the first scoring, 2026-11-25: ResNet-50
-    -17%, DeiT-S -8%) and the optimizer's kernels exactly eager's count."""
+    """Step kernel time within 16%: the errors when the rules landed (2026-11-25: ResNet-50
+    -10.9%, DeiT-S -5.9%) plus 5 points (a prediction is deterministic; the margin covers
+    later kernel-class refits); the optimizer's kernels exactly the record's count."""
     from validation import train_accuracy as ta
     path = os.path.join(ROOT, "validation", "results", "h100", "train_compiled.jsonl.gz")
     rec = next(r for r in map(json.loads, gzip.open(path)) if r["case_id"] == case)
     got = ta.compare(rec, ta.predict_row(rec, "h100"))
-    assert got["kernel_sum_us"][2] < 25
+    assert got["kernel_sum_us"][2] < 16
     assert got["optimizer.kernel_count"][2] == 0
