@@ -85,6 +85,7 @@ class MemoryEstimate:
     first_call_reserved_bytes: int = 0  # a fresh process's first call: reserved growth, BLAS workspaces included
     baseline_reserved_bytes: int = 0    # reserved once the weights and inputs are allocated
     workspace_bytes: int = 0      # BLAS workspaces the first call allocated and the process keeps
+    resident_overhead_bytes: int = 0  # the allocator's rounding and whole blocks of the resident tensors
     storages: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -102,7 +103,8 @@ class MemoryEstimate:
     def total_bytes(self) -> int:
         """Weights + inputs + the BLAS workspaces + the activation peak: what the call
         needs resident (``torch.cuda.max_memory_allocated()`` of a process that runs it)."""
-        return self.baseline_bytes + self.workspace_bytes + self.peak_bytes
+        return self.baseline_bytes + self.workspace_bytes + self.resident_overhead_bytes \
+            + self.peak_bytes
 
     @property
     def total_reserved_bytes(self) -> int:
@@ -547,6 +549,25 @@ def blas_thread(attrs: dict) -> str:
     return "autograd" if attrs.get("phase") == "backward" else "caller"
 
 
+#: steps before the measured one in a training step's simulation (the first creates the states)
+TRAIN_WARMUP_STEPS = 3
+
+
+def optimizer_states(graph: OpGraph) -> set[str]:
+    """Resident inputs only the optimizer reads or writes (Adam's moments, SGD's momentum
+    buffers): created by the first step's update, not before it."""
+    g = graph.g
+    out = set()
+    for v in g.nodes:
+        a = g.nodes[v]
+        if a["kind"] != "input" or input_role(a) != "weight":
+            continue
+        users = list(g.successors(v))
+        if users and all(g.nodes[u].get("phase") == "optimizer" for u in users):
+            out.add(v)
+    return out
+
+
 def module_to_order(labels: list[str]) -> list[str]:
     """Parameter and buffer names in the order ``module.to(device)`` allocates them:
     ``nn.Module._apply`` converts every child first (registration order), then the
@@ -632,8 +653,18 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
     workspaces = _workspace_allocs(low, spec)
     alloc = CachingAllocator()
     resident = resident_inputs(low.graph)
+    train = "train" in low.graph.meta
+    states = optimizer_states(low.graph) if train else set()
+    first_keep = {i: list(b) for i, b in workspaces.items()}
+    if states:
+        # the first step creates the optimizer's states when its update begins, from the
+        # cache its forward and backward left (zeros_like / clone of the gradient)
+        at = next((i for i, k in enumerate(low.kernels)
+                   if g.nodes[k.ops[0]].get("phase") == "optimizer"), 0)
+        first_keep.setdefault(at, []).extend(node_bytes(g.nodes[v]) for v in resident if v in states)
     for v in resident:
-        alloc.malloc(node_bytes(g.nodes[v]))
+        if v not in states:
+            alloc.malloc(node_bytes(g.nodes[v]))
     base0_res = alloc.reserved
     timeline: list[int] = []
     reserved: list[int] = []
@@ -662,9 +693,15 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
 
     # a fresh process's first call: it also allocates the BLAS workspaces, and keeps them
     alloc.reset_peak()
-    one_call(record=False, keep=workspaces)
+    one_call(record=False, keep=first_keep)
     first_call_reserved = alloc.peak_reserved - base0_res
-    alloc.empty_cache()
+    if train:
+        # training runs step after step: no empty_cache, the measured step follows
+        # warm-up steps (the training zoo: a first step, three more, then the measured)
+        for _ in range(TRAIN_WARMUP_STEPS):
+            one_call(record=False)
+    else:
+        alloc.empty_cache()
     base, base_res = alloc.allocated, alloc.reserved
     alloc.reset_peak()
     one_call(record=True)
@@ -675,6 +712,7 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
     steady = max(peak_reserved, alloc.peak_reserved - base_res)
     peak_kernel = max(range(n), key=lambda i: (timeline[i], -i)) if n else 0
     kept = [r for r, b in bufs.items() if b.keep and b.alias_of is None]
+    ws_bytes = sum(round_size(b) for bs in workspaces.values() for b in bs)
     weights = sum(node_bytes(g.nodes[v]) for v in resident if input_role(g.nodes[v]) == "weight")
     inputs = sum(node_bytes(g.nodes[v]) for v in resident) - weights
     return MemoryEstimate(
@@ -686,7 +724,8 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
         cached_free_bytes=base_res - base, storages=bufs,
         first_call_reserved_bytes=first_call_reserved,
         baseline_reserved_bytes=base0_res,
-        workspace_bytes=sum(round_size(b) for bs in workspaces.values() for b in bs))
+        workspace_bytes=ws_bytes,
+        resident_overhead_bytes=max(0, base - weights - inputs - ws_bytes))
 
 
 def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:

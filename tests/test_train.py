@@ -465,7 +465,9 @@ def test_a_step_holds_one_cublas_workspace_per_thread_that_runs_gemms():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     p = gpusim.predict(step_of(model, opt), batch(64, 256), gpu="h100")
     assert p.memory.workspace_bytes == (32 + 32 + 1) << 20
-    assert p.memory.total_bytes == p.memory.baseline_bytes + p.memory.workspace_bytes + p.memory.peak_bytes
+    m = p.memory
+    assert m.total_bytes == m.baseline_bytes + m.workspace_bytes + m.resident_overhead_bytes + m.peak_bytes
+    assert 0 <= m.resident_overhead_bytes < 1 << 20    # 512 B rounding of each tensor here
     assert p.train["phases"]["forward"]["peak_bytes"] >= p.memory.baseline_bytes + (65 << 20)
     inf = gpusim.predict(model, (torch.randn(64, 256),), gpu="h100")
     assert inf.memory.workspace_bytes == (32 + 1) << 20
@@ -495,3 +497,19 @@ def test_math_attention_dropout_is_cudas_fused_dropout():
     p = gpusim.predict(step_of(model, opt), (torch.randn(2, 16, 12), torch.randint(0, 10, (2,))))
     ops = [str(o) for o in ops_of(p.graph, "forward")]
     assert any("native_dropout" in o for o in ops) and not any("bernoulli" in o for o in ops)
+
+
+def test_optimizer_states_are_created_by_the_first_steps_update():
+    """Adam's moments are read by the optimizer alone: the simulation allocates them when
+    the first step's update begins (from the cache the forward and backward left), not
+    before the first step as the weights."""
+    from gpusim.memory import optimizer_states
+    model = mlp(64, 2)
+    opt = torch.optim.Adam(model.parameters())
+    p = gpusim.predict(step_of(model, opt), batch(16, 64))
+    g = p.graph.g
+    states = optimizer_states(p.graph)
+    n_params = sum(1 for _ in model.parameters())
+    assert len(states) == 2 * n_params
+    assert all(g.nodes[v]["kind"] == "input" for v in states)
+    assert not any(str(g.nodes[v].get("label", "")).endswith(("weight", "bias")) for v in states)
