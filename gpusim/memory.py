@@ -328,12 +328,16 @@ def _buffers(low) -> tuple[dict, list]:
 
 def _autograd_accumulate(low, bufs: dict, root: dict) -> None:
     """The autograd engine sums the gradients that reach one tensor from several uses
-    (a residual stream, a tied weight) in its input buffer, and does it in place when it
-    holds the last reference to a dense operand (``InputBuffer::accumulate``:
-    ``old_var.add_(var)``, else ``var.add_(old_var)``). A trace on fake tensors records an
-    out-of-place ``add`` there (a tensor subclass is never reused), so: a backward
-    ``add`` of two tensors of its own size and dtype writes into an operand that dies at
-    it (an operand's storage, not a view of a larger one): no new allocation."""
+    (a residual stream, a tied weight) in its input buffer: ``old_var.add_(var)`` in place
+    when it holds the only reference to the gradient already there, a dense tensor that is
+    nobody's view, else ``old_var + var`` (``InputBuffer::accumulate``,
+    ``can_accumulate_inplace``; the incoming ``var`` is never reused). A trace on fake
+    tensors records an out-of-place ``add(old_var, var)`` there (a tensor subclass is
+    never reused), so: a backward ``add`` of two tensors of its own size and dtype whose
+    first operand is not a view and dies at it writes into that operand's storage. An H100
+    T5-small step shows both (2026-11-25, allocator trace): its tied embedding's gradient
+    first arrives as the LM head's transposed view (the first sum allocates a new
+    buffer), then as a plain tensor (the second sum allocates nothing)."""
     g = low.graph.g
     for i, k in enumerate(low.kernels):
         if k.role != "main" or len(k.ops) != 1:
@@ -343,17 +347,17 @@ def _autograd_accumulate(low, bufs: dict, root: dict) -> None:
         if a.get("phase") != "backward" or packet_name(a["op"]) != "add" or n not in bufs \
                 or bufs[n].alias_of is not None or len(a.get("inputs") or ()) != 2:
             continue
-        size, dt = bufs[n].size, a.get("dtype")
-        for p in a["inputs"]:
-            d = root.get(p, p)
-            b = bufs.get(d)
-            if b is None or b.alias_of is not None or b.keep or b.last != i or b.first >= i \
-                    or b.size != size or g.nodes[p].get("dtype") != dt \
-                    or node_bytes(g.nodes[p]) != size:
-                continue
-            bufs[n].alias_of = d
-            b.last, b.keep = bufs[n].last, bufs[n].keep
-            break
+        p = a["inputs"][0]
+        d = root.get(p, p)
+        b = bufs.get(d)
+        if g.nodes[p]["kind"] == "view" and d != p:
+            continue                        # a view holds its base: not the last reference
+        if b is None or b.alias_of is not None or b.keep or b.last != i or b.first >= i \
+                or b.size != bufs[n].size or g.nodes[p].get("dtype") != a.get("dtype") \
+                or node_bytes(g.nodes[p]) != b.size:
+            continue
+        bufs[n].alias_of = d
+        b.last, b.keep = bufs[n].last, bufs[n].keep
 
 
 def _split_returned(graph: OpGraph, split: dict, root: dict) -> set:

@@ -456,6 +456,28 @@ def test_autograd_sums_gradients_in_place_into_a_dying_operand():
     assert adds and all(bufs[n].alias_of is not None for n in adds)
 
 
+def test_a_tied_weights_gradient_arriving_as_a_view_is_summed_out_of_place():
+    """A tied embedding / LM head: the head's weight gradient reaches the parameter as a
+    transposed view of its GEMM's result (mm_mat2_backward), which autograd cannot
+    overwrite (the view holds its base), so the embedding's gradient is added into a new
+    buffer (an H100 T5-small step's allocator trace shows the three buffers)."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(1000, 64)
+
+        def forward(self, ids):
+            return torch.nn.functional.linear(torch.tanh(self.emb(ids)), self.emb.weight)[:, :10]
+    model = Tied()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    p = gpusim.predict(step_of(model, opt), (torch.randint(0, 1000, (32,)), torch.randint(0, 10, (32,))))
+    g, bufs = p.graph.g, _storages(p)
+    adds = [n for n in g.nodes if g.nodes[n].get("phase") == "backward"
+            and str(g.nodes[n]["op"]) == "aten.add.Tensor" and g.nodes[n]["shape"] == (1000, 64)]
+    assert adds and all(bufs[n].alias_of is None for n in adds)
+    assert g.nodes[g.nodes[adds[0]]["inputs"][0]]["kind"] == "view"
+
+
 def test_a_step_holds_one_cublas_workspace_per_thread_that_runs_gemms():
     """Forward (caller's thread, a bias GEMM: cuBLAS + cuBLASLt) and backward (autograd's
     thread: cuBLAS) each keep a workspace; a clean H100 process measures 65.0 MiB beyond
