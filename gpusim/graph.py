@@ -14,6 +14,8 @@ Node attributes (every node):
     inputs        ordered list of producer node names (data edges)
     base          for a view: the non-view node whose tensor it aliases; else itself
     is_output     whether its tensor leaves the graph
+    returned      (captured graphs) this node itself is one of the graph's outputs; a view
+                  of a multi-output op's result names which of its tensors leaves
     unmodelled    True when the op is outside the registry (conservative estimate)
     reads         for compute nodes: ``{base producer: bytes read of it}``
     gemm          for matmul/conv/attention: ``{"b","m","n","k","unit_dtype"}``

@@ -28,7 +28,11 @@ re-derives nothing about kernels. The model, per call:
   convs: ``nchwToNhwc`` of input and weight, ``nhwcToNchw`` of the output) allocates its
   execution plan's workspace, which holds those transformed tensors, for the call
   (:func:`_library_workspaces`). cuBLAS workspaces are allocated once at warm-up and
-  held: not part of a call's peak.
+  held (one per thread that runs GEMMs: a training step's backward runs on autograd's
+  thread): not part of a call's peak, part of what it needs resident (``total_bytes``).
+* **Multi-output ops.** Each result of ``native_layer_norm_backward``, ``native_dropout``,
+  batch norm or an attention kernel is a tensor of its own (:func:`split_outputs`): the
+  input gradient dies at the next op while the weight gradient is held to the step's end.
 
 The caching allocator itself is :mod:`gpusim.allocator`. Peaks are above the pre-call baseline (weights and inputs resident), as
 ``torch.cuda.max_memory_allocated()`` minus ``memory_allocated()`` before the call.
@@ -39,7 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .allocator import CachingAllocator, blas_workspace_bytes
+from .allocator import CachingAllocator, blas_workspace_bytes, round_size
 from .graph import DTYPE_BYTES, OpGraph, numel
 from .ops import packet_name
 
@@ -80,6 +84,8 @@ class MemoryEstimate:
     cached_free_bytes: int = 0    # free cache before the call (tails of the baseline's segments)
     first_call_reserved_bytes: int = 0  # a fresh process's first call: reserved growth, BLAS workspaces included
     baseline_reserved_bytes: int = 0    # reserved once the weights and inputs are allocated
+    workspace_bytes: int = 0      # BLAS workspaces the first call allocated and the process keeps
+    resident_overhead_bytes: int = 0  # the allocator's rounding and whole blocks of the resident tensors
     storages: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -95,8 +101,10 @@ class MemoryEstimate:
 
     @property
     def total_bytes(self) -> int:
-        """Weights + inputs + the activation peak: what the call needs resident."""
-        return self.baseline_bytes + self.peak_bytes
+        """Weights + inputs + the BLAS workspaces + the activation peak: what the call
+        needs resident (``torch.cuda.max_memory_allocated()`` of a process that runs it)."""
+        return self.baseline_bytes + self.workspace_bytes + self.resident_overhead_bytes \
+            + self.peak_bytes
 
     @property
     def total_reserved_bytes(self) -> int:
@@ -104,7 +112,8 @@ class MemoryEstimate:
         return self.baseline_reserved_bytes + self.first_call_reserved_bytes
 
     def fits(self, capacity_bytes: float) -> bool:
-        """Whether weights, inputs and the allocated activation peak fit in ``capacity_bytes``."""
+        """Whether weights, inputs, workspaces and the allocated activation peak fit in
+        ``capacity_bytes``."""
         return self.total_bytes <= capacity_bytes
 
     def to_dict(self) -> dict:
@@ -114,6 +123,7 @@ class MemoryEstimate:
                 "steady_reserved_bytes": self.steady_reserved_bytes,
                 "first_call_reserved_bytes": self.first_call_reserved_bytes,
                 "total_reserved_bytes": self.total_reserved_bytes,
+                "workspace_bytes": self.workspace_bytes,
                 "peak_kernel": self.peak_kernel, "peak_ops": list(self.peak_ops),
                 "output_bytes": self.output_bytes, "total_bytes": self.total_bytes,
                 "timeline": list(self.timeline), "reserved_timeline": list(self.reserved_timeline)}
@@ -121,10 +131,11 @@ class MemoryEstimate:
 
 # ------------------------------------------------------------------ storages
 def is_inplace(attrs: dict) -> bool:
-    """An op that writes its first argument (``relu_``, ``add_``, ``copy_``)."""
+    """An op that writes its first argument (``relu_``, ``add_``, ``copy_``; the grad
+    scaler's ``_amp_foreach_non_finite_check_and_unscale_`` and ``_amp_update_scale_``)."""
     p = packet_name(attrs["op"])
     return attrs["kind"] not in ("input", "view") and p.endswith("_") and (
-        not p.startswith("_") or p.startswith(("_foreach_", "_fused_")))
+        not p.startswith("_") or p.startswith(("_foreach_", "_fused_", "_amp_")))
 
 
 def node_bytes(attrs: dict) -> int:
@@ -138,15 +149,23 @@ def node_bytes(attrs: dict) -> int:
 def storage_roots(graph: OpGraph, eager: bool = False) -> dict[str, str]:
     """Each node -> the node whose storage holds its tensor (views and in-place ops
     resolve to the storage they alias; with ``eager``, also ATen's own out= reuse:
-    :func:`safe_softmax_out`)."""
+    :func:`safe_softmax_out`, and each result of a multi-output op is its own storage:
+    :func:`split_outputs`)."""
     g = graph.g
     root: dict[str, str] = {}
+    own = {s for kids in split_outputs(graph).values() for s in kids} if eager else set()
     for n in graph.order:
         a = g.nodes[n]
         src = safe_softmax_out(graph, n) if eager else None
-        if a["kind"] == "view":
+        if n in own:
+            root[n] = n
+        elif a["kind"] == "view":
             b = a.get("base", n)
-            root[n] = root.get(b, b) if b != n else n
+            up = (a.get("inputs") or [None])[0]
+            if own and root.get(up) in own:         # a view of one result of a split op
+                root[n] = root[up]
+            else:
+                root[n] = root.get(b, b) if b != n else n
         elif is_inplace(a) and a["inputs"]:
             src = a["inputs"][0]
             root[n] = root.get(src, src)
@@ -155,6 +174,30 @@ def storage_roots(graph: OpGraph, eager: bool = False) -> dict[str, str]:
         else:
             root[n] = n
     return root
+
+
+def split_outputs(graph: OpGraph) -> dict[str, list[str]]:
+    """Multi-output ATen ops (``native_layer_norm`` and its backward, ``native_dropout``,
+    batch norm, the attention kernels) -> the ``getitem`` views of their results. Each
+    result is a tensor of its own storage in eager PyTorch: a layer norm backward's input
+    gradient dies at the next op while its weight gradient lives to the step's end, and a
+    result nobody reads dies with the op. An optimizer's out-of-place ``_foreach_*`` op is
+    left whole: its results are one Python list, dropped together."""
+    g = graph.g
+    out: dict[str, list[str]] = {}
+    for n in g.nodes:
+        a = g.nodes[n]
+        if a.get("op") == "getitem" and a["kind"] == "view":
+            src = (a.get("inputs") or [None])[0]
+            if src is None or src not in g:
+                continue
+            s = g.nodes[src]
+            shape = s.get("shape")
+            if s["kind"] in ("input", "view") or not shape or not isinstance(shape[0], tuple) \
+                    or s.get("foreach") or is_inplace(s):
+                continue
+            out.setdefault(src, []).append(n)
+    return out
 
 
 def safe_softmax_out(graph: OpGraph, n: str) -> str | None:
@@ -211,7 +254,10 @@ def _buffers(low) -> tuple[dict, list]:
     """Storages the call allocates: name -> _Buf (kernel span), and per-kernel
     temporaries ``[(kernel index, bytes, last kernel)]``."""
     graph, g = low.graph, low.graph.g
-    root = storage_roots(graph, eager=low.mode == "eager" and low.partition is None)
+    eager = low.mode == "eager" and low.partition is None
+    root = storage_roots(graph, eager=eager)
+    split = split_outputs(graph) if eager else {}
+    results = {r for kids in split.values() for r in kids}
     kernels = low.kernels
     kid: dict[str, int] = {}
     for i, k in enumerate(kernels):
@@ -228,11 +274,18 @@ def _buffers(low) -> tuple[dict, list]:
             continue                        # a host read allocates no device memory
         if n not in loads:
             touch.setdefault(root[n], []).append(i)
+        for s in split.get(n, ()):          # each result of a multi-output op
+            touch.setdefault(s, []).append(i)
         for p in _reads(a, loads):
-            touch.setdefault(root.get(p, p), []).append(i)
-    outputs = {root.get(n, n) for n in g.nodes if g.nodes[n].get("is_output")}
+            if p not in split:              # read through its results' views (below)
+                touch.setdefault(root.get(p, p), []).append(i)
+        for p in a.get("inputs") or ():
+            if root.get(p) in results:      # a result of a split op, maybe through a view
+                touch.setdefault(root[p], []).append(i)
+    outputs = {root.get(n, n) for n in g.nodes if g.nodes[n].get("is_output") and n not in split}
+    outputs |= _split_returned(graph, split, root)
     end = len(kernels)
-    if low.mode == "eager" and low.partition is None:
+    if eager:
         _python_holds(graph, kid, root, touch, end)
     bufs: dict[str, _Buf] = {}
     for r, ks in touch.items():
@@ -244,7 +297,12 @@ def _buffers(low) -> tuple[dict, list]:
             continue                        # lives and dies inside one fused kernel
         if r in outputs:
             last = end
-        bufs[r] = _Buf(node_bytes(a), first, last, r in outputs)
+        size = node_bytes(a)
+        if r in split:                      # results nobody reads: die with the op
+            size = max(0, size - sum(node_bytes(g.nodes[s]) for s in split[r]))
+            if not size:
+                continue
+        bufs[r] = _Buf(size, first, last, r in outputs)
     temps = []
     if low.mode == "eager" and low.partition is None:
         temps += _library_workspaces(graph, kernels)
@@ -263,7 +321,56 @@ def _buffers(low) -> tuple[dict, list]:
     if low.mode != "eager":
         _inductor_inplace(low, bufs, root, loads)
         _inductor_reuse(low, bufs)
+    elif eager:
+        _autograd_accumulate(low, bufs, root)
     return bufs, temps
+
+
+def _autograd_accumulate(low, bufs: dict, root: dict) -> None:
+    """The autograd engine sums the gradients that reach one tensor from several uses
+    (a residual stream, a tied weight) in its input buffer: ``old_var.add_(var)`` in place
+    when it holds the only reference to the gradient already there, a dense tensor that is
+    nobody's view, else ``old_var + var`` (``InputBuffer::accumulate``,
+    ``can_accumulate_inplace``; the incoming ``var`` is never reused). A trace on fake
+    tensors records an out-of-place ``add(old_var, var)`` there (a tensor subclass is
+    never reused), so: a backward ``add`` of two tensors of its own size and dtype whose
+    first operand is not a view and dies at it writes into that operand's storage. An H100
+    T5-small step shows both (2026-11-25, allocator trace): its tied embedding's gradient
+    first arrives as the LM head's transposed view (the first sum allocates a new
+    buffer), then as a plain tensor (the second sum allocates nothing)."""
+    g = low.graph.g
+    for i, k in enumerate(low.kernels):
+        if k.role != "main" or len(k.ops) != 1:
+            continue
+        n = k.ops[0]
+        a = g.nodes[n]
+        if a.get("phase") != "backward" or packet_name(a["op"]) != "add" or n not in bufs \
+                or bufs[n].alias_of is not None or len(a.get("inputs") or ()) != 2:
+            continue
+        p = a["inputs"][0]
+        d = root.get(p, p)
+        b = bufs.get(d)
+        if g.nodes[p]["kind"] == "view" and d != p:
+            continue                        # a view holds its base: not the last reference
+        if b is None or b.alias_of is not None or b.keep or b.last != i or b.first >= i \
+                or b.size != bufs[n].size or g.nodes[p].get("dtype") != a.get("dtype") \
+                or node_bytes(g.nodes[p]) != b.size:
+            continue
+        bufs[n].alias_of = d
+        b.last, b.keep = bufs[n].last, bufs[n].keep
+
+
+def _split_returned(graph: OpGraph, split: dict, root: dict) -> set:
+    """The results of split multi-output ops that leave the graph: those a ``returned``
+    node aliases (a graph captured before nodes said so: every result of an op marked
+    ``is_output``)."""
+    g = graph.g
+    if not split:
+        return set()
+    marked = [n for n in g.nodes if g.nodes[n].get("returned")]
+    if marked:
+        return {root.get(n, n) for n in marked if g.nodes[root.get(n, n)]["kind"] == "view"}
+    return {s for m, kids in split.items() if g.nodes[m].get("is_output") for s in kids}
 
 
 def _library_workspaces(graph: OpGraph, kernels) -> list[tuple]:
@@ -414,8 +521,12 @@ def _inductor_inplace(low, bufs: dict, root: dict, loads: dict) -> None:
 
 def _workspace_allocs(low, spec) -> dict[int, list[int]]:
     """``{kernel index: [bytes]}``: the BLAS workspaces a fresh process's first call
-    allocates and keeps (:func:`blas_workspace_bytes`): cuBLAS's at the first GEMM,
-    cuBLASLt's at the first GEMM with a bias."""
+    allocates and keeps (:func:`blas_workspace_bytes`). PyTorch keeps one cuBLAS workspace
+    per (handle, stream) and hands each thread its own handle
+    (``CublasHandlePool.cpp``: ``cublas_handle_stream_to_workspace``), so each thread
+    that runs GEMMs holds one: cuBLAS's at its first GEMM, cuBLASLt's at its first GEMM
+    with a bias. A training step runs two such threads: its forward and optimizer on the
+    caller's thread, its backward on autograd's device thread (:func:`blas_thread`)."""
     from .dispatch import has_bias
     g = low.graph.g
     blas, lt = blas_workspace_bytes(spec)
@@ -423,11 +534,41 @@ def _workspace_allocs(low, spec) -> dict[int, list[int]]:
              if k.role == "main" and k.impl == "library" and len(k.ops) == 1
              and g.nodes[k.ops[0]]["kind"] == "matmul"]
     out: dict[int, list[int]] = {}
-    if gemms:
-        out.setdefault(gemms[0][0], []).append(blas)
-    i = next((i for i, n in gemms if has_bias(low.graph, n)), None)
-    if i is not None:
-        out.setdefault(i, []).append(lt)
+    seen: set = set()
+    for i, n in gemms:
+        t = blas_thread(g.nodes[n])
+        if t not in seen:
+            seen.add(t)
+            out.setdefault(i, []).append(blas)
+        if (t, "lt") not in seen and has_bias(low.graph, n):
+            seen.add((t, "lt"))
+            out.setdefault(i, []).append(lt)
+    return out
+
+
+def blas_thread(attrs: dict) -> str:
+    """The host thread that issues a node's kernel: ``"autograd"`` for a training step's
+    backward (the autograd engine runs it on its own thread per device), else
+    ``"caller"``."""
+    return "autograd" if attrs.get("phase") == "backward" else "caller"
+
+
+#: steps before the measured one in a training step's simulation (the first creates the states)
+TRAIN_WARMUP_STEPS = 3
+
+
+def optimizer_states(graph: OpGraph) -> set[str]:
+    """Resident inputs only the optimizer reads or writes (Adam's moments, SGD's momentum
+    buffers): created by the first step's update, not before it."""
+    g = graph.g
+    out = set()
+    for v in g.nodes:
+        a = g.nodes[v]
+        if a["kind"] != "input" or input_role(a) != "weight":
+            continue
+        users = list(g.successors(v))
+        if users and all(g.nodes[u].get("phase") == "optimizer" for u in users):
+            out.add(v)
     return out
 
 
@@ -516,8 +657,18 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
     workspaces = _workspace_allocs(low, spec)
     alloc = CachingAllocator()
     resident = resident_inputs(low.graph)
+    train = "train" in low.graph.meta
+    states = optimizer_states(low.graph) if train else set()
+    first_keep = {i: list(b) for i, b in workspaces.items()}
+    if states:
+        # the first step creates the optimizer's states when its update begins, from the
+        # cache its forward and backward left (zeros_like / clone of the gradient)
+        at = next((i for i, k in enumerate(low.kernels)
+                   if g.nodes[k.ops[0]].get("phase") == "optimizer"), 0)
+        first_keep.setdefault(at, []).extend(node_bytes(g.nodes[v]) for v in resident if v in states)
     for v in resident:
-        alloc.malloc(node_bytes(g.nodes[v]))
+        if v not in states:
+            alloc.malloc(node_bytes(g.nodes[v]))
     base0_res = alloc.reserved
     timeline: list[int] = []
     reserved: list[int] = []
@@ -546,9 +697,15 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
 
     # a fresh process's first call: it also allocates the BLAS workspaces, and keeps them
     alloc.reset_peak()
-    one_call(record=False, keep=workspaces)
+    one_call(record=False, keep=first_keep)
     first_call_reserved = alloc.peak_reserved - base0_res
-    alloc.empty_cache()
+    if train:
+        # training runs step after step: no empty_cache, the measured step follows
+        # warm-up steps (the training zoo: a first step, three more, then the measured)
+        for _ in range(TRAIN_WARMUP_STEPS):
+            one_call(record=False)
+    else:
+        alloc.empty_cache()
     base, base_res = alloc.allocated, alloc.reserved
     alloc.reset_peak()
     one_call(record=True)
@@ -559,6 +716,7 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
     steady = max(peak_reserved, alloc.peak_reserved - base_res)
     peak_kernel = max(range(n), key=lambda i: (timeline[i], -i)) if n else 0
     kept = [r for r, b in bufs.items() if b.keep and b.alias_of is None]
+    ws_bytes = sum(round_size(b) for bs in workspaces.values() for b in bs)
     weights = sum(node_bytes(g.nodes[v]) for v in resident if input_role(g.nodes[v]) == "weight")
     inputs = sum(node_bytes(g.nodes[v]) for v in resident) - weights
     return MemoryEstimate(
@@ -569,7 +727,9 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
         reserved_timeline=tuple(reserved), live_bytes=live[1],
         cached_free_bytes=base_res - base, storages=bufs,
         first_call_reserved_bytes=first_call_reserved,
-        baseline_reserved_bytes=base0_res)
+        baseline_reserved_bytes=base0_res,
+        workspace_bytes=ws_bytes,
+        resident_overhead_bytes=max(0, base - weights - inputs - ws_bytes))
 
 
 def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:

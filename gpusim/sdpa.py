@@ -126,7 +126,10 @@ def math_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     masked_rows = attn.isneginf().all(-1, keepdim=True)
     attn = torch.where(masked_rows, torch.scalar_tensor(0.0, dtype=out.dtype, device=out.device), out)
     if dropout_p > 0.0:
-        attn = torch.dropout(attn, dropout_p, True)
+        # at::dropout on CUDA is the fused kernel (is_fused_kernel_acceptable, Dropout.cpp):
+        # one kernel and a bool mask, not the bernoulli_/div_/mul decomposition with a
+        # mask of the input's dtype that a meta trace would take
+        attn = torch.native_dropout(attn, dropout_p, True)[0]
     weights = attn.to(dtype)          # eager computes the unused weights too  # noqa: F841
     return _matmul(attn, v).to(dtype)
 

@@ -39,12 +39,13 @@ def kernel_phases(pred) -> list[str]:
 
 def step_summary(pred) -> dict:
     """Per phase: kernels, device time (µs) and the memory peak while it runs (bytes allocated,
-    resident state included); the phase of the step's peak; the resident bytes (weights,
-    optimizer states) and the gradients' bytes."""
+    resident state, the BLAS workspaces and the allocator's rounding of the resident tensors
+    included: ``torch.cuda.max_memory_allocated()`` over the phase); the phase of the step's peak; the
+    resident bytes (weights, optimizer states) and the gradients' bytes."""
     from .simulate import is_sync
     phases = kernel_phases(pred)
     mem = pred.memory
-    base = mem.baseline_bytes
+    base = mem.baseline_bytes + mem.workspace_bytes + mem.resident_overhead_bytes
     out = {}
     for ph in PHASES:
         idx = [i for i, p in enumerate(phases) if p == ph]

@@ -406,3 +406,131 @@ def test_training_batch_norm_is_cudnns_training_kernel():
     assert [p.graph.node(k.ops[0])["op"] for k in bn] == ["aten.cudnn_batch_norm.default",
                                                           "aten.native_batch_norm_backward.default"]
     assert all(k.variant != "bn_eval" for k in bn)
+
+
+# ------------------------------------------------------------------ step memory mechanisms
+
+
+def _storages(p):
+    from gpusim.memory import _buffers
+    return _buffers(p.lowering)[0]
+
+
+def test_each_result_of_a_multi_output_op_is_its_own_storage():
+    """native_layer_norm_backward returns the input's gradient (an activation: dies at the
+    next op) and the weight's and bias's gradients (held to the step's end): one storage
+    each, not one storage held as long as its longest-lived result."""
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.LayerNorm(256),
+                                torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    p = gpusim.predict(step_of(model, opt), batch(512, 256))
+    g, bufs = p.graph.g, _storages(p)
+    ln = next(n for n in g.nodes if "native_layer_norm_backward" in str(g.nodes[n]["op"]))
+    results = [s for s in g.successors(ln) if g.nodes[s]["op"] == "getitem"]
+    big = [s for s in results if g.nodes[s]["shape"] == (512, 256)]
+    small = [s for s in results if g.nodes[s]["shape"] == (256,)]
+    assert big and small and all(s in bufs for s in results)
+    assert not bufs[big[0]].keep and bufs[big[0]].size == 512 * 256 * 4
+    assert all(bufs[s].keep and bufs[s].size == 256 * 4 for s in small)
+
+
+def test_autograd_sums_gradients_in_place_into_a_dying_operand():
+    """A tensor used twice gets two gradients; autograd's input buffer adds them in place
+    (InputBuffer::accumulate): the backward add allocates nothing new."""
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)
+
+        def forward(self, x):
+            h = torch.relu(x)
+            return (self.a(h) + self.b(h)).sum(-1, keepdim=True).expand(-1, 10)
+    model = Twice()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(512, 256, requires_grad=True)
+    p = gpusim.predict(step_of(model, opt), (x, torch.randint(0, 10, (512,))))
+    g, bufs = p.graph.g, _storages(p)
+    adds = [n for n in g.nodes if g.nodes[n].get("phase") == "backward"
+            and str(g.nodes[n]["op"]) == "aten.add.Tensor" and g.nodes[n]["shape"] == (512, 256)]
+    assert adds and all(bufs[n].alias_of is not None for n in adds)
+
+
+def test_a_tied_weights_gradient_arriving_as_a_view_is_summed_out_of_place():
+    """A tied embedding / LM head: the head's weight gradient reaches the parameter as a
+    transposed view of its GEMM's result (mm_mat2_backward), which autograd cannot
+    overwrite (the view holds its base), so the embedding's gradient is added into a new
+    buffer (an H100 T5-small step's allocator trace shows the three buffers)."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(1000, 64)
+
+        def forward(self, ids):
+            return torch.nn.functional.linear(torch.tanh(self.emb(ids)), self.emb.weight)[:, :10]
+    model = Tied()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    p = gpusim.predict(step_of(model, opt), (torch.randint(0, 1000, (32,)), torch.randint(0, 10, (32,))))
+    g, bufs = p.graph.g, _storages(p)
+    adds = [n for n in g.nodes if g.nodes[n].get("phase") == "backward"
+            and str(g.nodes[n]["op"]) == "aten.add.Tensor" and g.nodes[n]["shape"] == (1000, 64)]
+    assert adds and all(bufs[n].alias_of is None for n in adds)
+    assert g.nodes[g.nodes[adds[0]]["inputs"][0]]["kind"] == "view"
+
+
+def test_a_step_holds_one_cublas_workspace_per_thread_that_runs_gemms():
+    """Forward (caller's thread, a bias GEMM: cuBLAS + cuBLASLt) and backward (autograd's
+    thread: cuBLAS) each keep a workspace; a clean H100 process measures 65.0 MiB beyond
+    weights, states and inputs (2026-11-25, device run of the zoo's bf16 DeiT-S, GPT-2,
+    MobileNet-V3 steps); inference keeps one."""
+    model = mlp(256, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    p = gpusim.predict(step_of(model, opt), batch(64, 256), gpu="h100")
+    assert p.memory.workspace_bytes == (32 + 32 + 1) << 20
+    m = p.memory
+    assert m.total_bytes == m.baseline_bytes + m.workspace_bytes + m.resident_overhead_bytes + m.peak_bytes
+    assert 0 <= m.resident_overhead_bytes < 1 << 20    # 512 B rounding of each tensor here
+    assert p.train["phases"]["forward"]["peak_bytes"] >= p.memory.baseline_bytes + (65 << 20)
+    inf = gpusim.predict(model, (torch.randn(64, 256),), gpu="h100")
+    assert inf.memory.workspace_bytes == (32 + 1) << 20
+
+
+def test_grad_scaler_ops_write_in_place():
+    from gpusim.memory import is_inplace
+    for op in ("aten._amp_foreach_non_finite_check_and_unscale_.default",
+               "aten._amp_update_scale_.default"):
+        assert is_inplace({"op": op, "kind": "pointwise"})
+
+
+def test_math_attention_dropout_is_cudas_fused_dropout():
+    """SDPA's math fallback with dropout calls at::dropout, which CUDA runs as the fused
+    native_dropout (a bool mask), not the bernoulli_ decomposition a meta trace takes."""
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(12, 36)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).view(2, 16, 3, 2, 6).permute(2, 0, 3, 1, 4)
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+            return o.transpose(1, 2).reshape(2, 16, 12)[:, 0, :10]
+    model = Attn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    p = gpusim.predict(step_of(model, opt), (torch.randn(2, 16, 12), torch.randint(0, 10, (2,))))
+    ops = [str(o) for o in ops_of(p.graph, "forward")]
+    assert any("native_dropout" in o for o in ops) and not any("bernoulli" in o for o in ops)
+
+
+def test_optimizer_states_are_created_by_the_first_steps_update():
+    """Adam's moments are read by the optimizer alone: the simulation allocates them when
+    the first step's update begins (from the cache the forward and backward left), not
+    before the first step as the weights."""
+    from gpusim.memory import optimizer_states
+    model = mlp(64, 2)
+    opt = torch.optim.Adam(model.parameters())
+    p = gpusim.predict(step_of(model, opt), batch(16, 64))
+    g = p.graph.g
+    states = optimizer_states(p.graph)
+    n_params = sum(1 for _ in model.parameters())
+    assert len(states) == 2 * n_params
+    assert all(g.nodes[v]["kind"] == "input" for v in states)
+    assert not any(str(g.nodes[v].get("label", "")).endswith(("weight", "bias")) for v in states)

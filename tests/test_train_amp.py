@@ -195,3 +195,29 @@ def test_llama_gqa_amp_step_captures_with_fused_attention():
     assert t["phases"]["optimizer"]["kernels"] == t32["phases"]["optimizer"]["kernels"]
     for key in ("weights_bytes", "gradient_bytes", "optimizer_state_bytes"):
         assert t[key] == t32[key], key
+
+
+def test_cross_entropy_in_autocast_is_a_16_bit_log_softmax_and_a_fp32_nll_loss():
+    """ATen's cross_entropy_loss calls log_softmax with the input's dtype (autocast leaves
+    it in bf16) and nll_loss, which autocast runs in fp32: a cast of the log-probabilities
+    between them (the H100 ResNet-50 and T5 bf16 records launch the 16-bit log-softmax,
+    a copy, then the fp32 nll_loss)."""
+    lin = torch.nn.Linear(64, 100).to("meta")
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(lin(x), y)
+        loss.backward()
+        opt.step()
+    p = gpusim.predict(step, (torch.empty(32, 64, device="meta"),
+                              torch.zeros(32, dtype=torch.long, device="meta")), gpu="h100")
+    g = p.graph.g
+    fwd = [n for n in p.graph.order if g.nodes[n].get("phase") == "forward"
+           and g.nodes[n]["kind"] not in ("view", "input")]
+    ops = [str(g.nodes[n]["op"]).split(".")[1] for n in fwd]
+    i = ops.index("_log_softmax")
+    assert g.nodes[fwd[i]]["dtype"] == "bfloat16"
+    assert ops[i + 1:] == ["_to_copy", "nll_loss_forward"]
+    assert g.nodes[fwd[i + 1]]["dtype"] == "float32"
