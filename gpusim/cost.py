@@ -352,6 +352,8 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
+    elif v == "depthwise_aten" and depthwise_aten_us(graph, a, spec) is not None:
+        comp = depthwise_aten_us(graph, a, spec)
     elif v == "depthwise_aten" and spec.depthwise_aten_efficiency:
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
     elif v in ("depthwise", "depthwise_aten"):
@@ -609,6 +611,23 @@ def pool_us(a: dict, spec) -> float | None:
     if not rate:
         return None
     return numel(main_shape(a.get("shape"))) / (rate * 1e3)
+
+
+def depthwise_aten_us(graph: OpGraph, a: dict, spec) -> float | None:
+    """ATen's NCHW depthwise kernel in fp16 (``conv_depthwise2d_forward_kernel``: a thread
+    per output walking its filter): the slower of a per-output cost and a per-tap one,
+    ``max(outputs / output_rate, outputs x taps / tap_rate)``. Broad H100 AMP records: 3x3
+    filters ~11 ps an output whatever the shape (the per-output cost: indexing, the
+    3x3-specialised loop), 5x5 and 7x7 ~0.75 ps an output-tap (the multiply-adds). None
+    where the spec has no rates (bf16 and fp32, not in the AMP fp16 records, or an unfitted
+    GPU: the FLOP law)."""
+    if a["dtype"] != "float16" or not (spec.depthwise_aten_output_rate_fp16
+                                             and spec.depthwise_aten_tap_rate_fp16):
+        return None
+    outputs = numel(main_shape(a.get("shape")))
+    taps = _filter_taps(graph, a)
+    return max(outputs / spec.depthwise_aten_output_rate_fp16,
+               outputs * taps / spec.depthwise_aten_tap_rate_fp16) / 1e3
 
 
 def kernel_floor(nodes, spec) -> float:

@@ -14,7 +14,11 @@ kernel classes, :func:`kernel_class` / :func:`measured_class`). On the matched p
   ``elementwise_kernel<128, 4, gpu_kernel_impl<...>>``);
 * ``aten_permuted_efficiency`` / ``_16bit``: an operand read across the output's layout
   (``permuted``), and ATen's strided copy before a layer norm;
-* ``pool_output_rate`` / ``_nhwc``: window pooling, G outputs/s.
+* ``pool_output_rate`` / ``_nhwc``: window pooling, G outputs/s;
+* ``depthwise_aten_output_rate_fp16`` / ``depthwise_aten_tap_rate_fp16``: ATen's NCHW fp16
+  depthwise kernel (:func:`gpusim.cost.depthwise_aten_us`), G outputs/s on filters of up
+  to 9 taps (3x3: the per-output cost dominates) and G output-taps/s on filters of 25 and
+  more (5x5, 7x7: the multiply-adds do).
 
 Fractions are of a copy's bandwidth (``mem_efficiency`` x the datasheet peak), time-weighted
 over kernels past 20 us (shorter ones are latency). Class membership is by gpusim's own node
@@ -37,6 +41,7 @@ from datetime import date
 
 from gpusim.graph import HALF_DTYPES, main_shape, numel
 from gpusim.hardware import BROAD_FIGURES, calibrated_name, load_spec
+from gpusim.cost import _filter_taps
 from gpusim.inductor import WINDOW_POOLS
 from gpusim.ops import packet_name
 from validation.records import read_records, record_graph, run_set
@@ -97,6 +102,10 @@ def point_class(graph, k) -> str | None:
         return None
     if k.variant == "pool":
         return "pool_output_rate_nhwc" if a.get("layout") == "nhwc" else "pool_output_rate"
+    if k.variant == "depthwise_aten" and a["dtype"] == "float16":
+        taps = _filter_taps(graph, a)
+        return ("depthwise_aten_output_rate_fp16" if taps <= 9 else
+                "depthwise_aten_tap_rate_fp16" if taps >= 25 else None)
     if a["kind"] not in ELEMENTWISE or k.impl == "generated":
         return None
     casts = a.get("casts") and a["kind"] == "pointwise"      # (copies cast vectorised)
@@ -149,7 +158,8 @@ def points(rows: list, spec) -> list[dict]:
                 e = estimate_kernel(g, k, spec)
                 pts.append({"model": r["model"], "family": r["family"], "cls": cls,
                             "us": r["kernels"][b.a + j]["us"], "bytes": e.bytes,
-                            "outputs": numel(main_shape(g.g.nodes[k.ops[0]].get("shape")))})
+                            "outputs": numel(main_shape(g.g.nodes[k.ops[0]].get("shape"))),
+                            "taps": _filter_taps(g, g.g.nodes[k.ops[0]])})
     return pts
 
 
@@ -162,8 +172,10 @@ def fit(pts: list[dict], spec) -> dict:
         if not sel:
             continue
         us = sum(p["us"] - spec.kernel_fixed_us for p in sel)
-        if key.startswith("pool"):
+        if key.startswith("pool") or key == "depthwise_aten_output_rate_fp16":
             out[key] = round(sum(p["outputs"] for p in sel) / us / 1e3, 2)
+        elif key == "depthwise_aten_tap_rate_fp16":
+            out[key] = round(sum(p["outputs"] * p["taps"] for p in sel) / us / 1e3, 1)
         else:
             out[key] = round(min(1.0, sum(p["bytes"] for p in sel) / us * 1e6
                                  / (spec.mem_efficiency * spec.bandwidth)), 4)
