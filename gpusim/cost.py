@@ -316,6 +316,9 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
                            if half else (spec.depthwise_us, spec.depthwise_tap_us, spec.depthwise_efficiency))
         # a GPU whose fraction is derived but whose fixed costs are not: none (neutral)
         comp = (fixed or 0.0) + (tap or 0.0) * taps + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
+        nchw = depthwise_nchw_us(graph, kernel.ops[0], spec)
+        if nchw is not None:
+            return _retimed(est, spec, mem, nchw, floor, variant=v)
         return _retimed(est, spec, mem, comp - spec.kernel_fixed_us, floor, variant=v)
     elif v == "pool":
         if pool_us(a, spec) is None:
@@ -628,6 +631,27 @@ def depthwise_aten_us(graph: OpGraph, a: dict, spec) -> float | None:
     taps = _filter_taps(graph, a)
     return max(outputs / spec.depthwise_aten_output_rate_fp16,
                outputs * taps / spec.depthwise_aten_tap_rate_fp16) / 1e3
+
+
+def depthwise_nchw_us(graph: OpGraph, n: str, spec) -> float | None:
+    """cuDNN's depthwise kernels on NCHW fp16 (``conv2d_c1_k1_nchw_shmem_tiling``, and
+    ``conv2d_grouped_direct_kernel`` on 7x7 maps at large batches): ``planes x taps x
+    plane_tap + outputs x (output + taps x output_tap)`` picoseconds, a plane one image's
+    channel. Broad H100 AMP records: 3x3 ~3.3 ps an output on 56x56 maps, ~4 on 14x14 and
+    ~9 on 7x7 (the per-plane part: halo and filter loads), 5x5 ~5.5 on 28x28 and up, ~10.5
+    on 14x14; about twice the channels-last kernels the cnn sweep's class was fitted on.
+    None where the spec has no figures or the conv is not NCHW fp16 (the sweep's class)."""
+    from .dispatch import conv_info
+    c = conv_info(graph, n)
+    if (c is None or c["layout"] != "nchw" or c["dtype"] != "float16"
+            or spec.depthwise_nchw_output_ps_fp16 is None or spec.depthwise_nchw_plane_tap_ps_fp16 is None
+            or spec.depthwise_nchw_output_tap_ps_fp16 is None):
+        return None
+    taps, planes = c["kh"] * c["kw"], c["N"] * c["Cout"]
+    outputs = planes * c["Ho"] * c["Wo"]
+    return (planes * taps * spec.depthwise_nchw_plane_tap_ps_fp16
+            + outputs * (spec.depthwise_nchw_output_ps_fp16
+                         + taps * spec.depthwise_nchw_output_tap_ps_fp16)) * 1e-6
 
 
 def kernel_floor(nodes, spec) -> float:
