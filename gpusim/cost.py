@@ -306,7 +306,8 @@ def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOption
     floor = spec.gemm_min_us if est.kind in GEMM_KINDS and spec.gemm_min_us else spec.kernel_min_us
     if v == "bn_eval":
         eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
-        mem = mem * spec.mem_efficiency / (eff or spec.mem_efficiency) * plane_padding(a)
+        mem = mem * spec.mem_efficiency / (eff or spec.mem_efficiency) * plane_padding(
+            a, bn_input_contiguous(graph, kernel.ops[0]))
     elif v == "depthwise" and spec.depthwise_efficiency:
         # cuDNN's depthwise kernels: a fixed part growing with the filter taps, and the
         # multiply-adds at a small fraction of the CUDA-core peak (cnn sweep)
@@ -459,13 +460,32 @@ def _filter_taps(graph: OpGraph, a: dict) -> int:
 WARP_LOAD_BYTES = 512
 
 
-def plane_padding(a: dict) -> float:
+def bn_input_contiguous(graph: OpGraph, n: str) -> bool | None:
+    """Whether batch norm ``n`` reads an NCHW-contiguous input: the CUDA trace's own fact
+    (``input_contiguous``), else, on a meta trace (the zoo's and the broad sample's
+    re-captures), its producer convolution's layout as cuDNN runs it
+    (:func:`gpusim.dispatch.conv_layout`: NCHW in, NCHW out); None when neither tells."""
+    a = graph.g.nodes[n]
+    if a.get("input_contiguous") is not None:
+        return a["input_contiguous"]
+    ins = list(a.get("inputs") or a.get("reads") or [])
+    p = graph.g.nodes[ins[0]] if ins and ins[0] in graph.g else None
+    if p is None or p.get("kind") != "conv":
+        return None
+    from .dispatch import conv_layout
+    return conv_layout(graph, ins[0]) == "nchw"
+
+
+def plane_padding(a: dict, contiguous: bool | None = None) -> float:
     """Eval batch norm's kernels walk each (n, c) plane in warp-wide vector loads: a
     plane's bytes round up to whole loads (7x7 planes of fp32 use 196 of 512 bytes). The
     norms sweep: 7x7 planes at 0.18 (fp32) and 0.09 (16-bit) of bandwidth against 0.67
-    and 0.47 at 112x112."""
+    and 0.47 at 112x112. ``contiguous``: the input's layout where the caller knows it
+    (:func:`bn_input_contiguous`), else the node's ``input_contiguous``."""
     shape = main_shape(a.get("shape"))
-    if len(shape) != 4 or not a.get("input_contiguous"):
+    if contiguous is None:
+        contiguous = a.get("input_contiguous")
+    if len(shape) != 4 or not contiguous:
         # channels-last: no planes (the sweep measured NCHW). The input's own layout
         # decides, known on CUDA traces only (``input_contiguous``; the node's
         # ``contiguous``, every operand at the output's shape, is false for any batch
