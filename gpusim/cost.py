@@ -376,7 +376,8 @@ def estimate_kernel_forward_law(graph: OpGraph, kernel, spec,
     floor = spec.gemm_min_us if est.kind in GEMM_KINDS and spec.gemm_min_us else spec.kernel_min_us
     if v == "bn_eval":
         eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
-        mem = mem * spec.mem_efficiency / (eff or spec.mem_efficiency) * plane_padding(a)
+        mem = mem * spec.mem_efficiency / (eff or spec.mem_efficiency) * plane_padding(
+            a, bn_input_contiguous(graph, kernel.ops[0]))
     elif v == "depthwise" and spec.depthwise_efficiency:
         # cuDNN's depthwise kernels: a fixed part growing with the filter taps, and the
         # multiply-adds at a small fraction of the CUDA-core peak (cnn sweep)
@@ -386,6 +387,9 @@ def estimate_kernel_forward_law(graph: OpGraph, kernel, spec,
                            if half else (spec.depthwise_us, spec.depthwise_tap_us, spec.depthwise_efficiency))
         # a GPU whose fraction is derived but whose fixed costs are not: none (neutral)
         comp = (fixed or 0.0) + (tap or 0.0) * taps + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
+        nchw = depthwise_nchw_us(graph, kernel.ops[0], spec)
+        if nchw is not None:
+            return _retimed(est, spec, mem, nchw, floor, variant=v)
         return _retimed(est, spec, mem, comp - spec.kernel_fixed_us, floor, variant=v)
     elif v == "pool":
         if pool_us(a, spec) is None:
@@ -432,6 +436,8 @@ def estimate_kernel_forward_law(graph: OpGraph, kernel, spec,
     elif v == "conv_stem" and spec.conv_stem_tflops:
         comp = (spec.conv_stem_us or 0.0) + a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
         return _retimed(est, spec, mem, comp, spec.conv_min_us or floor, variant=v)
+    elif v == "depthwise_aten" and depthwise_aten_us(graph, a, spec) is not None:
+        comp = depthwise_aten_us(graph, a, spec)
     elif v == "depthwise_aten" and spec.depthwise_aten_efficiency:
         comp = a["flops"] / (spec.peak_flops("fp32") * spec.depthwise_aten_efficiency) * 1e6
     elif v in ("depthwise", "depthwise_aten"):
@@ -540,13 +546,32 @@ def _filter_taps(graph: OpGraph, a: dict) -> int:
 WARP_LOAD_BYTES = 512
 
 
-def plane_padding(a: dict) -> float:
+def bn_input_contiguous(graph: OpGraph, n: str) -> bool | None:
+    """Whether batch norm ``n`` reads an NCHW-contiguous input: the CUDA trace's own fact
+    (``input_contiguous``), else, on a meta trace (the zoo's and the broad sample's
+    re-captures), its producer convolution's layout as cuDNN runs it
+    (:func:`gpusim.dispatch.conv_layout`: NCHW in, NCHW out); None when neither tells."""
+    a = graph.g.nodes[n]
+    if a.get("input_contiguous") is not None:
+        return a["input_contiguous"]
+    ins = list(a.get("inputs") or a.get("reads") or [])
+    p = graph.g.nodes[ins[0]] if ins and ins[0] in graph.g else None
+    if p is None or p.get("kind") != "conv":
+        return None
+    from .dispatch import conv_layout
+    return conv_layout(graph, ins[0]) == "nchw"
+
+
+def plane_padding(a: dict, contiguous: bool | None = None) -> float:
     """Eval batch norm's kernels walk each (n, c) plane in warp-wide vector loads: a
     plane's bytes round up to whole loads (7x7 planes of fp32 use 196 of 512 bytes). The
     norms sweep: 7x7 planes at 0.18 (fp32) and 0.09 (16-bit) of bandwidth against 0.67
-    and 0.47 at 112x112."""
+    and 0.47 at 112x112. ``contiguous``: the input's layout where the caller knows it
+    (:func:`bn_input_contiguous`), else the node's ``input_contiguous``."""
     shape = main_shape(a.get("shape"))
-    if len(shape) != 4 or not a.get("input_contiguous"):
+    if contiguous is None:
+        contiguous = a.get("input_contiguous")
+    if len(shape) != 4 or not contiguous:
         # channels-last: no planes (the sweep measured NCHW). The input's own layout
         # decides, known on CUDA traces only (``input_contiguous``; the node's
         # ``contiguous``, every operand at the output's shape, is false for any batch
@@ -698,6 +723,44 @@ def pool_us(a: dict, spec) -> float | None:
     if not rate:
         return None
     return numel(main_shape(a.get("shape"))) / (rate * 1e3)
+
+
+def depthwise_aten_us(graph: OpGraph, a: dict, spec) -> float | None:
+    """ATen's NCHW depthwise kernel in fp16 (``conv_depthwise2d_forward_kernel``: a thread
+    per output walking its filter): the slower of a per-output cost and a per-tap one,
+    ``max(outputs / output_rate, outputs x taps / tap_rate)``. Broad H100 AMP records: 3x3
+    filters ~11 ps an output whatever the shape (the per-output cost: indexing, the
+    3x3-specialised loop), 5x5 and 7x7 ~0.75 ps an output-tap (the multiply-adds). None
+    where the spec has no rates (bf16 and fp32, not in the AMP fp16 records, or an unfitted
+    GPU: the FLOP law)."""
+    if a["dtype"] != "float16" or not (spec.depthwise_aten_output_rate_fp16
+                                             and spec.depthwise_aten_tap_rate_fp16):
+        return None
+    outputs = numel(main_shape(a.get("shape")))
+    taps = _filter_taps(graph, a)
+    return max(outputs / spec.depthwise_aten_output_rate_fp16,
+               outputs * taps / spec.depthwise_aten_tap_rate_fp16) / 1e3
+
+
+def depthwise_nchw_us(graph: OpGraph, n: str, spec) -> float | None:
+    """cuDNN's depthwise kernels on NCHW fp16 (``conv2d_c1_k1_nchw_shmem_tiling``, and
+    ``conv2d_grouped_direct_kernel`` on 7x7 maps at large batches): ``planes x taps x
+    plane_tap + outputs x (output + taps x output_tap)`` picoseconds, a plane one image's
+    channel. Broad H100 AMP records: 3x3 ~3.3 ps an output on 56x56 maps, ~4 on 14x14 and
+    ~9 on 7x7 (the per-plane part: halo and filter loads), 5x5 ~5.5 on 28x28 and up, ~10.5
+    on 14x14; about twice the channels-last kernels the cnn sweep's class was fitted on.
+    None where the spec has no figures or the conv is not NCHW fp16 (the sweep's class)."""
+    from .dispatch import conv_info
+    c = conv_info(graph, n)
+    if (c is None or c["layout"] != "nchw" or c["dtype"] != "float16"
+            or spec.depthwise_nchw_output_ps_fp16 is None or spec.depthwise_nchw_plane_tap_ps_fp16 is None
+            or spec.depthwise_nchw_output_tap_ps_fp16 is None):
+        return None
+    taps, planes = c["kh"] * c["kw"], c["N"] * c["Cout"]
+    outputs = planes * c["Ho"] * c["Wo"]
+    return (planes * taps * spec.depthwise_nchw_plane_tap_ps_fp16
+            + outputs * (spec.depthwise_nchw_output_ps_fp16
+                         + taps * spec.depthwise_nchw_output_tap_ps_fp16)) * 1e-6
 
 
 def kernel_floor(nodes, spec) -> float:

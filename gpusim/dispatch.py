@@ -14,9 +14,11 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
   8 input channels at batch 1 runs a direct kernel. GPUs whose architecture row says cuDNN
   runs no TF32 (Volta, Turing: :func:`gpusim.arch.cudnn_conv_tf32`) run fp32 convolutions
   NCHW-native.
-* **Depthwise convolutions** (groups == channels): NCHW fp32/bf16 run ATen's own
-  ``conv_depthwise2d_forward_kernel``, far from bandwidth (class ``depthwise_aten``);
-  NCHW fp16 and every channels_last case run cuDNN's depthwise kernels (memory-bound).
+* **Depthwise convolutions** (groups == channels): NCHW fp32/bf16, and NCHW fp16 where
+  PyTorch's ``use_cudnn_depthwise`` says no (most stride-2 ones, 7x7 filters, fewer than
+  32 channels: :func:`aten_depthwise`), run ATen's own ``conv_depthwise2d_forward_kernel``,
+  far from bandwidth (class ``depthwise_aten``); the other NCHW fp16 and every
+  channels_last case run cuDNN's depthwise kernels (memory-bound).
 * **Convolution kernels** (cuDNN implicit GEMM) reach a fraction of what a cuBLAS GEMM
   of the same shape does (``conv_efficiency_scale``) and have a longer floor
   (``conv_min_us``); a *stem* convolution (fewer than 8 input channels: the first layer,
@@ -133,12 +135,50 @@ def is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
+def conv_stride(c: dict) -> int:
+    """A convolution's stride: a sweep point's own, else read off the input and output
+    sizes (capture keeps no stride: an output at least ``H - (kh - 1)`` tall is stride 1,
+    whatever the padding; otherwise ``H / Ho`` rounded)."""
+    s = c.get("stride")
+    if s:
+        return int(s[0] if isinstance(s, (list, tuple)) else s)
+    k = c.get("kh", c.get("k", 1))
+    if c["Ho"] >= c["H"] - (k - 1):
+        return 1
+    return max(1, round(c["H"] / max(c["Ho"], 1)))
+
+
 def aten_depthwise(c: dict) -> bool:
-    """Whether ATen's own NCHW depthwise kernel runs (it takes the bias in): NCHW fp32 and
-    bf16, and NCHW fp16 past 5x5 filters (cnn sweep: fp16 7x7 runs ATen's); cuDNN's
-    depthwise kernels otherwise."""
-    k = c.get("kh", c.get("k", 3))
-    return c["layout"] == "nchw" and (c["dtype"] != "float16" or k > 5)
+    """Whether ATen's own NCHW depthwise kernel (``conv_depthwise2d_forward_kernel``) runs
+    rather than cuDNN's: PyTorch's ``ConvParams::use_cudnn_depthwise`` (Convolution.cpp,
+    cuDNN >= 8.2; channels-last always takes cuDNN). cuDNN only for fp16 with at least 32
+    channels, then: a 1-D conv at stride 1; else square 1/3/5 filters on maps at least 7
+    wide, at stride 1 always, at stride 2 at batch 1 (1x1 up to 28 wide, 3x3, 5x5) or, at
+    larger batches, a 1x1 at batch <= 16 with >= 128 channels on maps <= 7 wide and 3x3 /
+    5x5 with >= 512 channels, or >= 256 on maps >= 28 wide (``check_cudnn_depthwise_
+    workload_with_filter``). Every fp16 NCHW depthwise point of the H100 and H200 cnn
+    sweeps agrees (8 ATen, 10 cuDNN), and the broad H100 AMP records' matched kernels
+    (115 ATen, 328 cuDNN; the 21 others are MixConv's split convolutions, misaligned)."""
+    if c["layout"] != "nchw":
+        return False
+    if c["dtype"] != "float16" or c["Cin"] < 32:
+        return True
+    k, kw = c.get("kh", c.get("k", 3)), c.get("kw", c.get("k", 3))
+    width, height = c.get("W", c.get("HW")), c.get("H", c.get("HW"))
+    s = conv_stride(c)
+    if height == 1 and s == 1:
+        return False
+    if k != kw or k not in (1, 3, 5) or width < 7:
+        return True
+    if s == 1:
+        return False
+    if s != 2:
+        return True
+    if c["N"] == 1:
+        return not (k == 1 and width <= 28 or k in (3, 5))
+    if k == 1 and c["N"] <= 16 and c["Cin"] >= 128 and width <= 7:
+        return False
+    return not (k in (3, 5) and (c["Cin"] >= 512 or c["Cin"] >= 256 and width >= 28))
 
 
 def nhwc_conv_kernels(c: dict, n: str, Kernel) -> list:

@@ -131,7 +131,10 @@ TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_1
 #: reduction stream). Fractions of a copy's bandwidth; pool rates in G outputs/s.
 BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
                  "aten_permuted_efficiency", "aten_permuted_efficiency_16bit",
-                 "pool_output_rate", "pool_output_rate_nhwc")
+                 "pool_output_rate", "pool_output_rate_nhwc",
+                 "depthwise_aten_output_rate_fp16", "depthwise_aten_tap_rate_fp16",
+                 "depthwise_nchw_plane_tap_ps_fp16", "depthwise_nchw_output_ps_fp16",
+                 "depthwise_nchw_output_tap_ps_fp16")
 OPTIONAL_MODEL += BROAD_FIGURES
 FRACTIONS += BROAD_FIGURES[:4]
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
@@ -253,6 +256,15 @@ class GPUSpec:
     aten_permuted_efficiency_16bit: float | None = None
     pool_output_rate: float | None = None       # ATen window pooling, NCHW: G outputs/s
     pool_output_rate_nhwc: float | None = None  # same, channels-last input
+    # ATen's NCHW fp16 depthwise kernel (gpusim.cost.depthwise_aten_us): G outputs/s and
+    # G output-taps/s (an output's filter taps)
+    depthwise_aten_output_rate_fp16: float | None = None
+    depthwise_aten_tap_rate_fp16: float | None = None
+    # cuDNN's NCHW fp16 depthwise kernels (gpusim.cost.depthwise_nchw_us), picoseconds per
+    # (plane x tap), per output and per (output x tap)
+    depthwise_nchw_plane_tap_ps_fp16: float | None = None
+    depthwise_nchw_output_ps_fp16: float | None = None
+    depthwise_nchw_output_tap_ps_fp16: float | None = None
     conv_min_us: float | None = None            # floor of cuDNN conv kernels
     conv_stem_us: float | None = None           # stem conv (< 8 input channels): fixed time
     conv_stem_tflops: float | None = None       # stem conv: rate (TFLOP/s, absolute)

@@ -155,3 +155,69 @@ def test_fit_reproduces_the_calibrated_cnn_figures(gpu, spec):
               "depthwise_tap_us_16bit", "depthwise_efficiency_16bit", "weight_transform_us",
               "layer_norm_row_ns", "layer_norm_row_ns_16bit"):
         assert getattr(spec, k) == pytest.approx(fitted[k], rel=1e-3), k
+
+
+def test_fp16_depthwise_takes_pytorchs_cudnn_rule():
+    """PyTorch's use_cudnn_depthwise: NCHW fp16 stride-2 depthwise convs run ATen's kernel
+    unless wide enough (>= 512 channels, or >= 256 on maps >= 28), as do convs of fewer
+    than 32 channels and 7x7 filters; stride 1 with 1/3/5 filters runs cuDNN; channels-last
+    always cuDNN (broad H100 AMP records: ``conv_depthwise2d_forward_kernel`` vs cuDNN's)."""
+    from gpusim.dispatch import aten_depthwise
+    base = {"layout": "nchw", "dtype": "float16", "kw": 3}
+    cases = (({"N": 32, "Cin": 48, "H": 112, "W": 112, "Ho": 56, "kh": 3}, True),
+             ({"N": 256, "Cin": 512, "H": 14, "W": 14, "Ho": 7, "kh": 3}, False),
+             ({"N": 256, "Cin": 256, "H": 28, "W": 28, "Ho": 14, "kh": 3}, False),
+             ({"N": 256, "Cin": 256, "H": 14, "W": 14, "Ho": 7, "kh": 3}, True),
+             ({"N": 256, "Cin": 16, "H": 56, "W": 56, "Ho": 56, "kh": 3}, True),
+             ({"N": 256, "Cin": 96, "H": 56, "W": 56, "Ho": 56, "kh": 3}, False),
+             ({"N": 32, "Cin": 320, "H": 4, "W": 4, "Ho": 4, "kh": 3}, True),
+             ({"N": 32, "Cin": 96, "H": 56, "W": 56, "Ho": 56, "kh": 7, "kw": 7}, True),
+             ({"N": 1, "Cin": 96, "H": 56, "W": 56, "Ho": 28, "kh": 3}, False))
+    for c, want in cases:
+        assert aten_depthwise(dict(base, **c)) is want, c
+    assert not aten_depthwise(dict(base, layout="nhwc", N=32, Cin=48, H=112, W=112, Ho=56, kh=3))
+    assert aten_depthwise(dict(base, dtype="bfloat16", N=32, Cin=96, H=56, W=56, Ho=56, kh=3))
+
+
+def test_depthwise_fp16_laws_follow_outputs_and_taps():
+    """ATen's fp16 depthwise kernel: the per-output cost below 25 taps, the per-tap one
+    above; cuDNN's NCHW fp16 kernels: per plane-tap and per output; a spec without the
+    broad figures keeps the old laws."""
+    import dataclasses
+
+    from gpusim.hardware import BROAD_FIGURES
+    old = dataclasses.replace(H100, **{k: None for k in BROAD_FIGURES})
+    x = torch.empty(32, 96, 56, 56, device="meta", dtype=torch.float16)
+    for k, stride, variant in ((3, 2, "depthwise_aten"), (7, 1, "depthwise_aten"), (3, 1, "depthwise")):
+        w = torch.empty(96, 1, k, k, device="meta", dtype=torch.float16)
+        g = capture(lambda x, w: F.conv2d(x, w, stride=stride, padding=k // 2, groups=96), (x, w))
+        kern = next(kk for kk in lower(g, "eager", spec=H100).kernels if kk.role == "main")
+        assert kern.variant == variant
+        out = 32 * 96 * (56 // stride) ** 2
+        us = estimate_kernel(g, kern, H100).us - H100.kernel_fixed_us
+        if variant == "depthwise_aten":
+            want = max(out / H100.depthwise_aten_output_rate_fp16, out * k * k / H100.depthwise_aten_tap_rate_fp16) / 1e3
+        else:
+            want = (32 * 96 * k * k * H100.depthwise_nchw_plane_tap_ps_fp16
+                    + out * (H100.depthwise_nchw_output_ps_fp16 + k * k * H100.depthwise_nchw_output_tap_ps_fp16)) * 1e-6
+        assert us == pytest.approx(want, rel=1e-6), (k, stride)
+        assert estimate_kernel(g, kern, old).us != pytest.approx(us + H100.kernel_fixed_us, rel=1e-3)
+
+
+def test_eval_batch_norm_on_a_meta_trace_pads_its_planes_after_an_nchw_conv():
+    """A meta trace records no input_contiguous: the producer conv's layout stands in, so
+    a 7x7 fp16 batch norm after an NCHW conv pays the plane padding a CUDA trace's does."""
+    from gpusim.cost import bn_input_contiguous
+
+    m = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64)).eval()
+    m = m.to(device="meta", dtype=torch.float16)
+    x = torch.empty(32, 64, 7, 7, device="meta", dtype=torch.float16)
+    g = capture(m, (x,))
+    bn = next(kk for kk in lower(g, "eager", spec=H100).kernels if kk.variant == "bn_eval")
+    assert bn_input_contiguous(g, bn.ops[0]) is True
+    xcl = x.contiguous(memory_format=torch.channels_last)
+    gcl = capture(m.to(memory_format=torch.channels_last), (xcl,))
+    bncl = next(kk for kk in lower(gcl, "eager", spec=H100).kernels if kk.variant == "bn_eval")
+    assert bn_input_contiguous(gcl, bncl.ops[0]) is False
+    body = [estimate_kernel(gg, k, H100).us - H100.kernel_fixed_us for gg, k in ((g, bn), (gcl, bncl))]
+    assert body[0] > 4 * body[1]              # 98-byte planes in 512-byte loads

@@ -14,7 +14,14 @@ kernel classes, :func:`kernel_class` / :func:`measured_class`). On the matched p
   ``elementwise_kernel<128, 4, gpu_kernel_impl<...>>``);
 * ``aten_permuted_efficiency`` / ``_16bit``: an operand read across the output's layout
   (``permuted``), and ATen's strided copy before a layer norm;
-* ``pool_output_rate`` / ``_nhwc``: window pooling, G outputs/s.
+* ``pool_output_rate`` / ``_nhwc``: window pooling, G outputs/s;
+* ``depthwise_aten_output_rate_fp16`` / ``depthwise_aten_tap_rate_fp16``: ATen's NCHW fp16
+  depthwise kernel (:func:`gpusim.cost.depthwise_aten_us`), G outputs/s on filters of up
+  to 9 taps (3x3: the per-output cost dominates) and G output-taps/s on filters of 25 and
+  more (5x5, 7x7: the multiply-adds do);
+* ``depthwise_nchw_plane_tap_ps_fp16`` / ``_output_ps_fp16`` / ``_output_tap_ps_fp16``:
+  cuDNN's NCHW fp16 depthwise kernels (:func:`gpusim.cost.depthwise_nchw_us`), least
+  squares on the matched kernels' times (every one, so time-weighted).
 
 Fractions are of a copy's bandwidth (``mem_efficiency`` x the datasheet peak), time-weighted
 over kernels past 20 us (shorter ones are latency). Class membership is by gpusim's own node
@@ -37,6 +44,8 @@ from datetime import date
 
 from gpusim.graph import HALF_DTYPES, main_shape, numel
 from gpusim.hardware import BROAD_FIGURES, calibrated_name, load_spec
+from gpusim.cost import _filter_taps
+from gpusim.dispatch import conv_info, conv_layout
 from gpusim.inductor import WINDOW_POOLS
 from gpusim.ops import packet_name
 from validation.records import read_records, record_graph, run_set
@@ -97,6 +106,12 @@ def point_class(graph, k) -> str | None:
         return None
     if k.variant == "pool":
         return "pool_output_rate_nhwc" if a.get("layout") == "nhwc" else "pool_output_rate"
+    if k.variant == "depthwise" and a["dtype"] == "float16" and conv_layout(graph, k.ops[0]) == "nchw":
+        return "depthwise_nchw_fp16"
+    if k.variant == "depthwise_aten" and a["dtype"] == "float16":
+        taps = _filter_taps(graph, a)
+        return ("depthwise_aten_output_rate_fp16" if taps <= 9 else
+                "depthwise_aten_tap_rate_fp16" if taps >= 25 else None)
     if a["kind"] not in ELEMENTWISE or k.impl == "generated":
         return None
     casts = a.get("casts") and a["kind"] == "pointwise"      # (copies cast vectorised)
@@ -149,8 +164,34 @@ def points(rows: list, spec) -> list[dict]:
                 e = estimate_kernel(g, k, spec)
                 pts.append({"model": r["model"], "family": r["family"], "cls": cls,
                             "us": r["kernels"][b.a + j]["us"], "bytes": e.bytes,
-                            "outputs": numel(main_shape(g.g.nodes[k.ops[0]].get("shape")))})
+                            "outputs": numel(main_shape(g.g.nodes[k.ops[0]].get("shape"))),
+                            "taps": _filter_taps(g, g.g.nodes[k.ops[0]]),
+                            "planes": _planes(g, k.ops[0])})
     return pts
+
+
+def _planes(graph, n: str) -> int:
+    """Images x output channels of a convolution node (0 for other nodes)."""
+    c = conv_info(graph, n) if graph.g.nodes[n]["kind"] == "conv" else None
+    return c["N"] * c["Cout"] if c else 0
+
+
+#: cuDNN's NCHW fp16 depthwise law's figures (gpusim.cost.depthwise_nchw_us), ps
+DEPTHWISE_NCHW = ("depthwise_nchw_plane_tap_ps_fp16", "depthwise_nchw_output_ps_fp16",
+                  "depthwise_nchw_output_tap_ps_fp16")
+
+
+def fit_depthwise_nchw(pts: list[dict], spec) -> dict:
+    """Least squares of the matched kernels' times past the fixed launch cost on
+    (planes x taps, outputs, outputs x taps); every kernel counts by its time."""
+    import numpy as np
+    sel = [p for p in pts if p["cls"] == "depthwise_nchw_fp16"]
+    if len(sel) < 4:
+        return {}
+    a = np.array([[p["planes"] * p["taps"], p["outputs"], p["outputs"] * p["taps"]] for p in sel], float)
+    y = np.array([p["us"] - spec.kernel_fixed_us for p in sel])
+    c, *_ = np.linalg.lstsq(a, y, rcond=None)
+    return {k: round(float(v) * 1e6, 4) for k, v in zip(DEPTHWISE_NCHW, c)}
 
 
 def fit(pts: list[dict], spec) -> dict:
@@ -158,15 +199,20 @@ def fit(pts: list[dict], spec) -> dict:
     kernel is left out (the spec's own law stays)."""
     out = {}
     for key in BROAD_FIGURES:
+        if key in DEPTHWISE_NCHW:
+            continue
         sel = [p for p in pts if p["cls"] == key and p["us"] > MIN_US]
         if not sel:
             continue
         us = sum(p["us"] - spec.kernel_fixed_us for p in sel)
-        if key.startswith("pool"):
+        if key.startswith("pool") or key == "depthwise_aten_output_rate_fp16":
             out[key] = round(sum(p["outputs"] for p in sel) / us / 1e3, 2)
+        elif key == "depthwise_aten_tap_rate_fp16":
+            out[key] = round(sum(p["outputs"] * p["taps"] for p in sel) / us / 1e3, 1)
         else:
             out[key] = round(min(1.0, sum(p["bytes"] for p in sel) / us * 1e6
                                  / (spec.mem_efficiency * spec.bandwidth)), 4)
+    out.update(fit_depthwise_nchw(pts, spec))
     return out
 
 
