@@ -534,3 +534,26 @@ def test_optimizer_states_are_created_by_the_first_steps_update():
     assert len(states) == 2 * n_params
     assert all(g.nodes[v]["kind"] == "input" for v in states)
     assert not any(str(g.nodes[v].get("label", "")).endswith(("weight", "bias")) for v in states)
+
+
+def test_competitors_table_joins_rows_records_and_predictions(tmp_path):
+    """``train_accuracy --competitors``: a competitor row is scored against its step's record
+    beside gpusim's prediction; a failed estimator is None, not an error of 0."""
+    import gzip
+
+    from validation import train_accuracy as ta
+    rec = {"kind": "train_step", "run": "eager", "model": "conv_bn_relu", "sizes": {"batch": 2},
+           "optimizer": "sgd", "amp": None, "case_id": "c1"}
+    pred = ta.predict_row(rec, "h100")
+    rec.update(kernel_sum_us=2 * pred["kernel_sum_us"], memory={"peak_step_case_bytes": pred["peak_bytes"]})
+    comp = {"case_id": "c1", "memtracker": {"peak": 1.1 * pred["peak_bytes"]},
+            "runtime_estimator_roofline": {"total_ms": pred["kernel_sum_us"] * 4e-3},
+            "runtime_estimator_benchmark": None}
+    (tmp_path / "h100").mkdir()
+    for name, rows in (("train.jsonl.gz", [rec]), ("train_competitors.jsonl.gz", [comp])):
+        with gzip.open(tmp_path / "h100" / name, "wt") as f:
+            f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    row, = ta.competitors(str(tmp_path), "h100")["rows"]
+    assert row["gpusim_peak"] == 0 and abs(row["memtracker"] - 10) < 1e-6
+    assert abs(row["gpusim_time"] - 50) < 1e-6 and abs(row["re_roofline"] - 100) < 1e-6
+    assert row["re_benchmark"] is None

@@ -162,6 +162,43 @@ def score(results: str, gpus, patterns=None, progress: bool = False, run: str = 
     return report
 
 
+def competitors(results: str, gpu: str) -> dict:
+    """gpusim beside PyTorch's estimators on the steps ``train_run --competitors`` ran them
+    on (``<gpu>/train_competitors.jsonl.gz``): per case, the absolute % error of MemTracker's
+    step peak and of gpusim's against the record's ``memory.peak_step_case_bytes``, and of
+    RuntimeEstimator's step time (roofline and benchmark modes) and gpusim's against the
+    record's kernel time (``kernel_sum_us``); None where an estimator failed."""
+    path = os.path.join(results, gpu, "train_competitors.jsonl.gz")
+    if not os.path.exists(path):
+        return {}
+    recs = {r["case_id"]: r for r in read_records(os.path.join(results, gpu, RECORDS["eager"]))
+            if usable(r, True) is None}
+    rows = []
+    for c in read_records(path):
+        rec = recs.get(c.get("case_id"))
+        if rec is None or not (rec.get("memory") or {}).get("peak_step_case_bytes"):
+            continue
+        pred = predict_row(rec, gpu)
+        peak, us = rec["memory"]["peak_step_case_bytes"], rec["kernel_sum_us"]
+        re_ms = {m: (c.get(f"runtime_estimator_{m}") or {}).get("total_ms")
+                 for m in ("roofline", "benchmark")}
+        rows.append({"case_id": c["case_id"],
+                     "memtracker": ape((c.get("memtracker") or {}).get("peak") or 0, peak)
+                     if (c.get("memtracker") or {}).get("peak") else None,
+                     "gpusim_peak": ape(_num(pred["peak_bytes"]), peak),
+                     "re_roofline": ape(re_ms["roofline"] * 1e3, us) if re_ms["roofline"] else None,
+                     "re_benchmark": ape(re_ms["benchmark"] * 1e3, us) if re_ms["benchmark"] else None,
+                     "gpusim_time": ape(_num(pred["kernel_sum_us"]), us)})
+    summary = {}
+    for k in ("memtracker", "gpusim_peak", "re_roofline", "re_benchmark", "gpusim_time"):
+        vals = [r[k] for r in rows if r[k] is not None]
+        summary[k] = dict(_stats(vals) or {}, runs=len(vals))
+    same = {k: _stats([r[g] for r in rows if r[k] is not None])
+            for k, g in (("memtracker", "gpusim_peak"), ("re_roofline", "gpusim_time"),
+                         ("re_benchmark", "gpusim_time"))}
+    return {"rows": rows, "summary": summary, "gpusim_on_the_same_cases": same}
+
+
 def text(report: dict) -> str:
     lines = []
     for gpu, r in report.items():
@@ -190,8 +227,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", action="append", default=None, help="case_id glob (repeatable)")
     ap.add_argument("--run", choices=tuple(RECORDS), default="eager",
                     help="eager steps, or steps with torch.compile(model) inside (default: eager)")
+    ap.add_argument("--competitors", action="store_true",
+                    help="gpusim beside MemTracker and RuntimeEstimator on the steps they ran on")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.competitors:
+        out = {g: competitors(a.results, g) for g in a.gpu or ["h100", "h200"]}
+        print(json.dumps({g: v for g, v in out.items() if v}, indent=1))
+        return 0
     report = score(a.results, a.gpu or ["h100", "h200"], a.cases, progress=True, run=a.run)
     print(json.dumps(report, indent=1) if a.json else text(report))
     return 0
