@@ -183,6 +183,21 @@ MTA_EFFS = [round(0.40 + 0.01 * i, 2) for i in range(61)]
 MTA_LAUNCH_US = [round(0.5 * i, 1) for i in range(1, 61)]
 
 
+def grid_fit(points: list[dict], spec, law, xs, ys) -> tuple | None:
+    """The pair ``(x, y)`` of the grid ``xs`` x ``ys`` whose ``law(point, (x, y), spec)`` has
+    the least mean absolute relative error against the points' ``us`` (the first such pair
+    in grid order); None without points."""
+    if not points:
+        return None
+    best = None
+    for x in xs:
+        for y in ys:
+            e = sum(abs(law(p, (x, y), spec) - p["us"]) / p["us"] for p in points)
+            if best is None or e < best[0] - 1e-12:
+                best = (e, x, y)
+    return best[1], best[2]
+
+
 def fit_mta(points: list[dict], spec) -> tuple | None:
     """The (fraction, further launch us) of the grid with the least mean absolute error
     over the steps: the bytes stream at the fraction, each launch past an op's first costs
@@ -190,16 +205,9 @@ def fit_mta(points: list[dict], spec) -> tuple | None:
     optimizer steps, many small tensors per launch, against the transformers' few large).
     The fraction stays under the GPU's copy fraction (``mem_efficiency``): left free, the
     fit trades a larger launch figure for a fraction above a plain copy's."""
-    if not points:
-        return None
-    best = None
     # no stream beats a copy: the fraction stays under the GPU's copy fraction
-    for eff in (e for e in MTA_EFFS if e < spec.mem_efficiency):
-        for launch in MTA_LAUNCH_US:
-            e = sum(abs(mta_us(p, (eff, launch), spec) - p["us"]) / p["us"] for p in points)
-            if best is None or e < best[0] - 1e-12:
-                best = (e, eff, launch)
-    return best[1], best[2]
+    return grid_fit(points, spec, mta_us, [e for e in MTA_EFFS if e < spec.mem_efficiency],
+                    MTA_LAUNCH_US)
 
 
 def leave_family_out(points: list[dict], spec, fit, law, key: str = "family", groups=FAMILIES) -> dict:
@@ -250,15 +258,7 @@ COLUMN_SUM_US = [round(0.5 * i, 1) for i in range(1, 41)]
 
 def fit_column_sum(points: list[dict], spec) -> tuple | None:
     """The (fraction, fixed us) of the grid with the least mean absolute error."""
-    if not points:
-        return None
-    best = None
-    for eff in COLUMN_SUM_EFFS:
-        for fixed in COLUMN_SUM_US:
-            e = sum(abs(column_sum_us(p, (eff, fixed), spec) - p["us"]) / p["us"] for p in points)
-            if best is None or e < best[0] - 1e-12:
-                best = (e, eff, fixed)
-    return best[1], best[2]
+    return grid_fit(points, spec, column_sum_us, COLUMN_SUM_EFFS, COLUMN_SUM_US)
 
 
 # ------------------------------------------------------------------ backward scales
@@ -427,15 +427,7 @@ BN_CHANNEL_US = [round(0.05 * i, 2) for i in range(61)]
 def fit_bn(points: list[dict], spec) -> tuple | None:
     """The (fraction, per-channel us) of the grid with the least mean absolute error over
     the steps."""
-    if not points:
-        return None
-    best = None
-    for eff in BN_EFFS:
-        for ch in BN_CHANNEL_US:
-            e = sum(abs(bn_us(p, (eff, ch), spec) - p["us"]) / p["us"] for p in points)
-            if best is None or e < best[0] - 1e-12:
-                best = (e, eff, ch)
-    return best[1], best[2]
+    return grid_fit(points, spec, bn_us, BN_EFFS, BN_CHANNEL_US)
 
 
 def main(argv=None) -> int:
