@@ -279,22 +279,15 @@ def _lower_step(graph: OpGraph, mode: str, spec) -> Lowering:
     regions = step_regions(graph)
     compiled = {n for ns in regions.values() for n in ns}
     fwd_layout = inductor_layout_opt(graph, regions["forward"])
-    groups, how = [], {}
-    for ph, ns in regions.items():
-        for g in inductor_groups(graph, spec, ns):
-            how[len(groups)] = fwd_layout
-            groups.append(g)
-    for n in graph.compute_nodes:
-        if n not in compiled:
-            how[len(groups)] = None
-            groups.append([n])
-    index = {tuple(sorted(g)): i for i, g in enumerate(groups)}
+    groups = [g for ns in regions.values() for g in inductor_groups(graph, spec, ns)]
+    groups += [[n] for n in graph.compute_nodes if n not in compiled]
     kernels: list[Kernel] = []
     for g in kernel_order(graph, groups):
-        layout = how[index[tuple(sorted(g))]]
-        ks = realize(graph, g, "eager" if layout is None else mode, spec, layout)
-        kernels += [_step_gemm(graph, k) if layout is not None else k for k in ks]
-        if layout and len(g) == 1:
+        if g[0] not in compiled:
+            kernels += realize(graph, g, "eager", spec)
+            continue
+        kernels += [_step_gemm(graph, k) for k in realize(graph, g, mode, spec, fwd_layout)]
+        if fwd_layout and len(g) == 1:
             kernels += _grad_layout_copy(graph, g[0])
     return Lowering(graph, mode, tuple(kernels), None)
 
