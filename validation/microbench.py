@@ -331,6 +331,33 @@ def norm_points(dev="cuda", small=False):
     return pts
 
 
+def bn_points(dev="cuda", small=False):
+    """Eval batch norm across what decides its kernels' time: the (n, c) planes NCHW
+    kernels walk one block at a time, the images channels-last kernels split, and the
+    bytes: batch 1, 8 and 32 over late-stage (7x7, 14x14) to stem (112x112) planes,
+    fp32 (cuDNN's bn_fw_inf) and 16-bit (ATen's transform kernels), NCHW and
+    channels-last; 180 points."""
+    def sz(*shape):
+        return tuple(min(x, 4) for x in shape) if small else shape
+    pts = []
+    for dt in DTYPES:
+        for cl in (False, True):
+            lay = "channels_last" if cl else "nchw"
+            for n in (1, 8, 32):
+                for c, hw in ((2048, 7), (512, 7), (1024, 14), (256, 14), (512, 28), (128, 28),
+                              (256, 56), (64, 56), (64, 112), (16, 112)):
+                    shape = sz(n, c, hw, hw)
+
+                    def mk_bn(shape=shape, dt=dt, cl=cl):
+                        ch = shape[1]
+                        rm, rv, w, b = (torch.rand(ch, device=dev, dtype=getattr(torch, dt)) + 0.5
+                                        for _ in range(4))
+                        return ((lambda x: F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5)),
+                                (_t(shape, dt, cl, dev),))
+                    pts.append(({"op": "batch_norm_eval", "shape": shape, "dtype": dt, "layout": lay}, mk_bn))
+    return pts
+
+
 def gemm_mid_points(dev="cuda", small=False):
     """Mid-size GEMMs (256-2048 rows), fp32 and bf16, with a bias (``F.linear``) and
     without (``torch.matmul``): where a library stops splitting K as the output tiles
@@ -398,9 +425,9 @@ def conv_simt_points(dev="cuda", small=False):
 
 SWEEPS = {"conv2d": conv_points, "gemm": gemm_points, "gemm_mid": gemm_mid_points,
           "sdpa": sdpa_points, "misc": misc_points, "cnn": cnn_points, "norms": norm_points,
-          "conv_simt": conv_simt_points}
+          "conv_simt": conv_simt_points, "bn": bn_points}
 SHARES = {"conv2d": 0.35, "gemm": 0.3, "gemm_mid": 0.1, "sdpa": 0.15, "misc": 0.2, "cnn": 0.3,
-          "norms": 0.1, "conv_simt": 0.2}   # of the deadline
+          "norms": 0.1, "conv_simt": 0.2, "bn": 0.2}   # of the deadline
 
 
 def summarize(res: dict) -> dict:
