@@ -376,8 +376,14 @@ def estimate_kernel_forward_law(graph: OpGraph, kernel, spec,
     floor = spec.gemm_min_us if est.kind in GEMM_KINDS and spec.gemm_min_us else spec.kernel_min_us
     if v == "bn_eval":
         eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
-        mem = mem * spec.mem_efficiency / (eff or spec.mem_efficiency) * plane_padding(
-            a, bn_input_contiguous(graph, kernel.ops[0]))
+        contiguous = bn_input_contiguous(graph, kernel.ops[0])
+        mem = mem * spec.mem_efficiency / (eff or spec.mem_efficiency)
+        law = bn_eval_law(a, contiguous, spec)
+        if law is None:
+            mem = mem * plane_padding(a, contiguous)
+        else:
+            sm_us, law_floor = law
+            mem, floor = max(mem, sm_us), max(floor, law_floor)
     elif v == "depthwise" and spec.depthwise_efficiency:
         # cuDNN's depthwise kernels: a fixed part growing with the filter taps, and the
         # multiply-adds at a small fraction of the CUDA-core peak (cnn sweep)
@@ -560,6 +566,44 @@ def bn_input_contiguous(graph: OpGraph, n: str) -> bool | None:
         return None
     from .dispatch import conv_layout
     return conv_layout(graph, ins[0]) == "nchw"
+
+
+def bn_eval_law(a: dict, contiguous: bool | None, spec) -> tuple[float, float] | None:
+    """Eval batch norm's time as its kernels' own parallelism bounds it (``bn`` sweep,
+    ``validation/fit_bn.py``): ``(us, floor_us)``, or None where the GPU has no fitted
+    figure for the layout (the stream with :func:`plane_padding`, the old law).
+
+    * NCHW (cuDNN's ``bn_fw_inf_1C11_kernel_NCHW`` in fp32, ATen's
+      ``batch_norm_transform_input_kernel`` in 16-bit: the same law): a block per
+      (n, c) plane. Many small planes cost ``bn_plane_cycles`` SM-cycles each, spread over
+      the SMs (the 7x7 planes of a ResNet's last stage: 41 us for 32x2048 planes on the H100
+      and the H200 alike, at 29% and 21% of their bandwidth); few large planes cost the
+      cycles one block needs to walk one plane, ``bn_plane_element_cycles`` per element
+      (a batch-1 stem: 16 planes of 112x112 take 12 us).
+    * channels-last fp32 (cuDNN's ``bn_fw_inf_1C11_kernel_NHWC``): the images are what it
+      splits, so each image's elements cost ``bn_nhwc_image_cycles`` on the clock
+      (batch 1 runs at 3% of the bandwidth), and a floor of its own (``bn_nhwc_min_us``).
+    * channels-last 16-bit (ATen's ``batch_norm_transform_input_channels_last_kernel``):
+      the stream, with a floor of its own (``bn_cl_min_us``).
+
+    The cycle figures carry to a GPU by its SMs and clock (the SM-cycle rule); the floors
+    are times."""
+    shape = main_shape(a.get("shape"))
+    if len(shape) != 4 or contiguous is None:
+        return None
+    n, c, h, w = shape
+    clock = spec.boost_clock_mhz * 1e-3            # cycles per ns
+    if contiguous:
+        if not spec.bn_plane_cycles:
+            return None
+        planes = n * c * spec.bn_plane_cycles / (spec.sm_count * clock) * 1e-3
+        walk = h * w * (spec.bn_plane_element_cycles or 0.0) / clock * 1e-3
+        return max(planes, walk), 0.0
+    if a["dtype"] in HALF_DTYPES:
+        return (0.0, spec.bn_cl_min_us) if spec.bn_cl_min_us else None
+    if not spec.bn_nhwc_image_cycles:
+        return None
+    return c * h * w * spec.bn_nhwc_image_cycles / clock * 1e-3, spec.bn_nhwc_min_us or 0.0
 
 
 def plane_padding(a: dict, contiguous: bool | None = None) -> float:

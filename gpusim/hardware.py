@@ -137,6 +137,13 @@ BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
                  "depthwise_nchw_output_tap_ps_fp16")
 OPTIONAL_MODEL += BROAD_FIGURES
 FRACTIONS += BROAD_FIGURES[:4]
+#: eval batch norm's parallelism (gpusim.cost.bn_eval_law), fitted by validation/fit_bn.py
+#: on one GPU's ``bn`` sweep (validation/sweeps/<gpu>-bn.json): SM-cycles per NCHW plane
+#: (over all SMs) and per element of one plane (one block), cycles per element of one
+#: image of cuDNN's channels-last fp32 kernel, and the channels-last kernels' floors (us)
+BN_EVAL_FIGURES = ("bn_plane_cycles", "bn_plane_element_cycles", "bn_nhwc_image_cycles",
+                   "bn_nhwc_min_us", "bn_cl_min_us")
+OPTIONAL_MODEL += BN_EVAL_FIGURES
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")
@@ -196,6 +203,11 @@ class GPUSpec:
     depthwise_efficiency_16bit: float | None = None
     weight_transform_us: float | None = None    # cuDNN's generic weight transform (grouped convs)
     layer_norm_row_ns: float | None = None      # ATen layer norm: time per row past the stream
+    bn_plane_cycles: float | None = None        # eval batch norm (gpusim.cost.bn_eval_law)
+    bn_plane_element_cycles: float | None = None
+    bn_nhwc_image_cycles: float | None = None
+    bn_nhwc_min_us: float | None = None
+    bn_cl_min_us: float | None = None
     layer_norm_row_ns_16bit: float | None = None
     matmul_align1_efficiency: float | None = None  # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float | None = None  # fp32 memory-efficient attention, of fp32 peak

@@ -439,7 +439,7 @@ def summarize(res: dict) -> dict:
                      ("aten_ops_top", "aten_ops_top_counts", "cuda_launches", "host_syncs")}}
 
 
-def run_sweeps(out, deadline_s=150.0, only=None, dev="cuda", small=False, reps=3):
+def run_sweeps(out, deadline_s=150.0, only=None, dev="cuda", small=False, reps=3, flush=True):
 
     t0 = time.time()
     doc = {"env": measure.env_info() if dev == "cuda" else {"device": dev},
@@ -447,8 +447,10 @@ def run_sweeps(out, deadline_s=150.0, only=None, dev="cuda", small=False, reps=3
                      "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
                      "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "float32_matmul_precision": torch.get_float32_matmul_precision()},
-           "method": f"torch.profiler, {reps} calls after 2 warm-up calls, L2 flushed before each; "
-                     "kernel us = median per kernel position", "sweeps": {}, "elapsed_s": {},
+           "method": f"torch.profiler, {reps} calls after 2 warm-up calls, "
+                     + ("L2 flushed before each; " if flush else "L2 not flushed (operands L2-resident "
+                        "where they fit, as a model's producer leaves them); ")
+                     + "kernel us = median per kernel position", "sweeps": {}, "elapsed_s": {},
            "skipped_for_deadline": {}}
     todo = [k for k in SWEEPS if not only or k in only]
     for j, sname in enumerate(todo):
@@ -467,7 +469,7 @@ def run_sweeps(out, deadline_s=150.0, only=None, dev="cuda", small=False, reps=3
             try:
                 with torch.no_grad():
                     fn, args = make()
-                    r = measure.profile_call(fn, args, flush=(dev == "cuda"), reps=reps, warmup=2)
+                    r = measure.profile_call(fn, args, flush=flush and dev == "cuda", reps=reps, warmup=2)
                 rec.update(summarize(r))
                 if sname == "sdpa":
                     rec["backend"] = sdpa_backend(k["name"] for k in rec["kernels"])
@@ -494,13 +496,16 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline-s", type=float, default=150.0)
     ap.add_argument("--only", default=None, help="comma-separated sweeps: " + ",".join(SWEEPS))
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-flush", action="store_true",
+                    help="leave L2 as the previous call left it (kernels' floors as in a model)")
     ap.add_argument("--cpu-dry-run", action="store_true", help="tiny shapes on the CPU (no timings)")
     a = ap.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
     dev = "cpu" if a.cpu_dry_run else "cuda"
     if dev == "cuda":
         measure.require_cuda()
-    run_sweeps(a.out, a.deadline_s, only, dev=dev, small=a.cpu_dry_run, reps=a.reps)
+    run_sweeps(a.out, a.deadline_s, only, dev=dev, small=a.cpu_dry_run, reps=a.reps,
+               flush=not a.no_flush)
     return 0
 
 
