@@ -148,6 +148,51 @@ def rule_provenance(section: str, key: str) -> tuple[str, str]:
     return fig["source"], fig["ref"]
 
 
+#: the memory-bound kernel classes the bandwidth-latency rule carries between GPUs
+#: (:data:`BANDWIDTH_LATENCY_RULE`): fractions of the datasheet bandwidth
+BANDWIDTH_FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
+                    "aten_strided_efficiency", "aten_strided_efficiency_16bit",
+                    "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
+                    "gemm_mem_efficiency", "gemv_fp32_efficiency",
+                    # ATen's elementwise paths of the broad sample (validation/fit_broad.py)
+                    "aten_cast_efficiency", "aten_strided_cast_efficiency",
+                    "aten_permuted_efficiency", "aten_permuted_efficiency_16bit")
+
+
+def sm_ghz(spec) -> float:
+    """SMs x clock, in SM-GHz: how many SM-cycles per ns the GPU has."""
+    return spec.sm_count * spec.boost_clock_mhz / 1e3
+
+
+def bandwidth_k(spec, field: str) -> float | None:
+    """Bytes per SM-cycle a memory-bound class keeps in flight on ``spec``, solved from
+    its fraction there by :data:`BANDWIDTH_LATENCY_RULE` (None: the class reaches the DRAM
+    stream itself)."""
+    p = rule_constant("bandwidth_sm", "exponent")
+    a = getattr(spec, field) * spec.bandwidth_gbs
+    gap = a ** -p - (spec.mem_efficiency * spec.bandwidth_gbs) ** -p
+    return None if gap <= 0 else gap ** (-1.0 / p) / sm_ghz(spec)
+
+
+def bandwidth_fraction(spec, k: float | None) -> float:
+    """The class's fraction of ``spec``'s datasheet bandwidth for a class constant ``k``:
+    ``A^-p = (mem_efficiency x bandwidth)^-p + (SMs x clock x k)^-p``."""
+    stream = spec.mem_efficiency * spec.bandwidth_gbs
+    if k is None:
+        return spec.mem_efficiency
+    p = rule_constant("bandwidth_sm", "exponent")
+    return (stream ** -p + (sm_ghz(spec) * k) ** -p) ** (-1.0 / p) / spec.bandwidth_gbs
+
+
+def carried_fractions(source, target) -> dict:
+    """``{field: fraction}`` of ``source``'s memory-bound classes (:data:`BANDWIDTH_FIELDS`)
+    on ``target``, by :data:`BANDWIDTH_LATENCY_RULE` with ``source``'s constants: what a
+    calibration says about a GPU it did not measure (``target`` has the source's stream
+    efficiency and the target's bandwidth, SMs and clock)."""
+    return {f: bandwidth_fraction(target, bandwidth_k(source, f))
+            for f in BANDWIDTH_FIELDS if getattr(source, f, None)}
+
+
 def sm_name(compute_capability: float) -> str:
     """``8.6`` -> ``"sm_86"``."""
     return f"sm_{round(compute_capability * 10)}"

@@ -512,16 +512,25 @@ def spec_for(gpu: str, calibrated: bool = True) -> GPUSpec:
 
 
 def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
-    """Predict a GPU no calibration has seen: ``source``'s fitted model figures with ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth
-    stays ``source``'s: no datasheet gives it)."""
+    """Predict a GPU no calibration has seen: ``source``'s fitted model figures with
+    ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth stays
+    ``source``'s: no datasheet gives it); the memory-bound classes' fractions carried by
+    the bandwidth-latency rule (:func:`gpusim.arch.carried_fractions`), not copied."""
     ds = load_spec(datasheet_name(target_gpu))
     taken = ("bandwidth_gbs", "l2_mib", "capacity_gib", "sm_count", "boost_clock_mhz",
              "compute_capability")
     prov = {k: v for k, v in source.provenance.items() if not k.startswith("peak_tflops.")}
     prov.update({k: v for k, v in ds.provenance.items()
                  if k in taken or k.startswith("peak_tflops.")})
-    return source.replace(name=f"{source.name}-as-{ds.name}", provenance=prov,
-                          peak_tflops=ds.peak_tflops, **{k: getattr(ds, k) for k in taken})
+    from .arch import BANDWIDTH_LATENCY_RULE, carried_fractions
+    out = source.replace(name=f"{source.name}-as-{ds.name}", provenance=prov,
+                         peak_tflops=ds.peak_tflops, **{k: getattr(ds, k) for k in taken})
+    # the memory-bound classes' fractions by the bandwidth-latency rule, as a datasheet
+    # spec's are derived (validation/derive_specs.py), from the source's constants alone
+    carried = carried_fractions(source, out)
+    ref = f"{BANDWIDTH_LATENCY_RULE} (gpusim.arch) from {source.name}'s fraction"
+    return out.replace(provenance={**out.provenance, **{f: ("derived", ref) for f in carried}},
+                       **carried)
 
 
 def list_specs() -> list[GPUSpec]:

@@ -33,17 +33,12 @@ import re
 import statistics
 import sys
 
-from gpusim.arch import (BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE, TENSOR_LOAD_RULE,
-                         rule_constant, rule_provenance)
+from gpusim.arch import (BANDWIDTH_FIELDS, BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE,
+                         TENSOR_LOAD_RULE, bandwidth_fraction, bandwidth_k, rule_constant,
+                         rule_provenance, sm_ghz)
 from gpusim.hardware import builtin_dir, canonical_names, figure_line, load_spec
 
-FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
-          "aten_strided_efficiency", "aten_strided_efficiency_16bit",
-          "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
-          "gemm_mem_efficiency", "gemv_fp32_efficiency",
-          # ATen's elementwise paths of the broad sample (validation/fit_broad.py)
-          "aten_cast_efficiency", "aten_strided_cast_efficiency", "aten_permuted_efficiency",
-          "aten_permuted_efficiency_16bit")
+FIELDS = BANDWIDTH_FIELDS
 #: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
 SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency", "depthwise_efficiency",
              "depthwise_efficiency_16bit")
@@ -55,27 +50,9 @@ def _p() -> float:
     return rule_constant("bandwidth_sm", "exponent")
 
 
-def _issue(s) -> float:
-    """SMs x clock, in SM-GHz: how many SM-cycles per ns the GPU has."""
-    return s.sm_count * s.boost_clock_mhz / 1e3
-
-
-def k_of(spec, field: str) -> float | None:
-    """Bytes per SM-cycle the class keeps in flight on ``spec`` (None: the class reaches
-    the DRAM stream itself)."""
-    p = _p()
-    a = getattr(spec, field) * spec.bandwidth_gbs
-    gap = a ** -p - (spec.mem_efficiency * spec.bandwidth_gbs) ** -p
-    return None if gap <= 0 else gap ** (-1.0 / p) / _issue(spec)
-
-
-def fraction(spec, k: float | None) -> float:
-    """The class's fraction of ``spec``'s datasheet bandwidth for a class constant ``k``."""
-    stream = spec.mem_efficiency * spec.bandwidth_gbs
-    if k is None:
-        return spec.mem_efficiency
-    p = _p()
-    return (stream ** -p + (_issue(spec) * k) ** -p) ** (-1.0 / p) / spec.bandwidth_gbs
+#: the rule's own definitions (gpusim.arch): SMs x clock, a class's bytes per SM-cycle, and
+#: the fraction a class constant makes on a spec
+_issue, k_of, fraction = sm_ghz, bandwidth_k, bandwidth_fraction
 
 
 def flops_per_sm_cycle(spec, field: str) -> float:
