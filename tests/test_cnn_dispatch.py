@@ -204,10 +204,11 @@ def test_depthwise_fp16_laws_follow_outputs_and_taps():
         assert estimate_kernel(g, kern, old).us != pytest.approx(us + H100.kernel_fixed_us, rel=1e-3)
 
 
-def test_eval_batch_norm_on_a_meta_trace_pads_its_planes_after_an_nchw_conv():
+def test_eval_batch_norm_on_a_meta_trace_walks_its_planes_after_an_nchw_conv():
     """A meta trace records no input_contiguous: the producer conv's layout stands in, so
-    a 7x7 fp16 batch norm after an NCHW conv pays the plane padding a CUDA trace's does."""
-    from gpusim.cost import bn_input_contiguous
+    a 7x7 fp16 batch norm after an NCHW conv pays its (n, c) planes as a CUDA trace's does
+    (gpusim.cost.bn_eval_law), and after a channels-last conv ATen's channels-last floor."""
+    from gpusim.cost import bn_eval_law, bn_input_contiguous
 
     m = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64)).eval()
     m = m.to(device="meta", dtype=torch.float16)
@@ -219,5 +220,7 @@ def test_eval_batch_norm_on_a_meta_trace_pads_its_planes_after_an_nchw_conv():
     gcl = capture(m.to(memory_format=torch.channels_last), (xcl,))
     bncl = next(kk for kk in lower(gcl, "eager", spec=H100).kernels if kk.variant == "bn_eval")
     assert bn_input_contiguous(gcl, bncl.ops[0]) is False
-    body = [estimate_kernel(gg, k, H100).us - H100.kernel_fixed_us for gg, k in ((g, bn), (gcl, bncl))]
-    assert body[0] > 4 * body[1]              # 98-byte planes in 512-byte loads
+    planes_us = 32 * 64 * H100.bn_plane_cycles / (H100.sm_count * H100.boost_clock_mhz * 1e-3) * 1e-3
+    assert bn_eval_law(g.g.nodes[bn.ops[0]], True, H100)[0] == pytest.approx(planes_us)
+    assert estimate_kernel(g, bn, H100).us >= H100.kernel_fixed_us + planes_us
+    assert estimate_kernel(gcl, bncl, H100).us == pytest.approx(H100.bn_cl_min_us)
