@@ -21,7 +21,8 @@ by hand. Absolute percentage error, median / 90th percentile; n = number of comp
 
 Zoo rows: *calibrated* uses the GPU's calibrated spec; *datasheet* its datasheet spec;
 *unseen (calibrated on X)* predicts this GPU with the other GPU's calibration and this
-GPU's datasheet bandwidth, L2 and peaks. The zoo graphs are re-captured from the zoo
+GPU's datasheet bandwidth, L2 and peaks, the memory-bound classes carried by the
+bandwidth-latency rule (`gpusim.hardware.transfer_spec`). The zoo graphs are re-captured from the zoo
 entries (same model, sizes, dtype), so a capture or lowering change shows here.
 
 Classic rows: *calibrated* uses the calibrated spec measured on that GPU; *datasheet spec*
