@@ -78,10 +78,14 @@ FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_effi
               "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
               "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
               "attention_mask_efficiency", "conv_simt_efficiency", "mta_efficiency",
-              "matmul_tc_efficiency",
               "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
               "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
               "bn_native_backward_efficiency", "column_sum_efficiency")
+#: matmul_tc_efficiency is not one: GeForce datasheets state the tensor peak at the rated
+#: boost clock, which those cards run above under load while power allows (an RTX 3090's
+#: published torch.matmul reaches 75.6 TFLOP/s against the 71 its datasheet gives), so
+#: large GEMMs may reach more than the datasheet peak; it is bounded by OVER_PEAK instead
+OVER_PEAK = {"matmul_tc_efficiency": 1.25}
 INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n", "attention_tile_q",
         "attention_tile_kv")
 SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
@@ -351,6 +355,8 @@ def _num(path, section, key, v, integer=False):
         raise SpecError(f"{where} must be {kind} number, got {v!r}; fix the spec file")
     if key in FRACTIONS and v > 1:
         raise SpecError(f"{where} is a fraction and must be in (0, 1], got {v!r}")
+    if key in OVER_PEAK and v > OVER_PEAK[key]:
+        raise SpecError(f"{where} must be in (0, {OVER_PEAK[key]}], got {v!r}")
     if integer:
         if int(v) != v:
             raise SpecError(f"{where} must be a whole number, got {v!r}")

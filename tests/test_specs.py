@@ -23,8 +23,10 @@ CALIBRATED = [s for s in SPECS if s.source == "measured"]
 
 
 def _gpu_token(spec) -> str:
-    """``h100-sxm`` -> ``H100``: the part a measured ref must name."""
-    return spec.name.split("-")[0].upper()
+    """``h100-sxm`` -> ``H100``, ``rtx-a6000`` -> ``RTX-A6000``: the part a measured ref
+    must name."""
+    parts = spec.name.upper().split("-")
+    return "-".join(parts[:2]) if parts[0] == "RTX" and len(parts) > 1 else parts[0]
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)

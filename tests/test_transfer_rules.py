@@ -45,10 +45,67 @@ def test_tensor_load_rule_fits_both_gpus_curves():
 @pytest.mark.parametrize("low,high", [("rtx3090", "a100"), ("v100", "a100"),
                                       ("rtx4090", "a100"), ("t4", "l4")])
 def test_tensor_efficiency_falls_with_the_gpus_tensor_rate(low, high):
+    from validation.derive_specs import tensor_load_efficiency
     a, b = load_spec(low), load_spec(high)
     assert a.peak_tflops["fp16_tc"] < b.peak_tflops["fp16_tc"]
-    assert a.matmul_tc_efficiency > b.matmul_tc_efficiency
-    assert TENSOR_LOAD_RULE in a.provenance["matmul_tc_efficiency"][1]
+    assert tensor_load_efficiency(a) > tensor_load_efficiency(b)
+
+
+@pytest.mark.parametrize("name", ["v100-sxm2-16gb", "l4", "rtx3090ti", "a100-sxm4-40gb"])
+def test_a_gpu_without_a_published_gemm_takes_the_tensor_load_rule(name):
+    from validation.derive_specs import published_matmul, tensor_load_efficiency
+    spec = load_spec(name)
+    assert name not in published_matmul()
+    assert TENSOR_LOAD_RULE in spec.provenance["matmul_tc_efficiency"][1]
+    assert spec.matmul_tc_efficiency == pytest.approx(tensor_load_efficiency(spec), abs=1e-4)
+
+
+@pytest.mark.parametrize("name", ["rtx3090", "rtx4090", "a100-sxm4-80gb", "t4", "rtx-a6000"])
+def test_a_published_gemm_microbenchmark_beats_the_rule(name):
+    """A product with a published torch.matmul microbenchmark (component level, by others)
+    takes its median rate over the datasheet peak, fp16 on the tensor cores and fp32 on the
+    CUDA cores, source measured and the table named."""
+    from validation.derive_specs import MATMUL_TABLE, published_rate
+    spec = load_spec(name)
+    for field, col, unit in (("matmul_tc_efficiency", "fp16", "fp16_tc"),
+                             ("matmul_efficiency", "fp32", "fp32")):
+        source, ref = spec.provenance[field]
+        assert source == "measured" and MATMUL_TABLE in ref and "not run here" in ref
+        assert getattr(spec, field) == pytest.approx(
+            published_rate(spec, col) / spec.peak_tflops[unit], abs=1e-4)
+
+
+def test_the_published_table_agrees_with_our_own_hopper_gemms():
+    """The published table's H100 and H200 rows against this project's own large-GEMM
+    measurement on both (the tensor-load rule, fitted on our green-context sweeps, gives
+    0.772 on the whole chip): within 2%, so the table measures what our harness does."""
+    from validation.derive_specs import tensor_load_check
+    rows = {n: (rule, pub) for n, rule, pub in tensor_load_check()}
+    for name in ("h100-sxm", "h200-sxm"):
+        rule, pub = rows[name]
+        assert abs(rule - pub) / pub < 0.02, (name, rule, pub)
+
+
+def test_the_tensor_load_rule_misses_other_generations():
+    """The rule's error across generations, as documented: off by more than 5% on every
+    published GPU that is not Hopper (the power and clock each product runs at under a
+    GEMM, not the tensor rate alone, set the fraction: the 70 W T4 reaches 0.65, the RTX
+    3090 1.07 of its datasheet peak). If a better law lands, this test says so."""
+    from validation.derive_specs import tensor_load_check
+    off = {n: (rule - pub) / pub for n, rule, pub in tensor_load_check() if not n.startswith("h")}
+    assert len(off) >= 5 and all(abs(e) > 0.05 for e in off.values()), off
+
+
+def test_matmul_tc_efficiency_may_pass_the_datasheet_peak_within_bounds(tmp_path):
+    from gpusim.hardware import SpecError, builtin_dir
+    text = (builtin_dir() / "rtx3090.toml").read_text()
+    assert load_spec("rtx3090").matmul_tc_efficiency > 1.0
+    import re
+    bad = re.sub(r"^matmul_tc_efficiency = \{ value = [0-9.]+", "matmul_tc_efficiency = { value = 1.5",
+                 text, flags=re.M)
+    (tmp_path / "x.toml").write_text(bad)
+    with pytest.raises(SpecError, match="matmul_tc_efficiency"):
+        load_spec(str(tmp_path / "x.toml"))
 
 
 @pytest.mark.parametrize("name", ["h100-sxm", "h200-sxm", "h100-pcie"])

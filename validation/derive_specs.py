@@ -14,8 +14,14 @@ the H200 (43% more bandwidth than the H100, the same SMs and clock) measured low
 fractions of its bandwidth for every such class (:func:`leave_one_out` gives the error
 leave one GPU out against copying the other GPU's fraction).
 
-Large tensor-core GEMMs get ``matmul_tc_efficiency`` by the tensor-load rule
-(:data:`gpusim.arch.TENSOR_LOAD_RULE`) at the spec's fp16 tensor peak. Classes tied to the tensor cores or to absolute times, cuDNN's
+Large GEMMs on a GPU of a generation without a calibrated GPU: where a published
+microbenchmark of that product's ``torch.matmul`` exists (``validation/components/
+torch_matmul.csv``, a component-level measurement by others, not a whole-model result),
+``matmul_tc_efficiency`` is its median fp16 rate over the datasheet fp16 tensor peak and
+``matmul_efficiency`` (the fp32 CUDA-core GEMMs) its fp32 rate over the fp32 peak, source
+``measured`` with the table named; elsewhere the tensor-load rule
+(:data:`gpusim.arch.TENSOR_LOAD_RULE`) at the spec's fp16 tensor peak
+(:func:`tensor_load_check` gives the rule's error on the published GPUs). Classes tied to the tensor cores or to absolute times, cuDNN's
 fp32 attention are not derived across generations: they stay at the neutral law there.
 ATen's NCHW fp32 depthwise kernel and cuDNN's depthwise kernels' multiply-add rate (their
 fixed and per-tap times are absolute, not derived), bound by the SMs and not by DRAM, get
@@ -43,7 +49,8 @@ FIELDS = BANDWIDTH_FIELDS
 SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency", "depthwise_efficiency",
              "depthwise_efficiency_16bit")
 #: refs of earlier rules' lines this script replaces
-OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE, TENSOR_LOAD_RULE)
+OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE, TENSOR_LOAD_RULE,
+             "published microbenchmark, not run here")   # PUBLISHED
 
 
 def _p() -> float:
@@ -160,9 +167,76 @@ def derived_lines(target, cals) -> dict[str, str]:
         out[f] = figure_line(f, round(sm_fraction(target, k), 4), "derived", ref)
     if not any(s.compute_capability == target.compute_capability for s in src):
         # a calibrated GPU of the same architecture row measured the GEMMs these kernels
-        # run (its matmul_efficiency, same-architecture rule); the cross-generation rule
-        # is for rows without one
-        out["matmul_tc_efficiency"] = tensor_load_line(target)
+        # run (its matmul_efficiency, same-architecture rule); a published measurement of
+        # this product's GEMMs comes next, the cross-generation rule last
+        out.update(published_gemm_lines(target) or
+                   {"matmul_tc_efficiency": tensor_load_line(target)})
+    return out
+
+
+#: published torch.matmul microbenchmarks of GPUs nobody here has (component level)
+PUBLISHED = "published microbenchmark, not run here"
+MATMUL_TABLE = "validation/components/torch_matmul.csv"
+MATMUL_SOURCE = ("zzc0721/torch-performance-test-data@078586871da3:database.md (torch.matmul "
+                 "of square fp32/fp16/bf16 matrices 1024-10240, the best size's TFLOP/s, "
+                 "its test.py; PyTorch defaults: fp32 without TF32)")
+
+
+@functools.lru_cache(maxsize=1)
+def published_matmul() -> dict[str, list[dict]]:
+    """``{spec name: [row, ...]}`` of :data:`MATMUL_TABLE` (one row per contributor)."""
+    import csv
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out: dict[str, list[dict]] = {}
+    with open(os.path.join(root, MATMUL_TABLE)) as f:
+        for r in csv.DictReader(f):
+            out.setdefault(r["gpu"], []).append(r)
+    return out
+
+
+def published_rate(spec, column: str) -> float | None:
+    """Median published TFLOP/s of ``spec``'s product in ``column`` (fp32, fp16), or None."""
+    rows = published_matmul().get(spec.name)
+    return statistics.median(float(r[column]) for r in rows) if rows else None
+
+
+def published_gemm_lines(target) -> dict[str, str]:
+    """``matmul_tc_efficiency`` and ``matmul_efficiency`` from the published GEMM
+    microbenchmark of ``target``'s product; empty where there is none. The fp16 figure
+    may exceed 1: GeForce datasheets state the tensor peak at the rated boost clock, which
+    the card runs above while power and temperature allow (RTX 3090: 75.6 TFLOP/s
+    measured by three contributors against 71 at 1695 MHz)."""
+    rows = published_matmul().get(target.name)
+    if not rows:
+        return {}
+    out = {}
+    rule = tensor_load_efficiency(target)
+    for field, col, unit in (("matmul_tc_efficiency", "fp16", "fp16_tc"),
+                             ("matmul_efficiency", "fp32", "fp32")):
+        rate = published_rate(target, col)
+        v = round(rate / target.peak_tflops[unit], 4)
+        vals = ", ".join(f"{float(r[col]):g} ({r['contributor']}: {r['setup'] or r['device']})"
+                         for r in rows)
+        note = (f"; the tensor-load rule would give {rule:.4f}, off by "
+                f"{(rule - v) / v * 100:+.1f}%" if field == "matmul_tc_efficiency" else
+                "; fp32 GEMMs on the CUDA cores, PyTorch's default")
+        ref = (f"{target.name.upper()} ({target.display_name}) {col}, {PUBLISHED}: "
+               f"{MATMUL_SOURCE}; {vals}; median {rate:g} TFLOP/s over the datasheet {unit} peak "
+               f"{target.peak_tflops[unit]:g}{note} ({MATMUL_TABLE}, validation/derive_specs.py)")
+        out[field] = figure_line(field, v, "measured", ref)
+    return out
+
+
+def tensor_load_check() -> list[tuple[str, float, float]]:
+    """``[(spec, rule, published)]``: the tensor-load rule's large-GEMM fraction against the
+    published measurement on every GPU of :data:`MATMUL_TABLE` with a builtin spec (the
+    rule's test across generations; the Hopper rows are the GPUs it was fitted on)."""
+    out = []
+    for name in sorted(published_matmul()):
+        spec = load_spec(name)
+        out.append((name, round(tensor_load_efficiency(spec), 4),
+                    round(published_rate(spec, "fp16") / spec.peak_tflops["fp16_tc"], 4)))
     return out
 
 
@@ -210,6 +284,9 @@ def main(argv=None) -> int:
             stale.append(s.name)
             if not a.check:
                 open(path, "w").write(new)
+    for name, rule, pub in tensor_load_check():
+        print(f"tensor-load rule {name}: {rule:.3f} against published {pub:.3f} "
+              f"({(rule - pub) / pub * 100:+.1f}%)", file=sys.stderr)
     verb = "stale" if a.check else "rewrote"
     print(f"{verb}: {', '.join(stale) or 'none'}", file=sys.stderr)
     return 1 if a.check and stale else 0

@@ -145,10 +145,36 @@ predicts slower than measured.
 
 
 def published_markdown() -> str | None:
-    """The published-measurement tables from the stored scores, or None if never scored."""
+    """The published-measurement tables from the stored scores, or None if never scored;
+    then the large-GEMM figures those GPUs' specs take (:func:`gemm_markdown`)."""
     from validation.published import markdown
     summary = _published_summary()
-    return markdown(summary) if summary else None
+    return markdown(summary) + "\n\n" + gemm_markdown() if summary else None
+
+
+def gemm_markdown() -> str:
+    """Large GEMMs' fraction of the datasheet fp16 tensor peak: the tensor-load rule (fitted
+    on this project's H100 and H200 green-context sweeps) against a published
+    ``torch.matmul`` microbenchmark of each product (component level, not a whole model;
+    ``validation/components/torch_matmul.csv``), and which one the spec uses."""
+    from gpusim.hardware import load_spec
+    from validation.derive_specs import MATMUL_SOURCE, MATMUL_TABLE, PUBLISHED, tensor_load_check
+    lines = ["Large tensor-core GEMMs, fraction of the datasheet fp16 tensor peak: the "
+             "tensor-load rule (fitted on this project's H100 and H200 sweeps of 8-132 SMs) "
+             f"against a published `torch.matmul` microbenchmark of the product ({MATMUL_SOURCE}; "
+             f"rows in `{MATMUL_TABLE}`). A spec of a generation without a calibrated GPU "
+             "takes the published figure where one exists, else the rule; Hopper specs take "
+             "the other Hopper's calibration. Above 1: GeForce datasheets state the peak at "
+             "the rated boost clock, which the cards run above under load.", "",
+             "| GPU | tensor-load rule | published | rule's error | the spec uses |",
+             "|---|---|---|---|---|"]
+    for name, rule, pub in tensor_load_check():
+        spec = load_spec(name)
+        ref = spec.provenance.get("matmul_tc_efficiency", ("", ""))[1]
+        uses = ("published" if PUBLISHED in ref else "the rule" if ref else
+                "the other Hopper's calibration")
+        lines.append(f"| {name} | {rule:.3f} | {pub:.3f} | {(rule - pub) / pub * 100:+.1f}% | {uses} |")
+    return "\n".join(lines)
 
 
 BROAD_HEAD = """## Broad sample (H100, AMP fp16)

@@ -18,12 +18,13 @@ the fp32 model under ``torch.autocast("cuda", torch.float16)`` (``amp="fp16"``,
 :mod:`gpusim.amp`: autocast's casts, its fp32 norms and softmax, its per-call weight
 casts).
 
-    python3 -m validation.published [--gpu rtx3090] [--limit N] [--json OUT]
+    python3 -m validation.published [--gpu rtx3090] [--limit N] [--jobs N] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import glob
 import json
@@ -125,6 +126,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", action="append", help="only these GPUs (rtx3090, rtx4090)")
     ap.add_argument("--limit", type=int, default=None, help="first N rows per table")
     ap.add_argument("--json", default=None, help="write the per-row predictions here")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="predict rows in this many processes (each row is independent)")
     a = ap.parse_args(argv)
     rows = load_rows(a.gpu)
     if a.limit:
@@ -132,11 +135,13 @@ def main(argv=None) -> int:
         rows = [r for r in rows if seen.setdefault((r["gpu"], r["layout"]), []).append(r)
                 or len(seen[(r["gpu"], r["layout"])]) <= a.limit]
     done = []
-    for i, r in enumerate(rows):
-        done.append(predict_row(r))
-        print(f"[{i + 1}/{len(rows)}] {r['gpu']} {r['layout']} {r['model']}: "
-              + (f"{done[-1]['pred_ms']:.1f} ms vs {r['step_ms']:.1f} ms"
-                 if "pred_ms" in done[-1] else done[-1]["error"]), file=sys.stderr)
+    with concurrent.futures.ProcessPoolExecutor(max(1, a.jobs)) as pool:
+        # map keeps the rows' order, so the stored scores do not depend on --jobs
+        for i, p in enumerate(pool.map(predict_row, rows)):
+            done.append(p)
+            print(f"[{i + 1}/{len(rows)}] {p['gpu']} {p['layout']} {p['model']}: "
+                  + (f"{p['pred_ms']:.1f} ms vs {p['step_ms']:.1f} ms"
+                     if "pred_ms" in p else p["error"]), file=sys.stderr)
     summ = summary(done)
     print(markdown(summ))
     if a.json:
