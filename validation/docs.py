@@ -136,7 +136,12 @@ measurements where the GPU is the bottleneck: timm's own AMP inference benchmark
 DeepLearningExamples' ConvNets inference at batch 128 and 256 (ResNet-50 v1.5, ResNeXt-101
 32x4d, SE-ResNeXt-101 32x4d, EfficientNet-B0/B4 on the A100 80GB, V100 16GB and T4; FP32 or
 TF32, and AMP run channels_last; step = batch / published throughput, see
-`validation/published/extract_dle.py`), all in `validation/published/`; eager device time per batch; AMP
+`validation/published/extract_dle.py`), all in `validation/published/`; eager device time per batch
+(the `-compiled` rows: timm's later RTX 4090 tables, torch 2.9.1, the same 48 hash-sampled
+models eager and under `torch.compile`, predicted with `mode="compiled"`; the per-GPU
+figures are over eager device-bound rows only; the `-host` rows: the same DeepLearningExamples
+tables at batch 1, where the host bounds the step, scored on gpusim's eager end-to-end time
+per call with the reference host, `hosts/reference.toml`, not the DGX's CPUs); AMP
 rows are predicted as they ran, the fp32 model under `torch.autocast("cuda", torch.float16)`
 (`amp="fp16"`). Nothing is fitted on these rows. Scored by `python3 -m
 validation.published --json validation/published/scores.json`; signed median > 0: gpusim
@@ -147,9 +152,18 @@ predicts slower than measured.
 def published_markdown() -> str | None:
     """The published-measurement tables from the stored scores, or None if never scored;
     then the large-GEMM figures those GPUs' specs take (:func:`gemm_markdown`)."""
-    from validation.published import markdown
+    import json
+    from validation.published import HERE, markdown, source_markdown
     summary = _published_summary()
-    return markdown(summary) + "\n\n" + gemm_markdown() if summary else None
+    if not summary:
+        return None
+    with open(os.path.join(HERE, "scores.json")) as f:
+        sources = json.load(f).get("by_source")
+    parts = [markdown(summary)]
+    if sources:
+        parts += ["By source table and mode (every row of the table, all GPUs it covers):", "",
+                  source_markdown(sources)]
+    return "\n\n".join(parts + [gemm_markdown()])
 
 
 def gemm_markdown() -> str:
