@@ -45,6 +45,8 @@ def load_rows(gpus=None) -> list[dict]:
                 if gpus and r["gpu"] not in gpus:
                     continue
                 amp = "fp16" if is_amp(r) else None
+                # timm's "-dynamo" tables: the model under torch.compile (Inductor's default)
+                r.update(mode=r.get("mode") or "eager", bound=r.get("bound") or "device")
                 r.update(img_size=int(r["img_size"]), batch=int(r["batch"]),
                          step_ms=float(r["step_ms"]), table=os.path.basename(path),
                          # timm's tables name timm models and run AMP (fp16 autocast)
@@ -77,11 +79,59 @@ def predict_row(r: dict) -> dict:
                                  channels_last=r["layout"] == "nhwc",
                                  batch=r["batch"], hw=r["img_size"])
         p = predict(capture(module, args, name=name, amp=r.get("amp")),
-                    gpu=load_spec(r["gpu"]), mode="eager")
+                    gpu=load_spec(r["gpu"]), mode=r.get("mode", "eager"))
     except (GpusimError, RuntimeError, TypeError, ValueError) as e:
         return dict(r, error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
     family = zoo.get(name).family
-    return dict(r, family=family, pred_ms=p.device_us / 1e3, kernels=len(p.kernels))
+    # a host-bound row's step is the whole call: the simulated end to end (reference host)
+    us = p.end_to_end_us if r.get("bound") == "host" else p.device_us
+    return dict(r, family=family, pred_ms=us / 1e3, kernels=len(p.kernels),
+                device_ms=p.device_us / 1e3)
+
+
+#: the summary's layout label of a compiled row (``nchw-compiled``)
+COMPILED = "-compiled"
+
+
+#: ... and of a host-bound row (``nchw-host``), scored on end-to-end time
+HOST = "-host"
+
+
+def part(r: dict) -> str:
+    """A row's summary label: its layout, ``-compiled`` for a torch.compile row and
+    ``-host`` for a host-bound one."""
+    return (r["layout"] + (COMPILED if r.get("mode", "eager") != "eager" else "")
+            + (HOST if r.get("bound") == "host" else ""))
+
+
+def device_bound_eager(r: dict) -> bool:
+    """Whether a row counts toward a GPU's figure: eager and device-bound."""
+    return r.get("mode", "eager") == "eager" and r.get("bound", "device") == "device"
+
+
+def by_source(rows: list[dict]) -> list[dict]:
+    """Per source table and mode: GPU, cases, absolute % error median / p90, signed median."""
+    out = []
+    def key(r):
+        return (r["source"].split(" (")[0], r.get("mode", "eager")
+                + (" end to end" if r.get("bound") == "host" else ""))
+    for src in sorted({key(r) for r in rows}):
+        sel = [r for r in rows if key(r) == src and "pred_ms" in r]
+        errs = [(r["pred_ms"] - r["step_ms"]) / r["step_ms"] * 100 for r in sel]
+        s = _stats([abs(e) for e in errs])
+        if s:
+            out.append(dict(s, source=src[0], mode=src[1], gpu=sorted({r["gpu"] for r in sel}),
+                            signed_median=statistics.median(errs)))
+    return out
+
+
+def source_markdown(table: list[dict]) -> str:
+    lines = ["| source | mode | GPU | cases | device time med / p90 | signed median |",
+             "|---|---|---|---|---|---|"]
+    for e in table:
+        lines.append(f"| `{e['source']}` | {e['mode']} | {', '.join(e['gpu'])} | {e['n']} | "
+                     f"{e['median']:.1f}% / {e['p90']:.1f}% | {e['signed_median']:+.1f}% |")
+    return "\n".join(lines)
 
 
 def summary(rows: list[dict]) -> dict:
@@ -92,12 +142,14 @@ def summary(rows: list[dict]) -> dict:
         s = _stats([abs(e) for e in errs])       # the accuracy tables' median and p90
         return dict(s, signed_median=statistics.median(errs)) if s else None
     out = {}
-    keys = sorted({(r["gpu"], r["layout"]) for r in rows})
-    # and every GPU over its layouts and sources (the per-GPU figure the targets name)
-    keys += [(g, "all") for g in sorted({g for g, _ in keys})
-             if len({lay for gg, lay in keys if gg == g}) > 1]
+    keys = sorted({(r["gpu"], part(r)) for r in rows})
+    # and every GPU over its eager layouts and sources (the per-GPU figure the targets name)
+    eager = sorted({(r["gpu"], part(r)) for r in rows if device_bound_eager(r)})
+    keys += [(g, "all") for g in sorted({g for g, _ in eager})
+             if len({lay for gg, lay in eager if gg == g}) > 1]
     for gpu, layout in keys:
-        sel = [r for r in rows if r["gpu"] == gpu and layout in ("all", r["layout"])]
+        sel = [r for r in rows if r["gpu"] == gpu and
+               (part(r) == layout or (layout == "all" and device_bound_eager(r)))]
         ok = [r for r in sel if "pred_ms" in r]
         fams = sorted({r["family"] for r in ok})
         out[f"{gpu} {layout}"] = {
@@ -124,12 +176,14 @@ def markdown(summ: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.published")
     ap.add_argument("--gpu", action="append", help="only these GPUs (rtx3090, rtx4090)")
+    ap.add_argument("--mode", choices=("eager", "compiled"), default=None,
+                    help="only the rows of this mode (default: all)")
     ap.add_argument("--limit", type=int, default=None, help="first N rows per table")
     ap.add_argument("--json", default=None, help="write the per-row predictions here")
     ap.add_argument("--jobs", type=int, default=1,
                     help="predict rows in this many processes (each row is independent)")
     a = ap.parse_args(argv)
-    rows = load_rows(a.gpu)
+    rows = [r for r in load_rows(a.gpu) if a.mode in (None, r["mode"])]
     if a.limit:
         seen: dict = {}
         rows = [r for r in rows if seen.setdefault((r["gpu"], r["layout"]), []).append(r)
@@ -146,7 +200,7 @@ def main(argv=None) -> int:
     print(markdown(summ))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"summary": summ, "rows": done}, f, indent=1)
+            json.dump({"summary": summ, "by_source": by_source(done), "rows": done}, f, indent=1)
     return 0
 
 
