@@ -50,7 +50,13 @@ ADOPTED_REF = ("the series law (p = 1), kept although the green-context curves f
                "because the classes the rule derives move toward the calibrated GPU's own "
                "figures while errors elsewhere (small CNNs predicted 20-55% fast by the "
                "calibrated spec too) no longer cancel; it also took the RTX 3090's published "
-               "rows from 17% to 10% (validation only, not a fit). Revisit when those are fixed")
+               "rows from 17% to 10% (validation only, not a fit). Rechecked 2026-11-27 after "
+               "the small-CNN depthwise laws and the eval batch-norm law: still worse on this "
+               "project's own measurements (broad sample, datasheet H100, 7.4% / 20.8% -> "
+               "9.2% / 23.5%, past its guard; zoo datasheet H100 10.2% -> 11.9% median, H200 "
+               "13.6% -> 12.3%; leave one GPU out H100 7.6% -> 7.9%, H200 7.9% -> 7.6%); the "
+               "published rows, validation only: RTX 3090 13.4% -> 9.6%, RTX 4090 13.6% -> "
+               "8.5%, A100 9.4% -> 10.4%, V100 7.5% -> 11.4%, T4 11.7% -> 14.4%")
 CMD = "python3 -m validation.sm_scaling --out validation/sweeps/{g}-sm-scaling.json"
 
 
