@@ -115,3 +115,20 @@ def test_published_targets_on_the_gpus_the_mission_names():
     s = _stored()["summary"]
     for gpu in ("a100-sxm4-80gb", "v100-sxm2-16gb", "rtx3090"):
         assert s[f"{gpu} all"]["all"]["median"] <= 15.0, gpu
+
+
+def test_docs_show_the_stored_scores(tmp_path):
+    """README's table on GPUs nobody here has and docs/accuracy.md's published section are
+    what the stored scores give (python3 -m validation.docs README.md rewrites them)."""
+    import os
+    import shutil
+
+    from validation.docs import update_published
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    (tmp_path / "docs").mkdir()
+    shutil.copy(os.path.join(root, "README.md"), tmp_path / "README.md")
+    shutil.copy(os.path.join(root, "docs", "accuracy.md"), tmp_path / "docs" / "accuracy.md")
+    update_published(str(tmp_path / "README.md"))
+    for rel in ("README.md", os.path.join("docs", "accuracy.md")):
+        with open(os.path.join(root, rel)) as a, open(tmp_path / rel) as b:
+            assert a.read() == b.read(), f"{rel} is stale: run python3 -m validation.docs README.md"

@@ -254,3 +254,33 @@ def update_docs(readme: str, summary: str, page: str) -> str:
     os.makedirs(os.path.dirname(out), exist_ok=True)
     atomic_write(out, page)
     return out
+
+
+def update_published(readme: str) -> None:
+    """Rewrite only what the published scores decide: the README block's table on GPUs
+    nobody here has and ``docs/accuracy.md``'s last section, from the stored scores
+    (``validation/published/scores.json``), leaving the zoo figures as the last full
+    ``gpusim accuracy --update-readme`` wrote them."""
+    with open(readme) as f:
+        text = f.read()
+    head, rest = text.split(BEGIN, 1)
+    block, tail = rest.split(END, 1)
+    mark = "GPUs nobody here has, datasheet spec against"
+    if mark not in block:
+        raise UserError(f"{readme}'s accuracy block has no published table to update")
+    block = block.split(mark, 1)[0] + published_summary_table(_published_summary()) + "\n"
+    atomic_write(readme, f"{head}{BEGIN}{block}{END}{tail}")
+    page = os.path.join(os.path.dirname(os.path.abspath(readme)), "docs", "accuracy.md")
+    with open(page) as f:
+        text = f.read()
+    first = PUBLISHED_HEAD.splitlines()[0]
+    if first not in text:
+        raise UserError(f"{page} has no published section ({first!r}) to update")
+    kept = text.split(first, 1)[0].rstrip("\n")
+    atomic_write(page, "\n".join([kept, "", PUBLISHED_HEAD, published_markdown()]).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    # python3 -m validation.docs README.md: the published sections only (no zoo re-scoring)
+    import sys
+    update_published(sys.argv[1] if len(sys.argv) > 1 else "README.md")
