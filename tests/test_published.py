@@ -118,8 +118,9 @@ def test_published_targets_on_the_gpus_the_mission_names():
 
 
 def test_docs_show_the_stored_scores(tmp_path):
-    """README's table on GPUs nobody here has and docs/accuracy.md's published section are
-    what the stored scores give (python3 -m validation.docs README.md rewrites them)."""
+    """README's table on GPUs nobody here has and docs/accuracy.md's broad-sample and
+    published sections are what the stored predictions give (python3 -m validation.docs
+    README.md rewrites them)."""
     import os
     import shutil
 

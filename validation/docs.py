@@ -257,9 +257,10 @@ def update_docs(readme: str, summary: str, page: str) -> str:
 
 
 def update_published(readme: str) -> None:
-    """Rewrite only what the published scores decide: the README block's table on GPUs
-    nobody here has and ``docs/accuracy.md``'s last section, from the stored scores
-    (``validation/published/scores.json``), leaving the zoo figures as the last full
+    """Rewrite only what stored predictions decide: the README block's table on GPUs nobody
+    here has and ``docs/accuracy.md``'s last two sections (the broad sample's, from
+    ``validation/results/h100/broad_predictions.json``, and the published one, from
+    ``validation/published/scores.json``), leaving the zoo figures as the last full
     ``gpusim accuracy --update-readme`` wrote them."""
     with open(readme) as f:
         text = f.read()
@@ -273,14 +274,16 @@ def update_published(readme: str) -> None:
     page = os.path.join(os.path.dirname(os.path.abspath(readme)), "docs", "accuracy.md")
     with open(page) as f:
         text = f.read()
-    first = PUBLISHED_HEAD.splitlines()[0]
+    # the broad sample's section (stored predictions too) and the published one end the page
+    first = BROAD_HEAD.splitlines()[0]
     if first not in text:
-        raise UserError(f"{page} has no published section ({first!r}) to update")
+        raise UserError(f"{page} has no broad-sample section ({first!r}) to update")
     kept = text.split(first, 1)[0].rstrip("\n")
-    atomic_write(page, "\n".join([kept, "", PUBLISHED_HEAD, published_markdown()]).rstrip() + "\n")
+    atomic_write(page, "\n".join([kept, "", BROAD_HEAD, broad_markdown(), "", PUBLISHED_HEAD,
+                                   published_markdown()]).rstrip() + "\n")
 
 
 if __name__ == "__main__":
-    # python3 -m validation.docs README.md: the published sections only (no zoo re-scoring)
+    # python3 -m validation.docs README.md: the stored-prediction sections only (no zoo re-scoring)
     import sys
     update_published(sys.argv[1] if len(sys.argv) > 1 else "README.md")
