@@ -1,7 +1,9 @@
 """The SM clock and board power while a large bf16 GEMM runs back to back for 15 s, against
-the idle clock: whether a GPU's large-GEMM fraction of its datasheet peak is set by its
-power limit (the clock it can hold under load) rather than by its tensor rate alone.
-Prints the sustained TFLOP/s and the nvidia-smi samples (SM MHz, max SM MHz, W, limit W, C).
+the idle clock, and then while a 1 GiB device copy runs back to back for 10 s: whether a
+GPU's large-GEMM fraction of its datasheet peak is set by its power limit (the clock it can
+hold under load) rather than by its tensor rate alone, and whether memory-bound work sees
+the same clock. Prints the sustained TFLOP/s and GB/s and the nvidia-smi samples (SM MHz,
+max SM MHz, W, limit W, C).
 
     python3 validation/clock_probe.py > validation/sweeps/<gpu>-gemm-clocks.txt
 """
@@ -27,3 +29,16 @@ print("device", torch.cuda.get_device_name(), "torch", torch.__version__)
 print("bf16 8192^3 matmul sustained TFLOP/s", round(2 * 8192**3 * n / (ms / 1e3) / 1e12, 1), "over", n, "GEMMs")
 print("idle (sm MHz, max sm MHz, W, limit W, C):", idle)
 print("under load:", load)
+x = torch.empty(2**28, device="cuda", dtype=torch.float32); y = torch.randn_like(x)
+for _ in range(5): x.copy_(y)
+torch.cuda.synchronize()
+copy = []; s = threading.Event(); t = threading.Thread(target=sample, args=(copy, s)); t.start()
+e0.record(); t_end = time.time() + 10; n = 0
+while time.time() < t_end:
+    for _ in range(50): x.copy_(y)
+    n += 50; torch.cuda.synchronize()
+e1.record(); torch.cuda.synchronize(); s.set(); t.join()
+ms = e0.elapsed_time(e1)
+print("1 GiB copy sustained GB/s (read + write)", round(2 * x.numel() * 4 * n / (ms / 1e3) / 1e9), "over", n, "copies")
+print("under the copy:", copy)
+
