@@ -23,14 +23,9 @@ def test_scored_rows_are_device_bound():
     """Every scored row's step is longer than the reference host needs to issue its
     kernels (kernel count x the measured wall per eager op), so the published time is
     the GPU's, which is what the scores compare with gpusim's device time."""
-    import json
-    import os
-
     from gpusim.host import load_host
-    from validation.published import HERE
     per_op_ms = load_host("reference").eager_op_us / 1e3
-    with open(os.path.join(HERE, "scores.json")) as f:
-        rows = [r for r in json.load(f)["rows"] if "kernels" in r and r.get("bound") != "host"]
+    rows = [r for r in _stored()["rows"] if "kernels" in r and r.get("bound") != "host"]
     assert len(rows) >= 150
     for r in rows:
         assert r["kernels"] * per_op_ms < r["step_ms"], (r["gpu"], r["model"], r["batch"])
@@ -70,12 +65,7 @@ def test_summary_keeps_compiled_rows_out_of_the_per_gpu_figure():
 def test_host_bound_rows_are_host_bound_and_scored_end_to_end():
     """The batch-1 rows: the published step is far longer than the predicted kernels (the
     host bounds it), and the row is scored on the simulated end-to-end time."""
-    import json
-    import os
-
-    from validation.published import HERE
-    with open(os.path.join(HERE, "scores.json")) as f:
-        rows = [r for r in json.load(f)["rows"] if r.get("bound") == "host" and "pred_ms" in r]
+    rows = [r for r in _stored()["rows"] if r.get("bound") == "host" and "pred_ms" in r]
     assert len(rows) >= 16
     for r in rows:
         assert r["device_ms"] * 2 < r["step_ms"], (r["gpu"], r["model"])

@@ -48,9 +48,11 @@ FIELDS = BANDWIDTH_FIELDS
 #: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
 SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency", "depthwise_efficiency",
              "depthwise_efficiency_16bit")
+#: the ref marker of a figure from a published microbenchmark of the product (by others)
+PUBLISHED = "published microbenchmark, not run here"
 #: refs of earlier rules' lines this script replaces
 OLD_RULES = ("unit-fraction rule", BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE, TENSOR_LOAD_RULE,
-             "published microbenchmark, not run here")   # PUBLISHED
+             PUBLISHED)
 
 
 def _p() -> float:
@@ -175,7 +177,6 @@ def derived_lines(target, cals) -> dict[str, str]:
 
 
 #: published torch.matmul microbenchmarks of GPUs nobody here has (component level)
-PUBLISHED = "published microbenchmark, not run here"
 MATMUL_TABLE = "validation/components/torch_matmul.csv"
 MATMUL_SOURCE = ("zzc0721/torch-performance-test-data@078586871da3:database.md (torch.matmul "
                  "of square fp32/fp16/bf16 matrices 1024-10240, the best size's TFLOP/s, "

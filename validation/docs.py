@@ -116,16 +116,22 @@ def published_summary_table(pub: dict) -> str:
     return "\n".join(lines)
 
 
-def _published_summary() -> dict | None:
-    """The stored published-measurement scores' summary
-    (``validation/published/scores.json``), or None if never scored."""
+def _published_scores() -> dict | None:
+    """The stored published-measurement scores (``validation/published/scores.json``), or
+    None if never scored."""
     import json
     from validation.published import HERE
     path = os.path.join(HERE, "scores.json")
     if not os.path.exists(path):
         return None
     with open(path) as f:
-        return json.load(f)["summary"]
+        return json.load(f)
+
+
+def _published_summary() -> dict | None:
+    """The stored scores' summary, or None if never scored."""
+    scores = _published_scores()
+    return scores["summary"] if scores else None
 
 
 PUBLISHED_HEAD = """## GPUs nobody here has: published measurements
@@ -152,14 +158,12 @@ predicts slower than measured.
 def published_markdown() -> str | None:
     """The published-measurement tables from the stored scores, or None if never scored;
     then the large-GEMM figures those GPUs' specs take (:func:`gemm_markdown`)."""
-    import json
-    from validation.published import HERE, markdown, source_markdown
-    summary = _published_summary()
-    if not summary:
+    from validation.published import markdown, source_markdown
+    scores = _published_scores()
+    if not scores:
         return None
-    with open(os.path.join(HERE, "scores.json")) as f:
-        sources = json.load(f).get("by_source")
-    parts = [markdown(summary)]
+    sources = scores.get("by_source")
+    parts = [markdown(scores["summary"])]
     if sources:
         parts += ["By source table and mode (every row of the table, all GPUs it covers):", "",
                   source_markdown(sources)]
@@ -225,11 +229,18 @@ def accuracy_page(full: str, holdout: str | None, published: str | None = None,
     parts = [ACCURACY_HEAD, full]
     if holdout:
         parts += ["", HOLDOUT_HEAD, holdout]
+    return "\n".join(parts + stored_sections(broad, published)).rstrip() + "\n"
+
+
+def stored_sections(broad: str | None, published: str | None) -> list[str]:
+    """The page's last sections, the ones stored predictions decide (broad sample, then
+    published), as lines to join after the rest."""
+    parts = []
     if broad:
         parts += ["", BROAD_HEAD, broad]
     if published:
         parts += ["", PUBLISHED_HEAD, published]
-    return "\n".join(parts).rstrip() + "\n"
+    return parts
 
 
 def replace_block(path: str, block: str) -> None:
@@ -279,8 +290,8 @@ def update_published(readme: str) -> None:
     if first not in text:
         raise UserError(f"{page} has no broad-sample section ({first!r}) to update")
     kept = text.split(first, 1)[0].rstrip("\n")
-    atomic_write(page, "\n".join([kept, "", BROAD_HEAD, broad_markdown(), "", PUBLISHED_HEAD,
-                                   published_markdown()]).rstrip() + "\n")
+    parts = [kept] + stored_sections(broad_markdown(), published_markdown())
+    atomic_write(page, "\n".join(parts).rstrip() + "\n")
 
 
 if __name__ == "__main__":

@@ -91,8 +91,6 @@ def predict_row(r: dict) -> dict:
 
 #: the summary's layout label of a compiled row (``nchw-compiled``)
 COMPILED = "-compiled"
-
-
 #: ... and of a host-bound row (``nchw-host``), scored on end-to-end time
 HOST = "-host"
 
@@ -109,6 +107,14 @@ def device_bound_eager(r: dict) -> bool:
     return r.get("mode", "eager") == "eager" and r.get("bound", "device") == "device"
 
 
+def error_stats(sel: list[dict]) -> dict | None:
+    """Absolute % error median / p90 (the accuracy tables' figures), cases and signed median
+    of predicted rows ``sel``; None for none."""
+    errs = [(r["pred_ms"] - r["step_ms"]) / r["step_ms"] * 100 for r in sel]
+    s = _stats([abs(e) for e in errs])
+    return dict(s, signed_median=statistics.median(errs)) if s else None
+
+
 def by_source(rows: list[dict]) -> list[dict]:
     """Per source table and mode: GPU, cases, absolute % error median / p90, signed median."""
     out = []
@@ -117,11 +123,9 @@ def by_source(rows: list[dict]) -> list[dict]:
                 + (" end to end" if r.get("bound") == "host" else ""))
     for src in sorted({key(r) for r in rows}):
         sel = [r for r in rows if key(r) == src and "pred_ms" in r]
-        errs = [(r["pred_ms"] - r["step_ms"]) / r["step_ms"] * 100 for r in sel]
-        s = _stats([abs(e) for e in errs])
+        s = error_stats(sel)
         if s:
-            out.append(dict(s, source=src[0], mode=src[1], gpu=sorted({r["gpu"] for r in sel}),
-                            signed_median=statistics.median(errs)))
+            out.append(dict(s, source=src[0], mode=src[1], gpu=sorted({r["gpu"] for r in sel})))
     return out
 
 
@@ -137,10 +141,7 @@ def source_markdown(table: list[dict]) -> str:
 def summary(rows: list[dict]) -> dict:
     """Per (table, gpu, layout) and per family: absolute % error median / p90, signed
     median, cases, and how many rows could not be predicted."""
-    def stats(sel):
-        errs = [(r["pred_ms"] - r["step_ms"]) / r["step_ms"] * 100 for r in sel]
-        s = _stats([abs(e) for e in errs])       # the accuracy tables' median and p90
-        return dict(s, signed_median=statistics.median(errs)) if s else None
+    stats = error_stats
     out = {}
     keys = sorted({(r["gpu"], part(r)) for r in rows})
     # and every GPU over its eager layouts and sources (the per-GPU figure the targets name)
