@@ -43,8 +43,8 @@ def _alarm(signum, frame):
 
 def run_one(name: str, timeout: int):
     """``(ok, seconds, reason, kernels, unmodelled op types)`` for one model."""
-    from gpusim.models import model_graph
-    from gpusim.predict import predict
+    from gpusim.models.resolve import model_graph
+    from gpusim.predict.pipeline import predict
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     t0 = time.perf_counter()

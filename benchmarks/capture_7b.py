@@ -14,8 +14,8 @@ def main():
     t0 = time.perf_counter()
     import torch  # noqa: F401  (import time reported separately)
 
-    from gpusim.capture import capture
-    from gpusim.examples import build_example
+    from gpusim.capture.tracing import capture
+    from gpusim.models.examples import build_example
     t_import = time.perf_counter() - t0
     t1 = time.perf_counter()
     fn, args = build_example("llama7b", device="meta")

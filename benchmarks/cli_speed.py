@@ -66,11 +66,11 @@ def cli_part(runs: int) -> None:
 def model_part(names: list[str]) -> None:
     import torch
 
-    from gpusim import zoo
-    from gpusim.capture import capture
-    from gpusim.examples import EXAMPLES
-    from gpusim.models import load_model
-    from gpusim.predict import modes_by_speed, predict
+    from gpusim.models import zoo
+    from gpusim.capture.tracing import capture
+    from gpusim.models.examples import EXAMPLES
+    from gpusim.models.resolve import load_model
+    from gpusim.predict.pipeline import modes_by_speed, predict
 
     names = names or list(EXAMPLES) + list(zoo.ZOO)
     print(f"\n## capture + predict in one process (defaults, float32, H100); load average "

@@ -4,11 +4,11 @@ time of each partition on the H100 spec (the README table).
     python benchmarks/exact_vs_heuristics.py
 """
 
-from gpusim.capture import capture
-from gpusim.examples import EXAMPLES, build_example
-from gpusim.partition import Partition
-from gpusim.scoring import Scorer
-from gpusim.search import exact, fold_conv_bn, greedy
+from gpusim.capture.tracing import capture
+from gpusim.models.examples import EXAMPLES, build_example
+from gpusim.lower.partition import Partition
+from gpusim.fusion.scoring import Scorer
+from gpusim.fusion.search import exact, fold_conv_bn, greedy
 
 
 def main():
@@ -19,7 +19,7 @@ def main():
             continue
         fn, args = build_example(name, device="meta")
         g, _ = fold_conv_bn(capture(fn, args, name=name))
-        sc = Scorer(g, __import__("gpusim.hardware", fromlist=["x"]).load_spec("h100"), "compiled")
+        sc = Scorer(g, __import__("gpusim.hw.spec", fromlist=["x"]).load_spec("h100"), "compiled")
         single = sc.cost(Partition.singletons(g))
         b = sc.cost(greedy(g, sc, "bytes"))
         gr = sc.cost(greedy(g, sc, "time"))

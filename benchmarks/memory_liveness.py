@@ -1,4 +1,4 @@
-"""Time of the memory liveness simulation (gpusim.memory) on the LLaMA-style 7B decoder
+"""Time of the memory liveness simulation (gpusim.sim.memory) on the LLaMA-style 7B decoder
 (32 layers, d=4096, seq 2048, bf16), eager and torch.compile lowerings.
 
 Target (issue #12): under 2 s on a 2-core machine. Capture and lowering are timed apart:
@@ -13,10 +13,10 @@ import time
 def main():
     import torch
 
-    from gpusim.capture import capture
-    from gpusim.examples import build_example
-    from gpusim.lower import lower
-    from gpusim.memory import fmt_bytes, simulate_memory
+    from gpusim.capture.tracing import capture
+    from gpusim.models.examples import build_example
+    from gpusim.lower.lowering import lower
+    from gpusim.sim.memory import fmt_bytes, simulate_memory
     fn, args = build_example("llama7b", device="meta", dtype=torch.bfloat16)
     t0 = time.perf_counter()
     g = capture(fn, args, name="llama7b")

@@ -7,9 +7,9 @@ ResNet-50 under 5 s each for greedy and auto, the 7B decoder under 30 s for gree
 
 import time
 
-from gpusim.capture import capture
-from gpusim.examples import build_example
-from gpusim.search import search
+from gpusim.capture.tracing import capture
+from gpusim.models.examples import build_example
+from gpusim.fusion.search import search
 
 CASES = [("gpt2", ["greedy", "auto"]), ("resnet50", ["greedy", "auto"]), ("llama7b", ["greedy"])]
 

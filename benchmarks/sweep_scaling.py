@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gpusim  # noqa: E402
-from gpusim import zoo  # noqa: E402
+from gpusim.models import zoo  # noqa: E402
 
 #: timm models beyond the zoo's catalogue (any timm.list_models() name is a zoo model)
 TIMM = ["resnet34", "resnet26", "mobilenetv3_small_100", "mobilenetv3_large_100",
@@ -46,9 +46,9 @@ def models(n: int) -> list[str]:
 
 def _warm():
     """What a worker's first task imports anyway: torch, gpusim's pipeline, the zoo."""
-    import gpusim.models  # noqa: F401
-    import gpusim.predict  # noqa: F401
-    from gpusim import zoo as z
+    import gpusim.models.resolve  # noqa: F401
+    import gpusim.predict.pipeline  # noqa: F401
+    from gpusim.models import zoo as z
     z._tv(), z._timm(), z._hf()
     return os.getpid()
 

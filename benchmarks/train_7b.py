@@ -21,8 +21,8 @@ def main():
     import torch  # noqa: F401  (import time reported separately)
 
     import gpusim
-    from gpusim.capture import capture
-    from gpusim.step import standard_step
+    from gpusim.capture.tracing import capture
+    from gpusim.predict.step import standard_step
     t_import = time.perf_counter() - t0
     t1 = time.perf_counter()
     fn, args = standard_step("llama7b", "float32", None, "adamw", amp="bf16")

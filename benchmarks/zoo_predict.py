@@ -13,8 +13,8 @@ import time
 import torch
 
 import gpusim
-from gpusim import zoo
-from gpusim.models import parse_dtype
+from gpusim.models import zoo
+from gpusim.models.resolve import parse_dtype
 
 
 def main(names):

@@ -2,11 +2,11 @@
 that really run (eager, torch.compile, CUDA graphs, a fusion partition) spend their
 time, and what fusion buys — before writing a kernel.
 
-The pipeline, one module per stage::
+The pipeline, one package per stage (``docs/architecture.md``; ``lint-imports`` keeps the order)::
 
-    capture -> graph -> lower -> cost -> simulate -> report
-                          ^
-    fusion: legality + partition + scoring + search choose among lowerings
+    capture -> graph -> lower -> cost -> sim -> predict -> report
+    (hw: GPU specs, architectures, hosts;  models: the zoo and examples)
+    fusion: partitions scored through lower -> cost -> sim;  sweep and cli on top
 
 >>> import torch, gpusim
 >>> p = gpusim.predict(lambda x: torch.relu(x * 2), (torch.empty(2**20, device="meta"),), gpu="h100")
@@ -18,14 +18,15 @@ import importlib
 import sys
 import types
 
-from .errors import GpusimError
+from gpusim.util.errors import GpusimError
 
 # The API by where it lives; loaded on first use (PEP 562) so that `import gpusim` and
 # `gpusim --help` stay cheap and never import torch.
-_API = {"predict": "predict", "Prediction": "predict", "search": "search", "whatif": "search",
-        "SearchResult": "search", "capture": "capture", "lower": "lower",
-        "load_spec": "hardware", "load_host": "host", "load_model": "models",
-        "Partition": "partition", "rollup": "modules", "sweep": "sweep"}
+_API = {"predict": "predict.pipeline", "Prediction": "predict.pipeline", "search": "fusion.search",
+        "whatif": "fusion.search", "SearchResult": "fusion.search", "capture": "capture.tracing",
+        "lower": "lower.lowering", "load_spec": "hw.spec", "load_host": "hw.host",
+        "load_model": "models.resolve", "Partition": "lower.partition", "rollup": "report.rollup",
+        "sweep": "sweep.run"}
 
 __all__ = ["predict", "search", "whatif", "capture", "lower", "load_spec", "load_host", "load_model",
            "Partition", "Prediction", "SearchResult", "GpusimError", "rollup", "sweep"]
@@ -44,13 +45,14 @@ def __dir__():
 
 
 class _Package(types.ModuleType):
-    """Importing a submodule that shares an API name (``gpusim.predict``,
-    ``gpusim.capture``, ...) binds the package attribute to the function, as an eager
-    ``from .predict import predict`` would, not to the submodule."""
+    """The stages ``gpusim.capture``, ``gpusim.lower``, ``gpusim.predict`` and ``gpusim.sweep`` are
+    packages that share their name with an API function. Importing one must not rebind the
+    package attribute to the subpackage: ``gpusim.capture(...)`` stays the function (loaded by
+    :func:`__getattr__`), and the subpackage is reached by ``from gpusim.capture import tracing``."""
 
     def __setattr__(self, name, value):
-        if name in _API and isinstance(value, types.ModuleType) and hasattr(value, name):
-            value = getattr(value, name)
+        if name in _API and isinstance(value, types.ModuleType):
+            return
         super().__setattr__(name, value)
 
 

@@ -1,1 +1,1 @@
-"""Host profiles shipped with gpusim (package data; see gpusim.host)."""
+"""Host profiles shipped with gpusim (package data; see gpusim.hw.host)."""

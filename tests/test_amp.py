@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import gpusim
-from gpusim import amp as A
-from gpusim.capture import capture, capture_full
-from gpusim.cli import main
+from gpusim.capture import amp as A
+from gpusim.capture.tracing import capture, capture_full
+from gpusim.cli.commands import main
 
 aten = torch.ops.aten
 
@@ -236,7 +236,7 @@ def test_zoo_model_under_amp_is_faster_on_h100(capfd):
 
 def test_harness_plans_amp_cases_and_records_rebuild_their_graph():
     pytest.importorskip("torchvision")
-    from gpusim import zoo
+    from gpusim.models import zoo
     from validation.records import record_graph
     from validation.zoo_run import plan_amp_cases
     cases = plan_amp_cases({k: zoo.ZOO[k] for k in ("tv:resnet18", "hf:gpt2")}, "main",

@@ -1,4 +1,4 @@
-"""Models by the names their libraries use (:mod:`gpusim.zoo_any`): ``timm:NAME``,
+"""Models by the names their libraries use (:mod:`gpusim.models.zoo_any`): ``timm:NAME``,
 ``tv:NAME`` and ``hf:ID`` (a config folder, never a download), with one-line refusals."""
 
 import importlib.util
@@ -11,11 +11,11 @@ pytest.importorskip("timm")
 pytest.importorskip("torchvision")
 hf = pytest.importorskip("transformers")
 
-from gpusim import zoo                                   # noqa: E402
-from gpusim.cli import main                              # noqa: E402
-from gpusim.examples import ModelError                   # noqa: E402
-from gpusim.models import model_graph                    # noqa: E402
-from gpusim.predict import predict                       # noqa: E402
+from gpusim.models import zoo                                   # noqa: E402
+from gpusim.cli.commands import main                              # noqa: E402
+from gpusim.models.examples import ModelError                   # noqa: E402
+from gpusim.models.resolve import model_graph                    # noqa: E402
+from gpusim.predict.pipeline import predict                       # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -123,7 +123,7 @@ def test_hf_config_folder(tmp_path):
 
 
 def test_size_takes_several_keys(tmp_path):
-    from gpusim.models import parse_sizes
+    from gpusim.models.resolve import parse_sizes
     assert parse_sizes(["batch=2,seq=64", "tgt=8"]) == {"batch": 2, "seq": 64, "tgt": 8}
     for bad in (["n=5,"], ["n=1,n=2"]):
         with pytest.raises(Exception, match="--size"):

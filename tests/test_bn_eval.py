@@ -1,6 +1,6 @@
-"""Eval batch norm's parallelism law (gpusim.cost.bn_eval_law), on the recorded ``bn``
+"""Eval batch norm's parallelism law (gpusim.cost.kernel.bn_eval_law), on the recorded ``bn``
 sweeps of the H100 and the H200, and the bandwidth-latency rule that carries the
-memory-bound classes between GPUs (gpusim.arch.carried_fractions)."""
+memory-bound classes between GPUs (gpusim.hw.arch.carried_fractions)."""
 
 import dataclasses
 import json
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpusim.arch import BANDWIDTH_FIELDS, bandwidth_fraction, bandwidth_k, carried_fractions
-from gpusim.cost import bn_eval_law
-from gpusim.hardware import load_spec, transfer_spec
+from gpusim.hw.arch import BANDWIDTH_FIELDS, bandwidth_fraction, bandwidth_k, carried_fractions
+from gpusim.cost.kernel import bn_eval_law
+from gpusim.hw.spec import load_spec, transfer_spec
 from validation import fit_bn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from gpusim.ops import packet_name
+from gpusim.graph.ops import packet_name
 from validation.broad_accuracy import (RESULTS, RUN_SET, broad_report, load_predictions,
                                        predict_row, spec_names)
 from validation.records import read_records, run_set, zoo_available
@@ -41,7 +41,7 @@ def test_every_broad_record_is_predicted(preds):
 def test_stored_predictions_are_current(preds):
     """A change to capture, lowering or cost that moves these rows must re-run
     ``python3 -m validation.broad_accuracy`` (which rewrites the stored predictions)."""
-    from gpusim.hardware import load_spec
+    from gpusim.hw.spec import load_spec
     recs = {r["model"]: r for r in read_records(run_set(RESULTS, "h100", RUN_SET))}
     stored = {r["model"]: r for r in preds["rows"]}
     specs = {label: load_spec(n) for label, n in spec_names("h100").items()}
@@ -77,9 +77,9 @@ def test_layer_norm_of_strided_input_copies_and_autocast_batch_norm_has_no_prep(
     batch norm over fp32 parameters is one cuDNN kernel."""
     import torch
 
-    from gpusim.capture import capture
-    from gpusim.hardware import load_spec
-    from gpusim.lower import lower
+    from gpusim.capture.tracing import capture
+    from gpusim.hw.spec import load_spec
+    from gpusim.lower.lowering import lower
     spec = load_spec("h100-sxm-calibrated")
 
     class T(torch.nn.Module):
@@ -105,8 +105,8 @@ def test_layer_norm_of_strided_input_copies_and_autocast_batch_norm_has_no_prep(
 
 
 def test_attention_is_priced_in_whole_tiles():
-    from gpusim.cost import attention_flops
-    from gpusim.hardware import load_spec
+    from gpusim.cost.kernel import attention_flops
+    from gpusim.hw.spec import load_spec
     spec = load_spec("h100-sxm-calibrated")
     a = {"shape": (2, 4, 197, 64), "flops": 0.0,
          "sdpa": {"q_len": 197, "kv_len": 197, "head_dim": 64, "head_dim_v": 64}}
@@ -124,10 +124,11 @@ def test_elementwise_paths_pooling_and_misaligned_pointwise_convs():
 
     import torch
 
-    from gpusim.capture import capture
-    from gpusim.cost import elementwise_fraction, estimate_kernel
-    from gpusim.hardware import BROAD_FIGURES, load_spec
-    from gpusim.lower import lower
+    from gpusim.capture.tracing import capture
+    from gpusim.cost.kernel import elementwise_fraction, estimate_kernel
+    from gpusim.hw.spec import load_spec
+    from gpusim.hw.schema import BROAD_FIGURES
+    from gpusim.lower.lowering import lower
     spec = load_spec("h100-sxm-calibrated")
     old = dataclasses.replace(spec, **{k: None for k in BROAD_FIGURES})
 
@@ -166,9 +167,9 @@ def test_strided_linear_copies_its_input_and_adds_the_bias_apart():
     CUDA trace) is a copy, the GEMM and a bias add."""
     import torch
 
-    from gpusim.capture import capture
-    from gpusim.hardware import load_spec
-    from gpusim.lower import lower
+    from gpusim.capture.tracing import capture
+    from gpusim.hw.spec import load_spec
+    from gpusim.lower.lowering import lower
     spec = load_spec("h100-sxm-calibrated")
 
     class T(torch.nn.Module):

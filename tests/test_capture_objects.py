@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import gpusim
-from gpusim.capture import capture
-from gpusim.report import prediction_text
+from gpusim.capture.tracing import capture
+from gpusim.report.text import prediction_text
 
 
 def meta(*shape, dtype=torch.float32):

@@ -3,7 +3,7 @@
 stdout, no traceback anywhere, and no file written or half-written; under ``--json``, one
 JSON document ``{"error": ..., "exit": 2}`` on stdout instead.
 
-``gpusim.cli.main`` runs in-process on generated mistakes: bad sizes, unknown models,
+``gpusim.cli.commands.main`` runs in-process on generated mistakes: bad sizes, unknown models,
 GPUs, modes, dtypes and algorithms, broken spec files and output paths that cannot be
 written. File-descriptor capture (``capfd``) also sees what libraries log straight to the
 process's stderr.
@@ -22,15 +22,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpusim.cli import main
-from gpusim.examples import EXAMPLES
-from gpusim.hardware import OPTIONAL_MODEL, SECTIONS, builtin_dir, known_names
-from gpusim.models import DTYPES
-from gpusim.search import ALGOS
-from gpusim.simulate import MODES
+from gpusim.cli.commands import main
+from gpusim.models.examples import EXAMPLES
+from gpusim.hw.spec import known_names
+from gpusim.hw.schema import OPTIONAL_MODEL, SECTIONS, builtin_dir
+from gpusim.models.resolve import DTYPES
+from gpusim.fusion.search import ALGOS
+from gpusim.sim.timeline import MODES
 
 try:
-    from gpusim.zoo import ZOO          # the zoo's names (its libraries are optional)
+    from gpusim.models.zoo import ZOO          # the zoo's names (its libraries are optional)
 except ImportError:
     ZOO = {}
 
@@ -248,11 +249,11 @@ def test_unwritable_outputs(capfd, case, which):
 
 def test_report_unwritable_fails_before_capture(capfd, monkeypatch):
     """The example from the issue: one line, exit 2, and the model is never captured."""
-    import gpusim.cli as cli
+    from gpusim.cli import commands as cli
 
     def boom(*a, **k):
         raise AssertionError("captured before checking the output path")
-    import gpusim.models as models
+    from gpusim.models import resolve as models
     monkeypatch.setattr(models, "model_graph", boom)
     err = assert_user_error(capfd, ["report", *SMALL, "--out", "/proc/x.html"])
     assert err.startswith("gpusim: error: cannot write /proc/x.html: ")
@@ -465,7 +466,7 @@ def test_too_big_for_the_gpu_says_so_and_what_to_do(capfd):
 
 def test_help_never_imports_torch():
     """``gpusim --help`` and every ``gpusim CMD --help`` answer without importing torch."""
-    code = ("import sys, gpusim.cli as c\n"
+    code = ("import sys, gpusim.cli.commands as c\n"
             "c.build_parser(); assert 'torch' not in sys.modules\n"
             "for cmd in ([], ['predict'], ['search'], ['whatif'], ['report'], ['specs'],\n"
             "            ['examples'], ['calibrate'], ['validate'], ['accuracy']):\n"

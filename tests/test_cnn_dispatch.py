@@ -10,12 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpusim.capture import capture
-from gpusim.cost import estimate_kernel
-from gpusim.dispatch import conv_info, conv_layout
+from gpusim.capture.tracing import capture
+from gpusim.cost.kernel import estimate_kernel
+from gpusim.lower.dispatch import conv_info, conv_layout
 from validation.fit_dispatch import fit_dispatch
-from gpusim.hardware import load_spec
-from gpusim.lower import lower
+from gpusim.hw.spec import load_spec
+from gpusim.lower.lowering import lower
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H100 = load_spec("h100-sxm-calibrated")
@@ -162,7 +162,7 @@ def test_fp16_depthwise_takes_pytorchs_cudnn_rule():
     unless wide enough (>= 512 channels, or >= 256 on maps >= 28), as do convs of fewer
     than 32 channels and 7x7 filters; stride 1 with 1/3/5 filters runs cuDNN; channels-last
     always cuDNN (broad H100 AMP records: ``conv_depthwise2d_forward_kernel`` vs cuDNN's)."""
-    from gpusim.dispatch import aten_depthwise
+    from gpusim.lower.dispatch import aten_depthwise
     base = {"layout": "nchw", "dtype": "float16", "kw": 3}
     cases = (({"N": 32, "Cin": 48, "H": 112, "W": 112, "Ho": 56, "kh": 3}, True),
              ({"N": 256, "Cin": 512, "H": 14, "W": 14, "Ho": 7, "kh": 3}, False),
@@ -185,7 +185,7 @@ def test_depthwise_fp16_laws_follow_outputs_and_taps():
     broad figures keeps the old laws."""
     import dataclasses
 
-    from gpusim.hardware import BROAD_FIGURES
+    from gpusim.hw.schema import BROAD_FIGURES
     old = dataclasses.replace(H100, **{k: None for k in BROAD_FIGURES})
     x = torch.empty(32, 96, 56, 56, device="meta", dtype=torch.float16)
     for k, stride, variant in ((3, 2, "depthwise_aten"), (7, 1, "depthwise_aten"), (3, 1, "depthwise")):
@@ -207,8 +207,8 @@ def test_depthwise_fp16_laws_follow_outputs_and_taps():
 def test_eval_batch_norm_on_a_meta_trace_walks_its_planes_after_an_nchw_conv():
     """A meta trace records no input_contiguous: the producer conv's layout stands in, so
     a 7x7 fp16 batch norm after an NCHW conv pays its (n, c) planes as a CUDA trace's does
-    (gpusim.cost.bn_eval_law), and after a channels-last conv ATen's channels-last floor."""
-    from gpusim.cost import bn_eval_law, bn_input_contiguous
+    (gpusim.cost.kernel.bn_eval_law), and after a channels-last conv ATen's channels-last floor."""
+    from gpusim.cost.kernel import bn_eval_law, bn_input_contiguous
 
     m = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64)).eval()
     m = m.to(device="meta", dtype=torch.float16)

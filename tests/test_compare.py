@@ -1,11 +1,11 @@
-"""One model on several GPUs (gpusim.compare): one capture, the same host for all."""
+"""One model on several GPUs (gpusim.predict.compare): one capture, the same host for all."""
 
 import pytest
 import torch
 
-from gpusim.capture import capture
-from gpusim.compare import compare, compare_rows, compare_text, parse_gpus
-from gpusim.errors import GpusimError
+from gpusim.capture.tracing import capture
+from gpusim.predict.compare import compare, compare_rows, compare_text, parse_gpus
+from gpusim.util.errors import GpusimError
 
 
 def _graph():
@@ -33,7 +33,7 @@ def test_bad_gpu_lists_are_refused_in_one_line(bad):
 
 
 def test_cli_predict_several_gpus_prints_one_table(capsys):
-    from gpusim.cli import main
+    from gpusim.cli.commands import main
     assert main(["predict", "add_relu_mul", "--gpu", "h100,a100"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("add_relu_mul, mode eager: 2 GPUs (speed-up over h100-sxm")
@@ -44,7 +44,7 @@ def test_cli_predict_several_gpus_prints_one_table(capsys):
                                   ["predict", "add_relu_mul", "--gpu", "h100,a100", "--trace", "t.json"],
                                   ["predict", "add_relu_mul", "--gpu", "h100,nosuch"]])
 def test_cli_several_gpus_mistakes_are_one_line(argv, capsys, tmp_path, monkeypatch):
-    from gpusim.cli import main
+    from gpusim.cli.commands import main
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

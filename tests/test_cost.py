@@ -5,12 +5,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpusim.capture import capture
-from gpusim.cost import estimate_group, quantisation_efficiency
-from gpusim.graph import GraphBuilder
-from gpusim.hardware import load_spec
-from gpusim.predict import predict
-from gpusim.simulate import simulate
+from gpusim.capture.tracing import capture
+from gpusim.cost.kernel import estimate_group, quantisation_efficiency
+from gpusim.graph.opgraph import GraphBuilder
+from gpusim.hw.spec import load_spec
+from gpusim.predict.pipeline import predict
+from gpusim.sim.timeline import simulate
 
 H100 = load_spec("h100")
 SPECS = ["a100", "a100-sxm4-40gb", "v100", "rtx3090", "rtx3090ti", "rtx-a6000", "h100", "h200"]
@@ -28,7 +28,7 @@ def test_seed_3090ti_add_rate():
 def test_seed_fusion_ratio_large():
     """x+b -> relu -> *s: 7 tensor-sizes eager, 3 fused; at 2^27 elements the device
     speed-up approaches 7/3."""
-    from gpusim.search import search
+    from gpusim.fusion.search import search
     n = 1 << 27
     x = torch.empty(n, device="meta")
     r = search(lambda x, b: torch.relu(x + b) * 3.0, (x, x.clone()), gpu="h100", algo="exact")
@@ -150,9 +150,9 @@ def test_l2_resident_intermediate_is_cheaper_to_read():
 def test_register_pressure_makes_very_large_fusion_cost_more():
     """Past the measured range, each extra boundary tensor or op slows a fused kernel, so
     unbounded fusion is not free; inside it (what the H200 records cover) nothing changes."""
-    from gpusim.cost import estimate_group, register_pressure
-    from gpusim.graph import GraphBuilder
-    from gpusim.hardware import load_spec
+    from gpusim.cost.kernel import estimate_group, register_pressure
+    from gpusim.graph.opgraph import GraphBuilder
+    from gpusim.hw.spec import load_spec
     assert register_pressure(9, 10) == 1.0 and register_pressure(1, 40) == 1.0
     assert register_pressure(20, 10) > 1.0 and register_pressure(5, 14) > register_pressure(5, 12)
     spec = load_spec("h100")

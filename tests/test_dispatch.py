@@ -1,4 +1,4 @@
-"""Eager dispatch rules (gpusim.dispatch): what ATen/cuDNN/cuBLAS launch, checked
+"""Eager dispatch rules (gpusim.lower.dispatch): what ATen/cuDNN/cuBLAS launch, checked
 against the profiler's kernel lists in the committed microbenchmark sweep, and the
 kernel-class fit reproducing the calibrated spec."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpusim.capture import capture
+from gpusim.capture.tracing import capture
 from validation.fit_dispatch import conv_point_graph, fit_dispatch
-from gpusim.hardware import load_spec
-from gpusim.lower import lower
+from gpusim.hw.spec import load_spec
+from gpusim.lower.lowering import lower
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = os.path.join(ROOT, "validation", "sweeps", "h100.json")
@@ -158,7 +158,7 @@ def test_fp32_gemm_classes_match_the_sweep(sweep):
     (46 on the H100). Time over every fp32 point: median 7%, p90 45% on the H100
     (before these classes 11% / 167%: one-row products priced compute-bound with their
     tile padding, bias GEMMs split over K where cuBLASLt does not)."""
-    from gpusim.predict import predict
+    from gpusim.predict.pipeline import predict
     counts_right, errs = [], []
     for p in sweep["sweeps"]["gemm"]:
         if p["dtype"] != "float32":
@@ -181,7 +181,7 @@ def test_mid_size_gemms_match_their_sweep():
     splits K only where each slice keeps enough depth (fp32 1024^3 runs unsplit at 60 us,
     1024x1024x4096 splits). Predicted within 7% median / 20% p90 in fp32 (the split-K
     rule before: 6.4% / 25.0%), 12% / 23% in bf16."""
-    from gpusim.predict import predict
+    from gpusim.predict.pipeline import predict
     with open(os.path.join(ROOT, "validation", "sweeps", "h100-gemm-mid.json")) as f:
         pts = json.load(f)["sweeps"]["gemm_mid"]
     errs = {}

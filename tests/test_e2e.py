@@ -9,8 +9,8 @@ import torch
 
 from gpusim import capture, predict
 from validation.calibrate import fit_host
-from gpusim.hardware import calibrated_name, load_spec
-from gpusim.host import FIELDS, load_host
+from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.host import FIELDS, load_host
 from validation.zoo_accuracy import lease_host, lease_setup, load_zoo_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

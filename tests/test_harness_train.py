@@ -19,7 +19,7 @@ def _entry(name, family, d):
 
 
 class TinyZoo:
-    """A zoo of two tiny models with gpusim.zoo's get/build/inputs interface."""
+    """A zoo of two tiny models with gpusim.models.zoo's get/build/inputs interface."""
 
     ENTRIES = {"tiny:cnn": _entry("tiny:cnn", "cnn", {"batch": 2, "hw": 16}),
                "tiny:t5": _entry("tiny:t5", "encdec", {"batch": 2, "seq": 8, "tgt": 4}),
@@ -56,7 +56,7 @@ class TinyZoo:
 
 
 def test_plan_covers_models_precisions_optimizers_most_valuable_first():
-    zoo = pytest.importorskip("gpusim.zoo")
+    zoo = pytest.importorskip("gpusim.models.zoo")
     cases = train_run.plan_cases(zoo)
     ids = [c.case_id for c in cases]
     assert len(ids) == len(set(ids))

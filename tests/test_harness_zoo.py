@@ -175,7 +175,7 @@ def test_records_appended_one_row_per_case(tmp_path):
 
 
 def test_inputs_match_zoo_build_on_meta():
-    zoo = pytest.importorskip("gpusim.zoo")
+    zoo = pytest.importorskip("gpusim.models.zoo")
     pytest.importorskip("transformers")
     pytest.importorskip("torchvision")
     import torch

@@ -1,4 +1,4 @@
-"""Held-out models (``gpusim.zoo.HOLDOUT``): architectures and sizes the zoo does not have.
+"""Held-out models (``gpusim.models.zoo.HOLDOUT``): architectures and sizes the zoo does not have.
 They stay out of the zoo's listings and runs, build and capture on meta with every
 kernel-launching op modelled, eager and along torch.compile's path, within the capture
 time budget. Needs the zoo extra."""
@@ -12,9 +12,9 @@ pytest.importorskip("torchvision")
 pytest.importorskip("timm")
 pytest.importorskip("transformers")
 
-from gpusim import zoo  # noqa: E402
-from gpusim.capture import capture  # noqa: E402
-from gpusim.predict import predict  # noqa: E402
+from gpusim.models import zoo  # noqa: E402
+from gpusim.capture.tracing import capture  # noqa: E402
+from gpusim.predict.pipeline import predict  # noqa: E402
 from validation import zoo_run  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""CI guard on the held-out models (``gpusim.zoo.HOLDOUT``): whole-model device time,
+"""CI guard on the held-out models (``gpusim.models.zoo.HOLDOUT``): whole-model device time,
 kernel count, activation peak and torch.compile's speed-up, predicted from re-captured
 graphs against the committed H100 held-out records; never worse than
 ``validation/holdout_thresholds.json``. These records are a test set: nothing is tuned
@@ -52,7 +52,7 @@ def test_holdout_accuracy_not_worse_than_thresholds(reports, limits):
 
 
 def test_every_holdout_record_is_predicted(reports):
-    from gpusim import zoo
+    from gpusim.models import zoo
     for gpu, rep in reports.items():
         rows = rep["calibrated"]["rows"]
         assert len(rows) == rep["records"]

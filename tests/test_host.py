@@ -1,7 +1,7 @@
 """The host side of the simulation: host reads drain the stream, a library op's helper
 kernels cost a launch, `predict` names the fastest of eager / torch.compile / CUDA
 graphs, and the model's own Python is priced from capture's counts by the host profile
-(gpusim.host.python_us), in eager only."""
+(gpusim.hw.host.python_us), in eager only."""
 
 import pytest
 import torch
@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpusim import capture, predict
-from gpusim.cli import main
-from gpusim.hardware import load_spec
-from gpusim.host import load_host
-from gpusim.predict import MODE_LABELS, modes_by_speed
-from gpusim.simulate import (FORWARD_KERNELS, LOOP_KERNELS, eager_forward_factor, is_sync,
+from gpusim.cli.commands import main
+from gpusim.hw.spec import load_spec
+from gpusim.hw.host import load_host
+from gpusim.predict.pipeline import MODE_LABELS, modes_by_speed
+from gpusim.sim.timeline import (FORWARD_KERNELS, LOOP_KERNELS, eager_forward_factor, is_sync,
                              kernel_overhead_us, simulate)
 
 SPEC = load_spec("h100-sxm-calibrated")
@@ -152,7 +152,7 @@ def test_more_python_never_makes_eager_faster(a, b, n):
     lo, hi = sorted((a, b))
     base = predict(g, gpu=SPEC, mode="eager")
     kernels = base.kernels
-    from gpusim.simulate import simulate
+    from gpusim.sim.timeline import simulate
     t_lo = simulate(kernels, SPEC, "eager", python_us=lo, host=HOST)
     t_hi = simulate(kernels, SPEC, "eager", python_us=hi, host=HOST)
     assert t_hi.end_to_end_us >= t_lo.end_to_end_us - 1e-6
@@ -240,7 +240,7 @@ def test_every_committed_host_calibration_loads(tmp_path):
     cost, a zero per-op cost or a figure without provenance is refused."""
     import glob
     import os
-    from gpusim.host import HostError
+    from gpusim.hw.host import HostError
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results")
     paths = glob.glob(os.path.join(root, "*", "host", "*.toml"))
@@ -287,7 +287,7 @@ def test_calibrate_host_only_writes_a_loadable_host_profile(tmp_path):
     Python law scaled to this host's module-call probe, and it loads back unchanged."""
     import json
     import os
-    from gpusim.host import dump_host
+    from gpusim.hw.host import dump_host
     from validation.calibrate import fit_forward, fit_host, host_profile
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results", "h100", "host", "2026-11-24-lease8.toml")

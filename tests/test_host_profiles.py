@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from gpusim import capture, predict
-from gpusim.cli import main
-from gpusim.hardware import builtin_dir, load_spec
-from gpusim.host import REFERENCE, HostError, host_names, hosts_dir, list_hosts, load_host
+from gpusim.cli.commands import main
+from gpusim.hw.spec import load_spec
+from gpusim.hw.schema import builtin_dir
+from gpusim.hw.host import REFERENCE, HostError, host_names, hosts_dir, list_hosts, load_host
 
 
 def test_no_gpu_spec_carries_host_figures():
@@ -57,7 +58,7 @@ def _small():
 
 
 def test_two_predictions_are_identical():
-    from gpusim import zoo
+    from gpusim.models import zoo
     m, args = zoo.build("tv:resnet18", device="meta", dtype=torch.float32)
     a = predict(capture(m, args), gpu="h100-sxm-calibrated", mode="eager").to_dict()
     b = predict(capture(m, args), gpu="h100-sxm-calibrated", mode="eager").to_dict()
@@ -88,7 +89,7 @@ def test_host_picks_the_host_and_not_the_gpu():
 def test_h100_is_never_slower_than_a100_end_to_end_on_resnet50(batch):
     """With one host for both, the GPU comparison is a GPU comparison: an H100 (more
     bandwidth, more FLOP/s) is never predicted slower than an A100."""
-    from gpusim import zoo
+    from gpusim.models import zoo
     m, args = zoo.build("tv:resnet50", device="meta", dtype=torch.float32, batch=batch)
     g = capture(m, args)
     a100, h100 = predict(g, gpu="a100", mode="eager"), predict(g, gpu="h100", mode="eager")

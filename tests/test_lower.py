@@ -7,12 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpusim
-from gpusim.capture import capture
-from gpusim.examples import build_example
-from gpusim.hardware import load_spec
-from gpusim.lower import lower
-from gpusim.scoring import Scorer
-from gpusim.search import fold_conv_bn
+from gpusim.capture.tracing import capture
+from gpusim.models.examples import build_example
+from gpusim.hw.spec import load_spec
+from gpusim.lower.lowering import lower
+from gpusim.fusion.scoring import Scorer
+from gpusim.fusion.search import fold_conv_bn
 from validation.accuracy import evaluate
 
 SPEC = load_spec("h200-sxm-calibrated")

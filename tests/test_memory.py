@@ -1,4 +1,4 @@
-"""Memory model (gpusim.memory): the caching allocator's rules, liveness on hand-built
+"""Memory model (gpusim.sim.memory): the caching allocator's rules, liveness on hand-built
 graphs, properties over random graphs and partitions, the CLI, and a guard on the recorded
 zoo memory (validation/zoo_memory_thresholds.json, may only be tightened)."""
 
@@ -8,12 +8,12 @@ import os
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from gpusim.cli import main
-from gpusim.graph import GraphBuilder
-from gpusim.legality import FusionError
-from gpusim.lower import lower
-from gpusim.allocator import CachingAllocator, round_size, segment_size
-from gpusim.memory import simulate_memory, storage_roots
+from gpusim.cli.commands import main
+from gpusim.graph.opgraph import GraphBuilder
+from gpusim.lower.legality import FusionError
+from gpusim.lower.lowering import lower
+from gpusim.sim.allocator import CachingAllocator, round_size, segment_size
+from gpusim.sim.memory import simulate_memory, storage_roots
 
 MiB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -306,7 +306,7 @@ def test_eager_frees_a_tensor_when_python_drops_it_not_after_its_last_use():
     """Eager memory follows Python's references: locals that keep their names hold their
     tensors until the function returns; rebinding one name frees each as it goes."""
     torch = pytest.importorskip("torch")
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
 
     def named(x):
         a = x * 2
@@ -329,7 +329,7 @@ def test_eager_frees_a_tensor_when_python_drops_it_not_after_its_last_use():
 
 def test_module_arguments_live_until_the_module_returns():
     torch = pytest.importorskip("torch")
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
 
     class Mlp(torch.nn.Module):
         def __init__(self):
@@ -376,7 +376,7 @@ def test_python_lifetimes_do_not_depend_on_when_the_garbage_collector_runs():
     tracing: such a tensor lives to the end of the call, whatever the GC settings."""
     import gc
     torch = pytest.importorskip("torch")
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
 
     x = torch.empty(MiB // 4, device="meta")
     was, thresholds = gc.isenabled(), gc.get_threshold()
@@ -409,7 +409,7 @@ def test_python_lifetimes_do_not_depend_on_a_thread_sampling_the_tracers_frames(
     import threading
     import time
     torch = pytest.importorskip("torch")
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
 
     x = torch.empty(MiB // 4, device="meta")
     tracer, stop, orig = threading.get_ident(), threading.Event(), sys._current_frames
@@ -439,8 +439,8 @@ def test_cudnn_layout_transforms_are_one_workspace_held_while_the_conv_runs():
     through the caching allocator for the call) holds the three transformed tensors,
     next to the conv's input and its NCHW output."""
     torch = pytest.importorskip("torch")
-    from gpusim.capture import capture
-    from gpusim.hardware import load_spec
+    from gpusim.capture.tracing import capture
+    from gpusim.hw.spec import load_spec
 
     conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).to("meta", torch.float16)
     x = torch.empty(32, 64, 56, 56, device="meta", dtype=torch.float16)
@@ -465,7 +465,7 @@ def test_tied_parameters_are_one_storage():
     """A language model's output projection tied to its embedding is one tensor: the
     weights count it once (as `module.to("cuda")` allocates it once)."""
     torch = pytest.importorskip("torch")
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
 
     class Tied(torch.nn.Module):
         def __init__(self):
@@ -486,7 +486,7 @@ def test_tied_parameters_are_one_storage():
 
 
 def test_module_to_order_converts_children_before_own_parameters():
-    from gpusim.memory import module_to_order
+    from gpusim.sim.memory import module_to_order
     labels = ["cls", "pos", "stem.w", "blocks.0.a.w", "blocks.0.b", "blocks.1.a.w", "head.w",
               "stem.running_mean"]
     assert module_to_order(labels) == ["stem.w", "stem.running_mean", "blocks.0.a.w",
@@ -498,11 +498,11 @@ def test_first_call_keeps_cublas_workspaces_by_compute_capability():
     cuBLASLt's (1 MiB, at the first GEMM with a bias) are allocated in a fresh process's
     first call and kept; a graph without GEMMs allocates neither; the measured call after
     empty_cache sees them as resident."""
-    from gpusim.hardware import load_spec
-    from gpusim.allocator import blas_workspace_bytes
+    from gpusim.hw.spec import load_spec
+    from gpusim.sim.allocator import blas_workspace_bytes
 
     torch = pytest.importorskip("torch")
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
 
     def linear(bias):
         mod = torch.nn.Linear(64, 64, bias=bias).to("meta")

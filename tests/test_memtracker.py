@@ -60,7 +60,7 @@ def test_memtracker_record_covers_every_eager_zoo_case(gpu):
 
 @pytest.mark.parametrize("gpu", GPUS)
 def test_gpusim_eager_peak_is_not_worse_than_memtracker_where_it_runs(gpu):
-    from gpusim.hardware import calibrated_name, load_spec
+    from gpusim.hw.spec import calibrated_name, load_spec
     from validation.zoo_accuracy import memory_rows, memtracker_summary, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
@@ -87,12 +87,12 @@ def test_gpusim_eager_peak_is_not_worse_than_memtracker_where_it_runs(gpu):
 
 
 def test_gpusim_is_not_worse_than_memtracker_on_the_held_out_models():
-    """The held-out models (gpusim.zoo.HOLDOUT: test data only, H100, 64 eager cases):
+    """The held-out models (gpusim.models.zoo.HOLDOUT: test data only, H100, 64 eager cases):
     MemTracker fails on 8 (DeBERTa-v3: a TorchScript op under FakeTensorMode; Marian:
     "cannot register a hook on a tensor that doesn't require gradient"); on the other 56
     its error is 1.0% / 35.0% (CPU host) and 0.4% / 13.5% (fused SDPA), gpusim's
     0.0% / 12.5% (0.0% / 9.8% on all 64)."""
-    from gpusim.hardware import calibrated_name, load_spec
+    from gpusim.hw.spec import calibrated_name, load_spec
     from validation.memtracker_run import _records
     from validation.zoo_accuracy import memory_rows, memtracker_summary, zoo_available
     if not zoo_available():

@@ -1,4 +1,4 @@
-"""The per-module roll-up (``gpusim predict --by module``, :mod:`gpusim.modules`): capture
+"""The per-module roll-up (``gpusim predict --by module``, :mod:`gpusim.capture.scopes`): capture
 tags each node with the module that made it; each kernel lands in exactly one row, so the
 rows' times add up to the kernel total; ``--depth`` cuts paths; JSON, HTML and CLI errors."""
 
@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from gpusim import capture, predict, search
-from gpusim.cli import main
-from gpusim.modules import (ROOT, check_depth, common_module, cut, kernel_module, rollup,
+from gpusim.cli.commands import main
+from gpusim.capture.scopes import (ROOT, check_depth, common_module, cut, kernel_module, rollup,
                             rollup_dict, rollup_text)
 
 
@@ -151,7 +151,7 @@ def test_cli_errors(capsys, extra, msg):
 
 
 def test_html_report_has_module_table(net_graph):
-    from gpusim import viz
+    from gpusim.report import viz
     res = search(net_graph, gpu="h100", mode="compiled", algo="greedy")
     page = viz.report_html(res, {"model": "net", "depth": 2})
     assert 'id="modules-table"' in page and "blocks.1" in page and "eager µs" in page

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from gpusim.capture import CaptureError, capture
+from gpusim.capture.tracing import CaptureError, capture
 
 M = "meta"
 
@@ -273,7 +273,7 @@ def test_host_read_retries_the_other_answer_when_the_model_fails():
 
 
 def test_captured_graph_with_host_reads_runs_like_eager():
-    from gpusim.capture import capture_full
+    from gpusim.capture.tracing import capture_full
 
     def f(x):
         return x * 2 if (x > -100).all() else x

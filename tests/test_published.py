@@ -23,7 +23,7 @@ def test_scored_rows_are_device_bound():
     """Every scored row's step is longer than the reference host needs to issue its
     kernels (kernel count x the measured wall per eager op), so the published time is
     the GPU's, which is what the scores compare with gpusim's device time."""
-    from gpusim.host import load_host
+    from gpusim.hw.host import load_host
     per_op_ms = load_host("reference").eager_op_us / 1e3
     rows = [r for r in _stored()["rows"] if "kernels" in r and r.get("bound") != "host"]
     assert len(rows) >= 150

@@ -5,15 +5,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpusim.capture import capture
-from gpusim.cost import group_io
-from gpusim.examples import build_example
-from gpusim.graph import GraphBuilder
-from gpusim.hardware import load_spec
-from gpusim.legality import FusionError, check_partition, is_legal_partition
-from gpusim.partition import Partition
-from gpusim.scoring import Scorer
-from gpusim.search import brute_force, exact, greedy, search, whatif
+from gpusim.capture.tracing import capture
+from gpusim.cost.kernel import group_io
+from gpusim.models.examples import build_example
+from gpusim.graph.opgraph import GraphBuilder
+from gpusim.hw.spec import load_spec
+from gpusim.lower.legality import FusionError, check_partition, is_legal_partition
+from gpusim.lower.partition import Partition
+from gpusim.fusion.scoring import Scorer
+from gpusim.fusion.search import brute_force, exact, greedy, search, whatif
 
 H100 = load_spec("h100")
 

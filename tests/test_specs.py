@@ -9,13 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpusim import arch
-from gpusim.capture import capture
-from gpusim.cli import main
-from gpusim.hardware import (CLASS_FIGURES, SOURCES, SpecError, builtin_dir,
-                             canonical_names, dump_spec, figure_keys, list_specs, load_spec,
-                             parse_spec, transfer_spec)
-from gpusim.lower import lower
+from gpusim.hw import arch
+from gpusim.capture.tracing import capture
+from gpusim.cli.commands import main
+from gpusim.hw.spec import canonical_names, list_specs, load_spec, parse_spec, transfer_spec
+from gpusim.hw.spec_io import dump_spec, figure_keys
+from gpusim.hw.schema import CLASS_FIGURES, SOURCES, SpecError, builtin_dir
+from gpusim.lower.lowering import lower
 
 SPECS = list_specs()
 DATASHEET = [s for s in SPECS if s.source == "datasheet"]
@@ -51,14 +51,14 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
         if mine is None:
             continue
         source, ref = spec.provenance[key]
-        if source == "derived" and "gpusim.arch.BANDWIDTH_LATENCY_RULE" in ref:
+        if source == "derived" and "gpusim.hw.arch.BANDWIDTH_LATENCY_RULE" in ref:
             # a memory-bound class: the bandwidth-latency law with k from the other GPUs
             from validation.derive_specs import FIELDS, calibrated, derived_lines
             assert key in FIELDS, (spec.name, key)
             assert f"value = {mine}," in derived_lines(spec, calibrated())[key], (spec.name, key)
             assert f"{spec.name}-calibrated:" not in ref, (spec.name, key)   # never its own
             continue
-        if source == "derived" and "gpusim.arch.SM_CYCLE_RULE" in ref:
+        if source == "derived" and "gpusim.hw.arch.SM_CYCLE_RULE" in ref:
             # a CUDA-core class bound by the SMs: FLOPs per SM-cycle from the other GPUs
             from validation.derive_specs import SM_FIELDS, calibrated, derived_lines
             assert key in SM_FIELDS, (spec.name, key)
@@ -67,7 +67,7 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
             continue
         if source == "derived":
             # the named rule: from a calibrated GPU of the same architecture row, not this GPU's
-            assert "gpusim.arch.SAME_ARCH_RULE" in ref, (spec.name, key, ref)
+            assert "gpusim.hw.arch.SAME_ARCH_RULE" in ref, (spec.name, key, ref)
             (cal,) = [c for c in CALIBRATED if f"{c.name} = " in ref]
             assert cal.compute_capability == spec.compute_capability, (spec.name, key)
             assert _gpu_token(cal) != _gpu_token(spec) or "pcie" in spec.name, (spec.name, key)
@@ -247,12 +247,12 @@ def test_specs_table_counts_figures_by_source(capsys):
 
 @pytest.fixture(scope="module")
 def small_cnn():
-    from gpusim.models import model_graph
+    from gpusim.models.resolve import model_graph
     return model_graph("conv_bn_relu", "float16", {"batch": 4})
 
 
 @pytest.mark.parametrize("gpu", canonical_names())
 def test_every_builtin_spec_predicts(gpu, small_cnn):
-    from gpusim.predict import predict
+    from gpusim.predict.pipeline import predict
     r = predict(small_cnn, gpu=gpu)
     assert math.isfinite(r.device_us) and r.device_us > 0

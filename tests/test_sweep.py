@@ -1,4 +1,4 @@
-"""gpusim sweep (gpusim.sweep, gpusim.sweep_report, gpusim.viz.sweep): rows equal
+"""gpusim sweep (gpusim.sweep, gpusim.sweep.answers, gpusim.sweep.page): rows equal
 `gpusim predict --json` on a 2-worker Dask cluster, a sweep killed halfway finishes only
 the missing rows, the report's answers follow from the rows, the page renders in a real
 headless browser, and mistakes are one line with nothing written."""
@@ -17,10 +17,10 @@ import pytest
 pd = pytest.importorskip("pandas", reason="pandas (the sweep extra) not installed")
 
 from gpusim import sweep as sweep_fn                      # noqa: E402
-from gpusim.cli import main                                # noqa: E402
-from gpusim.errors import UserError                        # noqa: E402
-from gpusim.sweep import FIGURES, KEY, MEMORY, have_dask, read_results, version  # noqa: E402
-from gpusim.sweep_report import answers, parse_prices, usd_per_million  # noqa: E402
+from gpusim.cli.commands import main                                # noqa: E402
+from gpusim.util.errors import UserError                        # noqa: E402
+from gpusim.sweep.run import FIGURES, KEY, MEMORY, have_dask, read_results, version  # noqa: E402
+from gpusim.sweep.answers import answers, parse_prices, usd_per_million  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_dask = pytest.mark.skipif(not have_dask(), reason="dask.distributed (the sweep extra) "
@@ -174,9 +174,9 @@ def test_train_and_amp_rows_equal_predict():
     refusal before any work."""
     import torch
 
-    from gpusim.models import model_graph
-    from gpusim.predict import predict
-    from gpusim.step import step_graph
+    from gpusim.models.resolve import model_graph
+    from gpusim.predict.pipeline import predict
+    from gpusim.predict.step import step_graph
     df = sweep_fn(["transformer_block"], ["h100"], {"seq": [64]}, modes=["eager"], dask="off",
                   train=True)
     assert list(df["train"]) == [True] and df["error"].iloc[0] == ""
@@ -264,7 +264,7 @@ for _b in ("chromium", "chromium-browser", "google-chrome"):
 @pytest.mark.skipif(not HAVE_ARROW, reason="pyarrow (the sweep extra) not installed")
 def test_cli_report_page_in_headless_chromium(rows, tmp_path, capsys):
     pytest.importorskip("matplotlib", reason="matplotlib draws the sweep report")
-    from gpusim.sweep import write_results
+    from gpusim.sweep.run import write_results
     res_path = str(tmp_path / "r.parquet")
     write_results(res_path, rows)
     page = tmp_path / "sweep.html"
@@ -298,7 +298,7 @@ def test_page_tables_are_capped(rows, monkeypatch):
     """A huge sweep's page shows the first rows of each table and says so."""
     pytest.importorskip("matplotlib", reason="matplotlib draws the sweep report")
     import importlib
-    page = importlib.import_module("gpusim.viz.sweep")
+    page = importlib.import_module("gpusim.sweep.page")
     monkeypatch.setattr(page, "MAX_ROWS", 3)
     html = page.sweep_html(answers(rows))
     n = len(answers(rows)["fastest_mode"])

@@ -1,4 +1,4 @@
-"""Training steps (gpusim.train, train_fx, train_ops, step): a step function captured whole,
+"""Training steps (gpusim.capture.train, train_fx, train_ops, step): a step function captured whole,
 its model and optimizer resident state (graph inputs, never constants), backward and
 optimizer kernels (multi-tensor-apply chunking), memory by phase, the largest batch that
 fits, and the CLI's --train."""
@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpusim
-from gpusim.capture import capture, capture_full
-from gpusim.cli import main
-from gpusim.hardware import load_spec
-from gpusim.step import max_batch, step_summary
-from gpusim.train import reachable
-from gpusim.train_ops import MTA_CHUNK, mta_launches
+from gpusim.capture.tracing import capture, capture_full
+from gpusim.cli.commands import main
+from gpusim.hw.spec import load_spec
+from gpusim.predict.step import max_batch, step_summary
+from gpusim.capture.train import reachable
+from gpusim.graph.train_ops import MTA_CHUNK, mta_launches
 
 FAST = settings(max_examples=2, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -412,7 +412,7 @@ def test_training_batch_norm_is_cudnns_training_kernel():
 
 
 def _storages(p):
-    from gpusim.memory import _buffers
+    from gpusim.sim.memory import _buffers
     return _buffers(p.lowering)[0]
 
 
@@ -495,7 +495,7 @@ def test_a_step_holds_one_cublas_workspace_per_thread_that_runs_gemms():
 
 
 def test_grad_scaler_ops_write_in_place():
-    from gpusim.memory import is_inplace
+    from gpusim.sim.memory import is_inplace
     for op in ("aten._amp_foreach_non_finite_check_and_unscale_.default",
                "aten._amp_update_scale_.default"):
         assert is_inplace({"op": op, "kind": "pointwise"})
@@ -524,7 +524,7 @@ def test_optimizer_states_are_created_by_the_first_steps_update():
     """Adam's moments are read by the optimizer alone: the simulation allocates them when
     the first step's update begins (from the cache the forward and backward left), not
     before the first step as the weights."""
-    from gpusim.memory import optimizer_states
+    from gpusim.sim.memory import optimizer_states
     model = mlp(64, 2)
     opt = torch.optim.Adam(model.parameters())
     p = gpusim.predict(step_of(model, opt), batch(16, 64))

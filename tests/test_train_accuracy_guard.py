@@ -18,7 +18,7 @@ import os
 import pytest
 
 from gpusim import predict
-from gpusim.hardware import spec_for
+from gpusim.hw.spec import spec_for
 from validation.records import read_records
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "validation", "results")

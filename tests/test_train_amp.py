@@ -1,4 +1,4 @@
-"""AMP training steps: torch.autocast and GradScaler in a traced step (gpusim.train_amp)."""
+"""AMP training steps: torch.autocast and GradScaler in a traced step (gpusim.capture.train_amp)."""
 
 import subprocess
 import sys
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import gpusim
-from gpusim.amp import GpuAutocast
-from gpusim.step import kernel_phases
+from gpusim.capture.amp import GpuAutocast
+from gpusim.predict.step import kernel_phases
 
 
 def _step(amp):
@@ -133,7 +133,7 @@ def test_autocast_probe_leaves_the_math_attentions_own_upcast_alone():
     # as it is; the math fallback below it then upcasts all three to fp32. That upcast of
     # the untouched value is the op's own, not autocast's (it was taken for a cast of the
     # value to fp32, and the traced SDPA failed on mixed dtypes)
-    from gpusim.amp import autocast_casts
+    from gpusim.capture.amp import autocast_casts
     q = torch.empty(2, 4, 16, 16, device="meta")
     k = torch.empty(2, 2, 16, 16, device="meta")
     v = torch.empty(2, 2, 16, 16, device="meta", dtype=torch.bfloat16)

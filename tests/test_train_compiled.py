@@ -1,5 +1,5 @@
-"""``torch.compile(model)`` inside a training step (gpusim.train's model region,
-gpusim.lower's step lowering, gpusim.inductor's training norms), checked against the
+"""``torch.compile(model)`` inside a training step (gpusim.capture.train's model region,
+gpusim.lower's step lowering, gpusim.lower.inductor's training norms), checked against the
 H100's compiled training records."""
 
 import gzip
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import gpusim
-from gpusim.capture import capture
-from gpusim.hardware import spec_for
-from gpusim.lower import lower, step_regions
-from gpusim.step import kernel_phases
+from gpusim.capture.tracing import capture
+from gpusim.hw.spec import spec_for
+from gpusim.lower.lowering import lower, step_regions
+from gpusim.predict.step import kernel_phases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = spec_for("h100")

@@ -54,8 +54,8 @@ def step_errors(rec: dict) -> tuple[float, float, str]:
     """(% error of the step peak, error of the optimizer phase's peak in % of the measured
     step peak, predicted peak phase) of a record's step on the H100."""
     from gpusim import predict
-    from gpusim.hardware import spec_for
-    from gpusim.step import standard_step
+    from gpusim.hw.spec import spec_for
+    from gpusim.predict.step import standard_step
     kw = {"amp": rec["amp"]} if rec.get("amp") else {}
     fn, args = standard_step(rec["model"], "float32", rec["sizes"], rec["optimizer"], **kw)
     p = predict(fn, args, gpu=spec_for("h100"))

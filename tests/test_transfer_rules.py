@@ -3,9 +3,9 @@ sweeps: validation/sweeps/{h100,h200}-sm-scaling.json)."""
 
 import pytest
 
-from gpusim.arch import TENSOR_LOAD_RULE, rule_constant, rule_provenance
-from gpusim.cost import matmul_efficiency
-from gpusim.hardware import load_spec
+from gpusim.hw.arch import TENSOR_LOAD_RULE, rule_constant, rule_provenance
+from gpusim.cost.kernel import matmul_efficiency
+from gpusim.hw.spec import load_spec
 
 
 def test_rules_file_is_what_the_sweeps_give():
@@ -97,7 +97,7 @@ def test_the_tensor_load_rule_misses_other_generations():
 
 
 def test_matmul_tc_efficiency_may_pass_the_datasheet_peak_within_bounds(tmp_path):
-    from gpusim.hardware import SpecError, builtin_dir
+    from gpusim.hw.schema import SpecError, builtin_dir
     text = (builtin_dir() / "rtx3090.toml").read_text()
     assert load_spec("rtx3090").matmul_tc_efficiency > 1.0
     import re

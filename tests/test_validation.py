@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from validation.calibrate import fit_spec
-from gpusim.capture import capture_full
-from gpusim.examples import build_example
-from gpusim.hardware import load_spec
-from gpusim.lower import realize
-from gpusim.predict import predict
-from gpusim.search import search
+from gpusim.capture.tracing import capture_full
+from gpusim.models.examples import build_example
+from gpusim.hw.spec import load_spec
+from gpusim.lower.lowering import realize
+from gpusim.predict.pipeline import predict
+from gpusim.fusion.search import search
 from validation.runner import _flat_inputs, _full_args, partitioned_callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,7 +65,7 @@ def test_calibration_fit_reproduces_the_committed_spec():
                   "matmul_efficiency", "gemm_min_us"):
         assert getattr(fitted, field) == pytest.approx(getattr(committed, field), rel=1e-9), field
     # the host's figures go to its host profile, not to the GPU spec
-    from gpusim.host import load_host
+    from gpusim.hw.host import load_host
     host = load_host("h200-sxm-host")
     for field in ("eager_op_us", "compiled_kernel_us", "compiled_region_us", "compiled_input_us"):
         assert diag["host_changes"][field] == pytest.approx(getattr(host, field), rel=1e-9), field

@@ -1,5 +1,5 @@
-"""Picture outputs (gpusim.viz, validation.plot), the shared number formats
-(gpusim.fmt) and the progress line: trace, roofline, DOT, HTML report, accuracy plot, and
+"""Picture outputs (gpusim.report.viz, validation.plot), the shared number formats
+(gpusim.util.fmt) and the progress line: trace, roofline, DOT, HTML report, accuracy plot, and
 the report opened in a real headless browser when one is installed."""
 
 import io
@@ -14,16 +14,16 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpusim import viz
-from gpusim.capture import capture
-from gpusim.cli import main
-from gpusim.errors import UserError
-from gpusim.examples import build_example
-from gpusim.fmt import fmt_bytes, fmt_num, fmt_shape, fmt_si, fmt_us, table
-from gpusim.graph import GraphBuilder, quotient
-from gpusim.predict import predict
-from gpusim.progress import progress
-from gpusim.search import search
+from gpusim.report import viz
+from gpusim.capture.tracing import capture
+from gpusim.cli.commands import main
+from gpusim.util.errors import UserError
+from gpusim.models.examples import build_example
+from gpusim.util.fmt import fmt_bytes, fmt_num, fmt_shape, fmt_si, fmt_us, table
+from gpusim.graph.opgraph import GraphBuilder, quotient
+from gpusim.predict.pipeline import predict
+from gpusim.util.progress import progress
+from gpusim.fusion.search import search
 from validation.plot import accuracy_plot
 
 try:
@@ -188,7 +188,7 @@ def test_fusion_moves_and_zero_flop_kernels(tb_search):
 
 
 def test_one_number_format():
-    """The text tables and the pictures write magnitudes one way (gpusim.fmt): three
+    """The text tables and the pictures write magnitudes one way (gpusim.util.fmt): three
     significant digits, decimal SI prefixes; tables pack the unit, labels space it."""
     assert fmt_num(2.01e8, "B") == "201MB" and fmt_num(1.68e7) == "16.8M"
     assert fmt_num(0, "B") == "0B" and fmt_num(None) == "-" and fmt_num(12.5) == "12.5"

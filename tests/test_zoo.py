@@ -11,10 +11,10 @@ pytest.importorskip("torchvision")
 pytest.importorskip("timm")
 pytest.importorskip("transformers")
 
-from gpusim import zoo  # noqa: E402
-from gpusim.capture import capture  # noqa: E402
-from gpusim.errors import GpusimError  # noqa: E402
-from gpusim.examples import ModelError  # noqa: E402
+from gpusim.models import zoo  # noqa: E402
+from gpusim.capture.tracing import capture  # noqa: E402
+from gpusim.util.errors import GpusimError  # noqa: E402
+from gpusim.models.examples import ModelError  # noqa: E402
 
 _GRAPHS = {}            # name -> OpGraph at default sizes: each model is captured once
 _SECONDS = {}
@@ -90,7 +90,7 @@ def test_hf_graphs_are_what_eager_runs():
     assert len(bert) == 12 and not any(s["mask"] or s["is_causal"] for s in bert)
     assert bert[0]["head_dim"] == 64 and bert[0]["dropout"] == 0.0
     assert graph_of("hf:bert-base").meta["syncs"] == ["aten.all.default"]
-    # fp32 grouped-query attention: no fused kernel takes it in torch 2.11 (gpusim.sdpa), so
+    # fp32 grouped-query attention: no fused kernel takes it in torch 2.11 (gpusim.capture.sdpa), so
     # eager runs the math fallback: two batched GEMMs and a softmax per layer
     g = graph_of("hf:llama-3.2-1b")
     ops = [g.node(n)["op"] for n in g.compute_nodes]

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import kendalltau
 
-from gpusim.cost import CostOptions, group_io, unit_for
-from gpusim.errors import UserError
-from gpusim.graph import OpGraph
-from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
-from gpusim.predict import predict
+from gpusim.cost.kernel import CostOptions, group_io, unit_for
+from gpusim.util.errors import UserError
+from gpusim.graph.opgraph import OpGraph
+from gpusim.hw.spec import calibrated_name, datasheet_name, load_spec, transfer_spec
+from gpusim.predict.pipeline import predict
 from validation.records import read_records
 from validation.stats import ape
 from validation.zoo_accuracy import (e2e_markdown, lease_walls_markdown, speedup_markdown,
@@ -98,7 +98,7 @@ def records_host(gpu: str):
     """The host profile of the machine that measured ``gpu``'s records: its calibrated
     spec's lease host (``hosts/<datasheet>-host.toml``), else the reference host. Host
     costs belong to the machine that ran the program, not to the GPU spec."""
-    from gpusim.host import host_names, load_host
+    from gpusim.hw.host import host_names, load_host
     name = f"{datasheet_name(gpu)}-host"
     return load_host(name if name in host_names() else None)
 

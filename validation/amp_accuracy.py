@@ -8,7 +8,7 @@ under ``torch.autocast("cuda", dtype)``. Each row is re-captured with ``amp=`` (
 record's ``amp`` field, :func:`validation.records.record_graph`) and scored as the fp32
 and 16-bit zoo rows are (:func:`validation.zoo_accuracy.case_rows` and
 :func:`~validation.zoo_accuracy.memory_rows`): device time, kernel count and the
-activation peak, whose cached weight casts AMP adds (:mod:`gpusim.amp`).
+activation peak, whose cached weight casts AMP adds (:mod:`gpusim.capture.amp`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from gpusim.hardware import calibrated_name, datasheet_name, load_spec
+from gpusim.hw.spec import calibrated_name, datasheet_name, load_spec
 from validation.records import load_zoo_records
 from validation.zoo_accuracy import _by_family, case_rows, memory_rows, memory_summary
 

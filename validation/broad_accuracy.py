@@ -31,7 +31,7 @@ import json
 import os
 import sys
 
-from gpusim.hardware import calibrated_name, datasheet_name, load_spec
+from gpusim.hw.spec import calibrated_name, datasheet_name, load_spec
 from validation.records import read_records, run_set
 from validation.stats import FAMILIES, _cell, _stats, ape
 
@@ -61,9 +61,9 @@ def predict_row(rec: dict, specs: dict) -> dict:
     """One record's predictions: ``{"case", "model", "family", "half", measured figures,
     "pred": {spec label: {"device_us", "kernels"}}, "pred_peak"}``, or with ``"failed"``
     (the capture's or prediction's one-line reason)."""
-    from gpusim.lower import lower
-    from gpusim.memory import simulate_memory
-    from gpusim.predict import predict
+    from gpusim.lower.lowering import lower
+    from gpusim.sim.memory import simulate_memory
+    from gpusim.predict.pipeline import predict
     from validation.records import record_graph
     mem = rec.get("memory") or {}
     row = {"case": rec["case_id"], "model": rec["model"],
@@ -109,7 +109,7 @@ def predict_records(results_dir: str, gpu: str, progress=None) -> dict:
 
 
 def write_predictions(path: str, preds: dict) -> str:
-    from gpusim.atomic import atomic_write
+    from gpusim.util.atomic import atomic_write
     atomic_write(path, json.dumps(preds, indent=0, sort_keys=True) + "\n")
     return path
 

@@ -22,7 +22,7 @@ for Hugging Face models, ``hf_config`` {``model_type``, ``class``, ``kwargs``, `
 the predictor rebuilds one with ``AutoConfig.for_model(model_type, **kwargs)`` and
 ``getattr(transformers, class)(config)``; ``BroadZoo.from_row(rec).build(rec["model"],
 device="meta", **rec["sizes"])`` does it for any row (``timm:<name>`` through
-``gpusim.zoo``), as the row was measured.
+``gpusim.models.zoo``), as the row was measured.
 
 Budget (one device command of <= 540 s on an H100): a timm model at batch 256 under AMP
 takes ~5-50 ms a call (1-20 GFLOPs per image, 0.5-10 TFLOP a call at ~200 TFLOP/s
@@ -71,8 +71,8 @@ def sample_timm(n: int, names=None, input_size=None, max_hw: int = MAX_HW) -> li
         import timm
         names = timm.list_models()
     if input_size is None:
-        def input_size(name):            # gpusim.zoo's: the pretrained config's input
-            from gpusim import zoo
+        def input_size(name):            # gpusim.models.zoo's: the pretrained config's input
+            from gpusim.models import zoo
             return zoo.get(f"timm:{name}").defaults["hw"]
     out = []
     for name in sorted(names, key=name_hash):
@@ -118,10 +118,10 @@ def plan_cases(timm_models, hf_types=(), fp32=False, zoo=None) -> list:
 
 
 def _timm_family(name: str) -> str:
-    """gpusim.zoo's family of a timm model ("cnn" where timm is not installed: plans in
+    """gpusim.models.zoo's family of a timm model ("cnn" where timm is not installed: plans in
     tests)."""
     try:
-        from gpusim import zoo
+        from gpusim.models import zoo
         return zoo.get(f"timm:{name}").family
     except Exception:  # noqa: BLE001
         return "cnn"

@@ -68,7 +68,7 @@ def hf_sizes(kind: str) -> dict:
 
 
 class BroadZoo:
-    """``gpusim.zoo``'s get/build/inputs for ``timm:<name>`` (delegated) and
+    """``gpusim.models.zoo``'s get/build/inputs for ``timm:<name>`` (delegated) and
     ``hfcfg:<model_type>`` (:data:`HF_CONFIGS`)."""
 
     def __init__(self, configs=None):
@@ -85,7 +85,7 @@ class BroadZoo:
 
     def get(self, name):
         if not name.startswith("hfcfg:"):
-            from gpusim import zoo
+            from gpusim.models import zoo
             return zoo.get(name)
         mt = name.split(":", 1)[1]
         cls, kw, kind, family = self.configs[mt]
@@ -101,7 +101,7 @@ class BroadZoo:
         import torch
         dtype = dtype or torch.float32
         if not name.startswith("hfcfg:"):
-            from gpusim import zoo
+            from gpusim.models import zoo
             return zoo.build(name, device=device, dtype=dtype, channels_last=channels_last,
                              **sizes)
         import transformers as hf
@@ -115,7 +115,7 @@ class BroadZoo:
     def inputs(self, name, module, device="meta", dtype=None, channels_last=False, **sizes):
         import torch
         if not name.startswith("hfcfg:"):
-            from gpusim import zoo
+            from gpusim.models import zoo
             return zoo.inputs(name, module, device=device, dtype=dtype,
                               channels_last=channels_last, **sizes)
         kind = self.hf_config(name)["inputs"]

@@ -3,7 +3,7 @@ profile beside it).
 
 Microbenchmarks (``run_microbenchmarks``, needs CUDA) produce raw JSON; ``fit_spec``
 (pure, runs anywhere) turns it into the ``[model]`` parameters of a spec, keeping the
-datasheet peaks, and ``fit_host`` into the figures of a host profile (:mod:`gpusim.host`;
+datasheet peaks, and ``fit_host`` into the figures of a host profile (:mod:`gpusim.hw.host`;
 ``--host-only`` writes only that). Each fitted figure names the benchmark and the date.
 """
 
@@ -18,17 +18,18 @@ from datetime import date
 import numpy as np
 import torch
 
-from gpusim.atomic import atomic_write
+from gpusim.util.atomic import atomic_write
 from validation.fit_dispatch import fit_dispatch
-from gpusim.errors import GpusimError
-from gpusim.hardware import GPUSpec, calibrated_name, datasheet_name, dump_spec, load_spec, with_provenance
-from gpusim.host import FIELDS as HOST_FIELDS, HostProfile, dump_host, host_names, load_host
+from gpusim.util.errors import GpusimError
+from gpusim.hw.spec import GPUSpec, calibrated_name, datasheet_name, load_spec
+from gpusim.hw.spec_io import dump_spec, with_provenance
+from gpusim.hw.host import FIELDS as HOST_FIELDS, HostProfile, dump_host, host_names, load_host
 from validation import measure
 from validation.microbench import run_sweeps
 from validation.aten_bench import aten_microbenchmarks, fit_aten
 from validation.host_bench import host_microbenchmarks, python_law
 from validation.reference_forwards import fit_forward, median_walls, reference_walls
-from gpusim.viz import check_target
+from gpusim.report.viz import check_target
 
 
 def _log(msg):
@@ -218,7 +219,7 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
         fitted = fit_aten(raw["aten"])
         diag["aten"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})
-    if raw.get("sweeps"):             # eager kernel classes (gpusim.dispatch)
+    if raw.get("sweeps"):             # eager kernel classes (gpusim.lower.dispatch)
         fitted = fit_dispatch(raw["sweeps"], base.replace(**changes))
         diag["dispatch"] = fitted
         changes.update({k: float(v) for k, v in fitted.items()})

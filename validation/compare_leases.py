@@ -13,7 +13,7 @@ import numpy as np
 
 import tomllib
 
-from gpusim.hardware import load_spec
+from gpusim.hw.spec import load_spec
 from validation.accuracy import _device_measured
 from validation.records import read_records
 

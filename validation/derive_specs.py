@@ -1,5 +1,5 @@
 """Write the kernel-class figures a datasheet spec gets by the bandwidth-latency rule
-(:data:`gpusim.arch.BANDWIDTH_LATENCY_RULE`) into its TOML file, as ``derived`` figures
+(:data:`gpusim.hw.arch.BANDWIDTH_LATENCY_RULE`) into its TOML file, as ``derived`` figures
 whose ref names the rule, its inputs and its leave-one-GPU-out error.
 
 The rule: a memory-bound library kernel class (cuDNN's layout transforms, eval batch
@@ -20,12 +20,12 @@ torch_matmul.csv``, a component-level measurement by others, not a whole-model r
 ``matmul_tc_efficiency`` is its median fp16 rate over the datasheet fp16 tensor peak and
 ``matmul_efficiency`` (the fp32 CUDA-core GEMMs) its fp32 rate over the fp32 peak, source
 ``measured`` with the table named; elsewhere the tensor-load rule
-(:data:`gpusim.arch.TENSOR_LOAD_RULE`) at the spec's fp16 tensor peak
+(:data:`gpusim.hw.arch.TENSOR_LOAD_RULE`) at the spec's fp16 tensor peak
 (:func:`tensor_load_check` gives the rule's error on the published GPUs). Classes tied to the tensor cores or to absolute times, cuDNN's
 fp32 attention are not derived across generations: they stay at the neutral law there.
 ATen's NCHW fp32 depthwise kernel and cuDNN's depthwise kernels' multiply-add rate (their
 fixed and per-tap times are absolute, not derived), bound by the SMs and not by DRAM, get
-their FLOPs per SM-cycle (:data:`gpusim.arch.SM_CYCLE_RULE`, ``SM_FIELDS``). Nothing
+their FLOPs per SM-cycle (:data:`gpusim.hw.arch.SM_CYCLE_RULE`, ``SM_FIELDS``). Nothing
 is fitted on published whole-model results.
 
     python3 -m validation.derive_specs [--check]
@@ -39,13 +39,15 @@ import re
 import statistics
 import sys
 
-from gpusim.arch import (BANDWIDTH_FIELDS, BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE,
+from gpusim.hw.arch import (BANDWIDTH_FIELDS, BANDWIDTH_LATENCY_RULE, SM_CYCLE_RULE,
                          TENSOR_LOAD_RULE, bandwidth_fraction, bandwidth_k, rule_constant,
                          rule_provenance, sm_ghz)
-from gpusim.hardware import builtin_dir, canonical_names, figure_line, load_spec
+from gpusim.hw.spec import canonical_names, load_spec
+from gpusim.hw.spec_io import figure_line
+from gpusim.hw.schema import builtin_dir
 
 FIELDS = BANDWIDTH_FIELDS
-#: CUDA-core classes bound by the SMs' issue (gpusim.arch.SM_CYCLE_RULE)
+#: CUDA-core classes bound by the SMs' issue (gpusim.hw.arch.SM_CYCLE_RULE)
 SM_FIELDS = ("depthwise_aten_efficiency", "conv_simt_efficiency", "depthwise_efficiency",
              "depthwise_efficiency_16bit")
 #: the ref marker of a figure from a published microbenchmark of the product (by others)
@@ -59,7 +61,7 @@ def _p() -> float:
     return rule_constant("bandwidth_sm", "exponent")
 
 
-#: the rule's own definitions (gpusim.arch): SMs x clock, a class's bytes per SM-cycle, and
+#: the rule's own definitions (gpusim.hw.arch): SMs x clock, a class's bytes per SM-cycle, and
 #: the fraction a class constant makes on a spec
 _issue, k_of, fraction = sm_ghz, bandwidth_k, bandwidth_fraction
 
@@ -145,7 +147,7 @@ def derived_lines(target, cals) -> dict[str, str]:
         v = round(fraction(target, k), 4)
         inputs = ", ".join(f"{c.name}: {getattr(c, f):.4g} -> k {kk:.3g}" if kk else
                            f"{c.name}: at the stream" for c, kk in ks)
-        ref = (f"{BANDWIDTH_LATENCY_RULE} (gpusim.arch.BANDWIDTH_LATENCY_RULE): A^-p = "
+        ref = (f"{BANDWIDTH_LATENCY_RULE} (gpusim.hw.arch.BANDWIDTH_LATENCY_RULE): A^-p = "
                f"(mem_efficiency x bandwidth)^-p + (SMs x clock x k)^-p, p {_p():g} "
                f"(hwspecs/arch/rules.toml), k the class's bytes per "
                f"SM-cycle from the calibrated GPUs ({inputs}; mean k "
@@ -160,7 +162,7 @@ def derived_lines(target, cals) -> dict[str, str]:
             continue
         k = statistics.fmean(kk for _, kk in ks)
         inputs = ", ".join(f"{c.name}: {getattr(c, f):.4g} -> k {kk:.3g}" for c, kk in ks)
-        ref = (f"{SM_CYCLE_RULE} (gpusim.arch.SM_CYCLE_RULE): fraction of the fp32 peak = "
+        ref = (f"{SM_CYCLE_RULE} (gpusim.hw.arch.SM_CYCLE_RULE): fraction of the fp32 peak = "
                f"k x SMs x clock / fp32 peak, k the class's FLOPs per SM-cycle from the "
                f"calibrated GPUs ({inputs}; mean k {k:.3g}; validation/derive_specs.py); leave "
                f"one GPU out (H100 <-> H200) off by {sm_err:.1f}% ({sm_copy:.1f}% for a copied "
@@ -250,7 +252,7 @@ def tensor_load_efficiency(spec) -> float:
 def tensor_load_line(spec) -> str:
     e0, c = rule_constant("tensor_load", "e0"), rule_constant("tensor_load", "shared_tflops")
     v = round(tensor_load_efficiency(spec), 4)
-    ref = (f"{TENSOR_LOAD_RULE} (gpusim.arch.TENSOR_LOAD_RULE): 1/e = 1/e0 + R/C, R the fp16 "
+    ref = (f"{TENSOR_LOAD_RULE} (gpusim.hw.arch.TENSOR_LOAD_RULE): 1/e = 1/e0 + R/C, R the fp16 "
            f"dense tensor peak {spec.peak_tflops['fp16_tc']:g} TFLOP/s, e0 {e0:g} and C {c:g} "
            f"TFLOP/s (hwspecs/arch/rules.toml: {rule_provenance('tensor_load', 'e0')[1][:160]}...); "
            f"assumes the kernels this GPU runs reach the per-SM fraction Hopper's do when the "

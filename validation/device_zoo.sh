@@ -17,7 +17,7 @@ echo "== smoke"
 timeout 90 python3 - <<'PY' || { echo "SMOKE FAILED"; exit 1; }
 import time, torch
 t = time.time()
-from gpusim import zoo
+from gpusim.models.resolve import zoo
 from validation import measure
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))
 m, a = zoo.build("tv:resnet18", device="cuda", dtype=torch.float16)

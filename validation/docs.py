@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from gpusim.atomic import atomic_write
-from gpusim.errors import UserError
+from gpusim.util.atomic import atomic_write
+from gpusim.util.errors import UserError
 from validation.zoo_accuracy import _cell
 
 BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
@@ -22,7 +22,7 @@ by hand. Absolute percentage error, median / 90th percentile; n = number of comp
 Zoo rows: *calibrated* uses the GPU's calibrated spec; *datasheet* its datasheet spec;
 *unseen (calibrated on X)* predicts this GPU with the other GPU's calibration and this
 GPU's datasheet bandwidth, L2 and peaks, the memory-bound classes carried by the
-bandwidth-latency rule (`gpusim.hardware.transfer_spec`). The zoo graphs are re-captured from the zoo
+bandwidth-latency rule (`gpusim.hw.spec.transfer_spec`). The zoo graphs are re-captured from the zoo
 entries (same model, sizes, dtype), so a capture or lowering change shows here.
 
 Classic rows: *calibrated* uses the calibrated spec measured on that GPU; *datasheet spec*
@@ -39,7 +39,7 @@ correlation of predicted and measured device time across the partitions of one g
 
 HOLDOUT_HEAD = """## Held-out models and shapes
 
-Architectures the zoo lacks (`gpusim.zoo.HOLDOUT`), at sizes the zoo never measures, fp32
+Architectures the zoo lacks (`gpusim.models.zoo.HOLDOUT`), at sizes the zoo never measures, fp32
 and bf16, measured once on an H100 (`validation/results/h100/holdout.jsonl.gz`). They are a test
 set only: nothing is fitted on them (`python -m validation.holdout_accuracy`).
 """
@@ -175,7 +175,7 @@ def gemm_markdown() -> str:
     on this project's H100 and H200 green-context sweeps) against a published
     ``torch.matmul`` microbenchmark of each product (component level, not a whole model;
     ``validation/components/torch_matmul.csv``), and which one the spec uses."""
-    from gpusim.hardware import load_spec
+    from gpusim.hw.spec import load_spec
     from validation.derive_specs import MATMUL_SOURCE, MATMUL_TABLE, PUBLISHED, tensor_load_check
     lines = ["Large tensor-core GEMMs, fraction of the datasheet fp16 tensor peak: the "
              "tensor-load rule (fitted on this project's H100 and H200 sweeps of 8-132 SMs) "

@@ -1,4 +1,4 @@
-"""Fit eval batch norm's parallelism figures (:func:`gpusim.cost.bn_eval_law`) on one GPU's
+"""Fit eval batch norm's parallelism figures (:func:`gpusim.cost.kernel.bn_eval_law`) on one GPU's
 ``bn`` sweep.
 
 ``python3 -m validation.fit_bn [--gpu h100] [--sweep FILE] [--check]``
@@ -35,7 +35,8 @@ import statistics
 import sys
 from datetime import date
 
-from gpusim.hardware import calibrated_name, figure_line, load_spec
+from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
 from validation.stats import ape
 
 SWEEPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweeps")
@@ -91,7 +92,7 @@ def point_graph(p: dict):
     import torch
     import torch.nn.functional as F
 
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
     dt = getattr(torch, p["dtype"])
     x = torch.empty(*p["shape"], device="meta", dtype=dt)
     if p["layout"] != "nchw":
@@ -106,8 +107,8 @@ def point_graph(p: dict):
 
 
 def predicted_bn_us(g, spec) -> float:
-    from gpusim.cost import estimate_kernel
-    from gpusim.lower import lower
+    from gpusim.cost.kernel import estimate_kernel
+    from gpusim.lower.lowering import lower
     ks = [k for k in lower(g, "eager", spec=spec).kernels if k.variant == "bn_eval"]
     return estimate_kernel(g, ks[0], spec).us
 
@@ -153,7 +154,7 @@ def main(argv=None) -> int:
     when = ((doc.get("env") or {}).get("utc") or date.today().isoformat())[:10]
     ref = (f"{gpu}, {when}, python3 -m validation.microbench --only bn --reps 5 -> "
            f"{os.path.relpath(path)}; fitted by python3 -m validation.fit_bn --gpu {a.gpu} "
-           f"(median over the law's points, gpusim.cost.bn_eval_law)")
+           f"(median over the law's points, gpusim.cost.kernel.bn_eval_law)")
     for k, v in figs.items():
         print(figure_line(k, v, "measured", ref))
     if a.check:

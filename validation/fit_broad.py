@@ -16,11 +16,11 @@ kernel classes, :func:`kernel_class` / :func:`measured_class`). On the matched p
   (``permuted``), and ATen's strided copy before a layer norm;
 * ``pool_output_rate`` / ``_nhwc``: window pooling, G outputs/s;
 * ``depthwise_aten_output_rate_fp16`` / ``depthwise_aten_tap_rate_fp16``: ATen's NCHW fp16
-  depthwise kernel (:func:`gpusim.cost.depthwise_aten_us`), G outputs/s on filters of up
+  depthwise kernel (:func:`gpusim.cost.kernel.depthwise_aten_us`), G outputs/s on filters of up
   to 9 taps (3x3: the per-output cost dominates) and G output-taps/s on filters of 25 and
   more (5x5, 7x7: the multiply-adds do);
 * ``depthwise_nchw_plane_tap_ps_fp16`` / ``_output_ps_fp16`` / ``_output_tap_ps_fp16``:
-  cuDNN's NCHW fp16 depthwise kernels (:func:`gpusim.cost.depthwise_nchw_us`), least
+  cuDNN's NCHW fp16 depthwise kernels (:func:`gpusim.cost.kernel.depthwise_nchw_us`), least
   squares on the matched kernels' times (every one, so time-weighted).
 
 Fractions are of a copy's bandwidth (``mem_efficiency`` x the datasheet peak), time-weighted
@@ -42,12 +42,13 @@ import pickle
 import sys
 from datetime import date
 
-from gpusim.graph import HALF_DTYPES, main_shape, numel
-from gpusim.hardware import BROAD_FIGURES, calibrated_name, load_spec
-from gpusim.cost import _filter_taps
-from gpusim.dispatch import conv_info, conv_layout
-from gpusim.inductor import WINDOW_POOLS
-from gpusim.ops import packet_name
+from gpusim.graph.opgraph import HALF_DTYPES, main_shape, numel
+from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.schema import BROAD_FIGURES
+from gpusim.cost.kernel import _filter_taps
+from gpusim.lower.dispatch import conv_info, conv_layout
+from gpusim.lower.inductor import WINDOW_POOLS
+from gpusim.graph.ops import packet_name
 from validation.records import read_records, record_graph, run_set
 from validation.stats import ape
 
@@ -72,7 +73,7 @@ def measured_class(name: str) -> str:
 
 
 def kernel_class(graph, k) -> str:
-    """The coarse class of one lowered kernel (:class:`gpusim.lower.Kernel`)."""
+    """The coarse class of one lowered kernel (:class:`gpusim.lower.lowering.Kernel`)."""
     a = graph.g.nodes[k.ops[0]]
     op, kind = packet_name(a["op"]), a["kind"]
     if k.role == "aux":
@@ -147,8 +148,8 @@ def load_graphs(results: str, gpu: str, cache: str | None, progress=None) -> lis
 def points(rows: list, spec) -> list[dict]:
     """The matched kernels of every row that inform a fitted class: ``{"model", "family",
     "cls", "us", "bytes", "outputs"}``."""
-    from gpusim.cost import estimate_kernel
-    from gpusim.lower import lower
+    from gpusim.cost.kernel import estimate_kernel
+    from gpusim.lower.lowering import lower
     pts = []
     for r, g in rows:
         ks = lower(g, "eager", spec=spec).kernels
@@ -176,7 +177,7 @@ def _planes(graph, n: str) -> int:
     return c["N"] * c["Cout"] if c else 0
 
 
-#: cuDNN's NCHW fp16 depthwise law's figures (gpusim.cost.depthwise_nchw_us), ps
+#: cuDNN's NCHW fp16 depthwise law's figures (gpusim.cost.kernel.depthwise_nchw_us), ps
 DEPTHWISE_NCHW = ("depthwise_nchw_plane_tap_ps_fp16", "depthwise_nchw_output_ps_fp16",
                   "depthwise_nchw_output_tap_ps_fp16")
 
@@ -218,8 +219,8 @@ def fit(pts: list[dict], spec) -> dict:
 
 def device_errors(rows: list, spec) -> dict:
     """``{model: absolute device-time error, %}`` of ``rows`` on ``spec``."""
-    from gpusim.lower import lower
-    from gpusim.predict import predict_lowering
+    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import predict_lowering
     return {r["model"]: ape(predict_lowering(lower(g, "eager", spec=spec), spec).device_us,
                             r["kernel_sum_us"]) for r, g in rows}
 

@@ -1,4 +1,4 @@
-"""Fitting the eager kernel classes of :mod:`gpusim.dispatch` on microbenchmark sweeps.
+"""Fitting the eager kernel classes of :mod:`gpusim.lower.dispatch` on microbenchmark sweeps.
 
 Lab code: reads ``validation/sweeps/<gpu>.json`` (made by :mod:`validation.microbench`)
 and returns the figures ``calibrate`` writes into a spec file. The predictor never imports
@@ -13,10 +13,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gpusim.capture import capture
-from gpusim.cost import NORM_CALIBRATION_COLS, CostOptions, estimate_group, narrow_row_fraction
-from gpusim.dispatch import aten_depthwise, is_depthwise, is_pow2
-from gpusim.graph import DTYPE_BYTES, HALF_DTYPES, numel
+from gpusim.capture.tracing import capture
+from gpusim.cost.kernel import NORM_CALIBRATION_COLS, CostOptions, estimate_group, narrow_row_fraction
+from gpusim.lower.dispatch import aten_depthwise, is_depthwise, is_pow2
+from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, numel
 
 # ----------------------------------------------------------------------- fitting
 def _median(xs):
@@ -116,7 +116,7 @@ def _fit_layer_norm(points, spec) -> dict:
     """ATen's layer norm: the time a row costs beyond the calibrated stream, per
     precision. Calibrate's stream efficiency is measured at 1,024-wide rows, so it holds
     their per-row cost already; a row of width w pays ``row_ns * narrow_row_fraction(w)``
-    more (:func:`gpusim.cost.narrow_row_fraction`). ``row_ns``: the median over the
+    more (:func:`gpusim.cost.kernel.narrow_row_fraction`). ``row_ns``: the median over the
     sweeps' layer norms of at least 1,000 rows of at most 512 columns (where the term
     dominates) of (measured - streamed) / rows / narrow_row_fraction."""
     out = {}

@@ -6,7 +6,7 @@ with provenance, to ``hwspecs/arch/rules.toml``.
 Input: ``validation/sweeps/{h100,h200}-sm-scaling.json`` (``python3 -m validation.sm_scaling``:
 each kernel class timed on 8 to 132 of the GPU's SMs, the whole memory system behind them).
 
-* **Bandwidth-SM rule** (:data:`gpusim.arch.BANDWIDTH_LATENCY_RULE`): a memory-bound class on
+* **Bandwidth-SM rule** (:data:`gpusim.hw.arch.BANDWIDTH_LATENCY_RULE`): a memory-bound class on
   ``n`` SMs reaches ``A = ((e B)^-p + (n f k)^-p)^(-1/p)``, ``B`` the calibrated stream
   (``mem_efficiency`` x datasheet bandwidth), ``f`` the clock, ``k`` the class's bytes per
   SM-cycle and ``e`` its access pattern's share of the stream, taken as 1 (a datasheet GPU's
@@ -16,7 +16,7 @@ each kernel class timed on 8 to 132 of the GPU's SMs, the whole memory system be
   GPUs' curves (``k`` per class and GPU, ``p`` shared, on a 0.25 grid), and scored fitted on
   one GPU's curve and predicting the other's (1.43x the bandwidth, the same SMs), against
   the series law (``p = 1``) the rule used before.
-* **Tensor-load rule** (:data:`gpusim.arch.TENSOR_LOAD_RULE`): a large tensor-core GEMM
+* **Tensor-load rule** (:data:`gpusim.hw.arch.TENSOR_LOAD_RULE`): a large tensor-core GEMM
   reaches ``e0`` of the peak of the SMs it runs on when few SMs are busy, and less as the
   whole GPU's tensor rate ``R`` grows (the curves fall from 0.95 on 8 SMs to 0.77 on 132,
   the same on both GPUs: not DRAM, which the H200 has 1.43x of): ``1/e = 1/e0 + R/C``.
@@ -34,7 +34,9 @@ import tomllib
 import numpy as np
 from scipy.optimize import least_squares
 
-from gpusim.hardware import builtin_dir, figure_line, load_spec
+from gpusim.hw.spec import load_spec
+from gpusim.hw.spec_io import figure_line
+from gpusim.hw.schema import builtin_dir
 
 GPUS = {"h100": "h100-sxm-calibrated", "h200": "h200-sxm-calibrated"}
 #: classes whose figure of merit is bytes per second (the rest are FLOP-bound)
@@ -164,7 +166,7 @@ def rules_text() -> str:
     ref_e0 = (f"{src}: {TENSOR_POINT} (nvjet sm90 kernel) on n SMs, 1/e = 1/e0 + R/C with R the "
               f"active SMs' share of the bf16 dense peak; both GPUs' 22 points off by a median "
               f"{med:.1f}% (max {mx:.1f}%, the persistent kernels' partial waves on 112-128 SMs)")
-    lines = ["# Constants of the cross-generation rules (gpusim/arch.py), fitted on this project's own",
+    lines = ["# Constants of the cross-generation rules (gpusim/hw/arch.py), fitted on this project's own",
              "# measurements of kernel classes on a slice of the GPU's SMs (validation/sm_scaling.py).",
              "# Written by python3 -m validation.fit_sm_scaling: do not edit by hand.", "",
              "[bandwidth_sm]", figure_line("fitted_exponent", round(p, 2), "measured", ref_p),

@@ -10,7 +10,7 @@ datasheet figure, with leave-one-family-out (cnn, vit, encoder, decoder, encdec)
 
 * ``mta_efficiency``, ``mta_launch_us``: ATen's ``multi_tensor_apply_kernel`` (foreach and
   fused optimizers). gpusim's law per optimizer op: the first launch ``kernel_fixed_us +
-  bytes / (eff x bandwidth)``, each further launch (:func:`gpusim.train_ops.mta_launches`)
+  bytes / (eff x bandwidth)``, each further launch (:func:`gpusim.graph.train_ops.mta_launches`)
   ``mta_launch_us``; the pair (on a grid) with the least mean error over the steps. The
   records' optimizer phase holds only these kernels. (A fraction alone, the further launches
   at the common floor, left the transformers 21% over and MobileNet-V3 40% under on the
@@ -21,17 +21,17 @@ datasheet figure, with leave-one-family-out (cnn, vit, encoder, decoder, encdec)
   (cuDNN's ``bn_fw_tr`` / ``bn_bw`` kernels in fp32 and fp16; ATen's native kernels in
   bf16), compared per step with the profiler's kernels of the class (:func:`kernel_class`).
   Each with its ``*_channel_us``: the kernels run a block per channel in waves over the
-  SMs (:func:`gpusim.cost.bn_train_us`), so the pair (on a grid) with the least mean error
+  SMs (:func:`gpusim.cost.kernel.bn_train_us`), so the pair (on a grid) with the least mean error
   over the steps.
 
 * ``column_sum_efficiency``, ``column_sum_us``: a backward sum over the leading dim
-  (:func:`gpusim.dispatch.column_sum`: bias and layer-scale gradients), ATen's
+  (:func:`gpusim.lower.dispatch.column_sum`: bias and layer-scale gradients), ATen's
   ``reduce_kernel<128, 4, ...sum_functor...>`` in the profiler (the row sums run
   ``reduce_kernel<512, 1>``): per kernel a fixed time and the bytes at the fraction of the
   bandwidth, at least the reduction floor; the pair (on a grid) with the least mean error
   over the steps' backward sums of the class.
 
-* the backward scales (:data:`gpusim.cost.BACKWARD_SCALES`): a backward kernel's time over
+* the backward scales (:data:`gpusim.cost.kernel.BACKWARD_SCALES`): a backward kernel's time over
   its forward law's, per class: dense convolutions by precision and geometry (spatial and
   1x1 fitted jointly: :func:`fit_pair`), cuDNN's and ATen's depthwise gradients by
   direction, fp32 backward ``mm``; the median over steps of the class's profiled time (by
@@ -41,7 +41,7 @@ Only CNN steps hold batch norms and convolutions, so those classes are scored le
 model out (resnet50, mobilenet_v3_large), or one step where a single model holds them,
 instead of one family.
 
-Prints each figure as a spec line (:func:`gpusim.hardware.figure_line`). The predictor never
+Prints each figure as a spec line (:func:`gpusim.hw.spec_io.figure_line`). The predictor never
 imports this module.
 """
 
@@ -58,9 +58,11 @@ import sys
 
 import numpy as np
 
-from gpusim.cost import BACKWARD_SCALES, backward_scale_field, bn_train_us, mta_bytes
-from gpusim.graph import main_shape
-from gpusim.hardware import TRAIN_FIGURES, figure_line, spec_for
+from gpusim.cost.kernel import BACKWARD_SCALES, backward_scale_field, bn_train_us, mta_bytes
+from gpusim.graph.opgraph import main_shape
+from gpusim.hw.spec import spec_for
+from gpusim.hw.spec_io import figure_line
+from gpusim.hw.schema import TRAIN_FIGURES
 from validation.records import read_records
 from validation.stats import _stats, ape
 from validation.train_accuracy import LAYOUT, RESULTS, amp_supported, usable
@@ -112,8 +114,8 @@ class _Pickler(pickle.Pickler):
 def step_graph(rec: dict, cache: str | None = None):
     """Record ``rec``'s step captured as :mod:`validation.train_accuracy` does; with
     ``cache``, kept there (a capture takes 10-60 s; pricing it a fraction of a second)."""
-    from gpusim.capture import capture
-    from gpusim.step import standard_step
+    from gpusim.capture.tracing import capture
+    from gpusim.predict.step import standard_step
     path = None
     if cache:
         os.makedirs(cache, exist_ok=True)
@@ -246,7 +248,7 @@ def column_sum_point(rec: dict, kernels: list[dict]) -> dict | None:
 
 def column_sum_us(p: dict, figs, spec) -> float:
     """gpusim's column-sum time of point ``p`` at (fraction, fixed us) ``figs``
-    (:func:`gpusim.cost.estimate_kernel`, class ``column_sum``)."""
+    (:func:`gpusim.cost.kernel.estimate_kernel`, class ``column_sum``)."""
     eff, fixed = figs
     floor = spec.reduction_min_us or spec.kernel_min_us
     return sum(max(floor, fixed + b / (eff * spec.bandwidth) * 1e6) for b in p["kernels"])
@@ -280,7 +282,7 @@ def _backward(rec: dict, pattern, exclude=None) -> float:
 
 
 def backward_scale_points(rec: dict, kernels: list[dict]) -> dict:
-    """Per backward-scale figure (:data:`gpusim.cost.BACKWARD_SCALES`): the step's measured
+    """Per backward-scale figure (:data:`gpusim.cost.kernel.BACKWARD_SCALES`): the step's measured
     time of the class's kernels (by name) and gpusim's at the forward law. A class is
     measured only where the step's profiler names and gpusim's dispatch agree on the
     library: cuDNN's depthwise figures on steps where ATen's depthwise kernels take under a
@@ -409,7 +411,7 @@ def bn_channel_field(fig: str) -> str:
 
 def bn_us(p: dict, figs: tuple, spec) -> float:
     """gpusim's time of point ``p``'s batch-norm kernels at (fraction, per-channel us)
-    ``figs`` (:func:`gpusim.cost.bn_train_us`; fixed cost, at least the reduction floor for
+    ``figs`` (:func:`gpusim.cost.kernel.bn_train_us`; fixed cost, at least the reduction floor for
     the main kernel, the launch floor for the native path's aux kernels)."""
     eff, ch = figs
     t = 0.0

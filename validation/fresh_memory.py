@@ -63,7 +63,7 @@ def build(case: dict):
     CPU in fp32 (a loaded checkpoint), moved with ``module.to("cuda", dtype)``."""
     import torch
 
-    from gpusim import zoo
+    from gpusim.models import zoo
     dt = getattr(torch, case["dtype"])
     torch.manual_seed(0)
     torch.cuda.init()

@@ -19,8 +19,8 @@ TIE = 0.005
 
 def check(model: str, sizes: dict, dtype: str, gpus=ORDER) -> dict:
     """``{"model", "sizes", "dtype", "us": {gpu: device us}, "out_of_order": [(a, b)]}``."""
-    from gpusim.models import model_graph
-    from gpusim.predict import predict
+    from gpusim.models.resolve import model_graph
+    from gpusim.predict.pipeline import predict
     g = model_graph(model, dtype, sizes)
     us = {gpu: predict(g, gpu=gpu, mode="eager").device_us for gpu in gpus}
     bad = [(a, b) for a, b in zip(gpus, gpus[1:]) if us[b] > us[a] * (1 + TIE)]
@@ -28,7 +28,7 @@ def check(model: str, sizes: dict, dtype: str, gpus=ORDER) -> dict:
 
 
 def main(argv=None) -> int:
-    from gpusim import zoo
+    from gpusim.models import zoo
     ap = argparse.ArgumentParser(prog="python3 -m validation.gpu_order")
     ap.add_argument("--models", default=None, help="comma-separated zoo names (default: all)")
     a = ap.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Accuracy on the held-out models (``gpusim.zoo.HOLDOUT``): the zoo's scoring on models
+"""Accuracy on the held-out models (``gpusim.models.zoo.HOLDOUT``): the zoo's scoring on models
 and sizes gpusim was never developed or fitted on.
 
 Records: ``validation/results/<gpu>/holdout.jsonl.gz``, written by
@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from gpusim.hardware import calibrated_name, load_spec
+from gpusim.hw.spec import calibrated_name, load_spec
 from validation.records import load_zoo_records
 from validation.stats import _cell, _stats
 from validation.zoo_accuracy import (_by_family, case_rows, memory_rows, memory_summary, speedup_rows,

@@ -5,7 +5,7 @@ on the host-breakdown leases (validation/results/h100/host/).
 
 A prediction prices the model's Python from what capture counts (``module_calls``:
 nn.Module calls, ``torch_calls``: top-level torch calls), never by clocking it
-(:func:`gpusim.host.python_us`). The law, in units of the host's own ``eager_module_us``
+(:func:`gpusim.hw.host.python_us`). The law, in units of the host's own ``eager_module_us``
 probe (so that it moves with the host's speed)::
 
     python_us = eager_module_us * (A * module_calls + B * torch_calls)
@@ -36,9 +36,11 @@ import sys
 import numpy as np
 import torch
 
-from gpusim import capture, predict, zoo
-from gpusim.hardware import calibrated_name, load_spec
-from gpusim.host import load_host
+from gpusim import capture, predict
+
+from gpusim.models import zoo
+from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.host import load_host
 from validation.zoo_accuracy import _cell, _stats, ape, lease_setup
 
 #: host figures that scale with the host's speed (per-op dispatch, views, launches,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpusim.capture import capture_full
-from gpusim.host import load_host
+from gpusim.capture.tracing import capture_full
+from gpusim.hw.host import load_host
 from validation import measure
 from validation.reference_forwards import median_walls, reference_walls
 from validation.runner import partitioned_callable

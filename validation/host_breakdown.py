@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from torch.overrides import TorchFunctionMode
 
-from gpusim import zoo
+from gpusim.models import zoo
 from validation.host_bench import host_probe
 from validation.reference_forwards import reference_walls
 from validation import measure

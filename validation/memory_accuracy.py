@@ -4,7 +4,7 @@ The zoo harness measures many models in one process: its allocated peaks are exa
 measurements, but what the caching allocator *reserves* there depends on the free parts of
 other cached models' segments. ``<gpu>/fresh/<kind>.jsonl`` measures each case in a new
 process (model built on the CPU, moved with ``module.to("cuda", dtype)``), so every
-figure is a property of the model alone. Per case, predicted (:mod:`gpusim.memory`) against
+figure is a property of the model alone. Per case, predicted (:mod:`gpusim.sim.memory`) against
 measured, absolute % error:
 
 - ``moved``: reserved once the weights and inputs are on the GPU;
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from gpusim.hardware import calibrated_name, load_spec
+from gpusim.hw.spec import calibrated_name, load_spec
 from validation.records import read_records, record_graph
 from validation.stats import _cell, _stats, ape, by_run_family
 
@@ -38,8 +38,8 @@ def load_fresh(results_dir: str, gpu: str, stem: str) -> list[dict]:
 
 def fresh_rows(records: list[dict], spec) -> list[dict]:
     """One row per fresh record: predicted and measured bytes of each metric."""
-    from gpusim.lower import lower
-    from gpusim.memory import simulate_memory
+    from gpusim.lower.lowering import lower
+    from gpusim.sim.memory import simulate_memory
     rows = []
     for r in records:
         est = simulate_memory(lower(record_graph(r), r["run"], spec=spec), spec=spec)

@@ -1,9 +1,9 @@
-"""PyTorch's MemTracker on the zoo records' cases, for comparison with gpusim.memory.
+"""PyTorch's MemTracker on the zoo records' cases, for comparison with gpusim.sim.memory.
 
 ``torch.distributed._tools.mem_tracker.MemTracker`` under ``FakeTensorMode`` is what a
 user would reach for instead of gpusim to predict an eager peak without a GPU. For each
 eager zoo record (``validation/results/<gpu>/zoo.jsonl.gz``) this builds the same model
-(``gpusim.zoo.build``) with fake ``cuda`` tensors and runs one no-grad forward inside the
+(``gpusim.models.zoo.build``) with fake ``cuda`` tensors and runs one no-grad forward inside the
 tracker; it records the tracker's peak above the pre-call total (weights, buffers and
 inputs), or the one-line reason it failed, next to the measured peak and gpusim's.
 
@@ -119,8 +119,8 @@ def run_one(rec: dict, fused_sdpa: bool = False) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    from gpusim import zoo
-    from gpusim.models import parse_dtype
+    from gpusim.models import zoo
+    from gpusim.models.resolve import parse_dtype
     fn, args = zoo.build(rec["model"], device="meta", dtype=parse_dtype(rec["dtype"]),
                          channels_last=bool(rec.get("channels_last")), **rec["sizes"])
     fake_mode = FakeTensorMode()
@@ -199,7 +199,7 @@ def _key(rec: dict) -> tuple:
 
 def gpusim_peaks(recs: list[dict], gpu: str) -> dict:
     """``{case id: gpusim's eager peak}`` for eager records of ``gpu``."""
-    from gpusim.hardware import calibrated_name, load_spec
+    from gpusim.hw.spec import calibrated_name, load_spec
     from validation.zoo_accuracy import memory_rows
     name = calibrated_name(gpu)
     return {r["case"]: r["pred_peak"] for r in memory_rows(recs, load_spec(name) if name else None)}

@@ -24,7 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gpusim.atomic import atomic_write
+from gpusim.util.atomic import atomic_write
 from validation import measure
 
 DTYPES = ("float32", "float16", "bfloat16")

@@ -1,7 +1,7 @@
 """Measured device time per ``nn.Module`` (eager), to score ``gpusim predict --by module``.
 
 On a CUDA machine, every module call runs inside a profiler range named after its path
-(global forward pre/post hooks, the same paths :class:`gpusim.modules.ModuleScopes` gives
+(global forward pre/post hooks, the same paths :class:`gpusim.capture.scopes.ModuleScopes` gives
 capture's nodes); each kernel counts in the innermost module whose range launched it.
 Per model: the median over ``--reps`` profiled calls (L2 flushed before each) of each
 module's kernel time, appended as one row to ``--out`` (:mod:`validation.records`).
@@ -56,7 +56,7 @@ def measure_case(model: str, dtype: str, sizes: dict, reps: int = 5) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from gpusim import zoo
+    from gpusim.models import zoo
     from validation import measure
     m, args = zoo.build(model, device="cuda", dtype=dtype, **sizes)
     fl = measure.flusher()
@@ -95,10 +95,10 @@ def measure_case(model: str, dtype: str, sizes: dict, reps: int = 5) -> dict:
 
 def compare(path: str, depth: int, gpu: str = "h100") -> str:
     """Measured against predicted time per module cut at ``depth`` (eager)."""
-    from gpusim.fmt import table
-    from gpusim.models import model_graph
-    from gpusim.modules import ROOT, cut, rollup
-    from gpusim.predict import predict
+    from gpusim.util.fmt import table
+    from gpusim.models.resolve import model_graph
+    from gpusim.capture.scopes import ROOT, cut, rollup
+    from gpusim.predict.pipeline import predict
     from validation.records import read_records
     out = []
     for r in read_records(path):

@@ -2,7 +2,7 @@
 against size, per category and GPU, from recorded validation runs.
 
 Each results folder is scored with the spec ``gpusim accuracy`` scores it with
-(:func:`gpusim.hardware.spec_for`: the calibrated spec, else the datasheet), so the
+(:func:`gpusim.hw.spec.spec_for`: the calibrated spec, else the datasheet), so the
 picture and the table agree. Needs matplotlib (the optional ``plot`` extra).
 """
 
@@ -13,9 +13,10 @@ import os
 
 import numpy as np
 
-from gpusim.errors import UserError
-from gpusim.hardware import SpecError, spec_for
-from gpusim.viz.common import GRID, INK, check_target, load_matplotlib, plot_format, save_figure
+from gpusim.util.errors import UserError
+from gpusim.hw.spec import spec_for
+from gpusim.hw.schema import SpecError
+from gpusim.report.viz.common import GRID, INK, check_target, load_matplotlib, plot_format, save_figure
 from validation.accuracy import ape, evaluate, load_records
 
 CAT_COLOURS = {"kernel": "#2f6fd0", "device": "#e8743b", "end_to_end": "#2a9d8f"}

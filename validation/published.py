@@ -15,7 +15,7 @@ the GPU is the bottleneck, so the step time is compared with gpusim's eager devi
 per batch. AMP rows (timm's tables, which have no dtype column, and DeepLearningExamples'
 "Mixed Precision" rows, run under ``torch.cuda.amp.autocast``) are predicted as they ran:
 the fp32 model under ``torch.autocast("cuda", torch.float16)`` (``amp="fp16"``,
-:mod:`gpusim.amp`: autocast's casts, its fp32 norms and softmax, its per-call weight
+:mod:`gpusim.capture.amp`: autocast's casts, its fp32 norms and softmax, its per-call weight
 casts).
 
     python3 -m validation.published [--gpu rtx3090] [--limit N] [--jobs N] [--json OUT]
@@ -66,11 +66,11 @@ def predict_row(r: dict) -> dict:
     """gpusim's eager device time of one published row, or the one-line reason it has none."""
     import torch
 
-    from gpusim import zoo
-    from gpusim.capture import capture
-    from gpusim.errors import GpusimError
-    from gpusim.hardware import known_names, load_spec
-    from gpusim.predict import predict
+    from gpusim.models import zoo
+    from gpusim.capture.tracing import capture
+    from gpusim.util.errors import GpusimError
+    from gpusim.hw.spec import known_names, load_spec
+    from gpusim.predict.pipeline import predict
     if r["gpu"] not in known_names():
         return dict(r, error=f"no spec {r['gpu']}")
     name = r["model"]

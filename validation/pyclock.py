@@ -4,7 +4,7 @@ instrument (``validation/python_replay.py``), not part of any prediction.
 gpusim used to price eager's model Python with this clock at capture (``gpusim/pytime.py``,
 ``capture(..., python=True)``); the figure was this machine's timing, so the same command
 printed different numbers each run (10.87-11.41 ms for the README's ResNet-50). Predictions
-now price it from capture's counts (:func:`gpusim.host.python_us`, fitted by
+now price it from capture's counts (:func:`gpusim.hw.host.python_us`, fitted by
 ``validation/host_accuracy.py --fit``); the clock stays here for the lab's replay records
 (``validation/results/h100/host/2026-11-23-lease6-replay.jsonl``).
 

@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from gpusim import zoo
+from gpusim.models import zoo
 from validation import pyclock
 from validation.measure import host_info
 

@@ -54,7 +54,7 @@ def examples(text: str) -> list[dict]:
 
 def run(argv: list[str]) -> list[str]:
     """What ``gpusim ARGV`` prints on stdout, as lines."""
-    from gpusim.cli import main
+    from gpusim.cli.commands import main
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = main(list(argv))

@@ -48,7 +48,7 @@ def read_records(path: str) -> list[dict]:
 
 def write_records(path: str, rows) -> str:
     """Write ``rows`` as ``path`` (replacing it atomically); returns the path."""
-    from gpusim.atomic import atomic_path
+    from gpusim.util.atomic import atomic_path
     suffix = ".jsonl.gz" if path.endswith(".gz") else ".jsonl"
     with atomic_path(path, suffix=suffix) as tmp:
         # mtime=0: the same rows give the same bytes, so re-packing changes nothing in git
@@ -102,7 +102,7 @@ def load_zoo_records(results_dir: str, gpu: str, sub: str = "zoo") -> list[dict]
 def zoo_available() -> bool:
     """Whether the zoo extra (torchvision, timm, transformers) imports here."""
     try:
-        from gpusim import zoo  # noqa: F401
+        from gpusim.models import zoo  # noqa: F401
         import timm, torchvision, transformers  # noqa: F401,E401
     except ImportError:
         return False
@@ -112,13 +112,13 @@ def zoo_available() -> bool:
 @functools.lru_cache(maxsize=256)
 def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
            amp: str | None = None, hf_config: str | None = None):
-    from gpusim.capture import capture
-    from gpusim.models import parse_dtype
+    from gpusim.capture.tracing import capture
+    from gpusim.models.resolve import parse_dtype
     if model.startswith("hfcfg:"):    # a broad row's Hugging Face model, from its own config
         from validation.broad_zoo import BroadZoo
         zoo = BroadZoo.from_row({"hf_config": json.loads(hf_config), "family": None})
     else:
-        from gpusim import zoo            # optional extra
+        from gpusim.models import zoo            # optional extra
     fn, args = zoo.build(model, device="meta", dtype=parse_dtype(dtype),
                          channels_last=channels_last, **dict(sizes))
     return capture(fn, args, name=model, compiling=compiling, amp=amp)

@@ -14,18 +14,18 @@ import functools
 import numpy as np
 import torch
 
-from gpusim.errors import GpusimError
-from gpusim.hardware import GPUSpec
-from gpusim.host import load_host
+from gpusim.util.errors import GpusimError
+from gpusim.hw.spec import GPUSpec
+from gpusim.hw.host import load_host
 from validation import measure
 
 
 def reference_forwards(device: str = "cuda") -> list[tuple[str, torch.nn.Module, tuple]]:
     """gpusim's reference forwards for ``eager_forward_factor``: its own GPT-2 and
-    ResNet-50 (:mod:`gpusim.examples`, not models the accuracy tables score) in bf16 at
+    ResNet-50 (:mod:`gpusim.models.examples`, not models the accuracy tables score) in bf16 at
     sizes so small that the host bounds them (6 blocks of d=64 over 32 tokens; a 32x32
     image): a realistic mix of ops, views and module calls whose wall is host time."""
-    from gpusim.examples import GPT2, ResNet50, _module
+    from gpusim.models.examples import GPT2, ResNet50, _module
     gpt = _module(GPT2, device, torch.bfloat16, layers=6, d=64, heads=2, vocab=512, ctx=64)
     res = _module(ResNet50, device, torch.bfloat16, classes=10)
     with torch.device(device):
@@ -51,7 +51,7 @@ def median_walls(rounds: list[dict]) -> dict:
 def _reference_graphs() -> dict:
     """The reference forwards captured on meta tensors (as ``gpusim predict`` captures a
     model: their Python priced from capture's counts)."""
-    from gpusim.capture import capture
+    from gpusim.capture.tracing import capture
     return {name: capture(m, args, name=name) for name, m, args in reference_forwards("meta")}
 
 
@@ -59,7 +59,7 @@ def reference_predictions(spec: GPUSpec, host) -> dict:
     """``{name: (end-to-end us, device us)}``: gpusim's eager prediction of each reference
     forward on ``spec`` with ``host``'s tight-loop figures (its own factor left out).
     Pure: the forwards are captured on meta tensors."""
-    from gpusim.predict import predict
+    from gpusim.predict.pipeline import predict
     plain = load_host(host).replace(eager_forward_factor=None)
     out = {}
     for name, g in _reference_graphs().items():

@@ -29,14 +29,14 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.passes.split_module import split_module
 
-from gpusim.atomic import atomic_write
-from gpusim.capture import capture_full
-from gpusim.errors import UserError
-from gpusim.examples import EXAMPLES, build_example
-from gpusim.hardware import load_spec
-from gpusim.progress import progress
-from gpusim.scoring import Scorer
-from gpusim.search import greedy, search
+from gpusim.util.atomic import atomic_write
+from gpusim.capture.tracing import capture_full
+from gpusim.util.errors import UserError
+from gpusim.models.examples import EXAMPLES, build_example
+from gpusim.hw.spec import load_spec
+from gpusim.util.progress import progress
+from gpusim.fusion.scoring import Scorer
+from gpusim.fusion.search import greedy, search
 from validation import measure
 from validation.records import append_record, read_records
 

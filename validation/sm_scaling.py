@@ -28,7 +28,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gpusim.atomic import atomic_write
+from gpusim.util.atomic import atomic_write
 from validation import measure
 
 

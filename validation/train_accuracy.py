@@ -5,7 +5,7 @@
 
 Reads ``<results>/<gpu>/train.jsonl.gz`` (written by ``validation.train_run``: one row per
 measured step, ``kind == "train_step"``), rebuilds each eager case's step with
-:func:`gpusim.step.standard_step` (the same model, sizes, optimizer and loss as
+:func:`gpusim.predict.step.standard_step` (the same model, sizes, optimizer and loss as
 ``validation/train_step.py``) on ``meta`` tensors, predicts it on that GPU's spec, and
 compares per phase (forward, backward, optimizer): kernel count and the sum of kernel times
 (``phases[ph].kernel_count`` / ``kernel_sum_us``), the whole step's kernel time
@@ -41,15 +41,15 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 def amp_supported() -> bool:
     """Whether this gpusim's standard step takes an autocast dtype."""
-    from gpusim.step import standard_step
+    from gpusim.predict.step import standard_step
     return "amp" in inspect.signature(standard_step).parameters
 
 
 def predict_row(rec: dict, gpu: str) -> dict:
     """gpusim's figures for the case of record ``rec`` on ``gpu``."""
     from gpusim import predict
-    from gpusim.hardware import spec_for
-    from gpusim.step import standard_step
+    from gpusim.hw.spec import spec_for
+    from gpusim.predict.step import standard_step
     kw = {"amp": rec.get("amp")} if rec.get("amp") else {}
     fn, args = standard_step(rec["model"], "float32", rec["sizes"], rec["optimizer"], **kw)
     # the GPU's calibrated spec where one exists (the training classes' figures live there:

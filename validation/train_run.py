@@ -1,4 +1,4 @@
-"""Measure training steps of zoo models (``gpusim.zoo``) on the CUDA GPU at hand.
+"""Measure training steps of zoo models (``gpusim.models.zoo``) on the CUDA GPU at hand.
 
 ``python3 -m validation.train_run --out FILE.jsonl.gz [--cases PATTERNS] [--tiers 0,1,..]
 [--deadline-s N] [--case-timeout-s N] [--compiled-reserve-s N] [--skip-done FILE]
@@ -15,7 +15,7 @@ counters::
     (scaler.scale(loss) if scaler else loss).backward()        # phase "backward"
     scaler.step(opt); scaler.update()  /  opt.step()           # phase "optimizer"
 
-The model is ``gpusim.zoo.build(model, device="cuda", dtype=float32, **sizes)`` (random
+The model is ``gpusim.models.zoo.build(model, device="cuda", dtype=float32, **sizes)`` (random
 weights, fp32: AMP keeps fp32 weights) put in ``train()`` mode (dropout and batch norm in
 their training behaviour); its inputs are ``build``'s. Precisions: ``fp32`` (TF32 and
 cuDNN flags at PyTorch's defaults, recorded in ``flags``), ``bf16`` (autocast bfloat16),
@@ -354,7 +354,7 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda", zoo_mod=None,
     returns ``{"done", "failed", "not_reached"}``."""
     import torch
     if zoo_mod is None:
-        from gpusim import zoo as zoo_mod
+        from gpusim.models import zoo as zoo_mod
     t_start = t_start or time.time()
     deadline = t_start + (deadline_s if deadline_s else 1e12)
     cache = ModelCache(int(cache_gb * (1 << 30)))
@@ -415,7 +415,7 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda", zoo_mod=None,
 def summarize(rows) -> str:
     """A short text report of training records: counts, the failures by reason, and a
     table of the bf16 AdamW and compiled cases (kernels per phase, sums, walls, peaks)."""
-    from gpusim.fmt import table
+    from gpusim.util.fmt import table
 
     from validation.records import failure_lines
     ok = [r for r in rows if not r.get("failed") and "phases" in r]
@@ -475,7 +475,7 @@ def main(argv=None) -> int:
         from validation.records import read_records
         print(summarize(read_records(a.out)))
         return 0
-    from gpusim import zoo as zoo_mod
+    from gpusim.models import zoo as zoo_mod
     patterns = [p for p in a.cases.split(",") if p] if a.cases else None
     cases = plan_cases(zoo_mod, patterns=patterns, compiled=() if a.no_compiled else COMPILED)
     if a.tiers:

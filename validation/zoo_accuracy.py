@@ -3,7 +3,7 @@
 Zoo records (``validation/results/<gpu>/zoo.jsonl.gz``, one row per case, written by
 :mod:`validation.zoo_run` on a real GPU) hold what ran: the profiler's kernel list,
 kernel sum, wall time and memory per case. The graph is re-captured here from the zoo
-entry (``gpusim.zoo.build`` on meta tensors: the same model, sizes and dtype), so a change
+entry (``gpusim.models.zoo.build`` on meta tensors: the same model, sizes and dtype), so a change
 to capture or lowering shows in the figures. No zoo record is used to fit anything: every
 parameter comes from calibration microbenchmarks, so every figure here is held-out.
 
@@ -14,7 +14,7 @@ the kernel count, per run (eager, compiled), summarised by family. End to end
 so each record is predicted with its own lease's host figures): torch.compile and
 ``mode="reduce-overhead"`` runs, and the eager run measured beside each compiled one
 (``eager_same_lease``), the model's Python priced from capture's counts by the lease's
-host profile (:func:`gpusim.host.python_us`). Memory
+host profile (:func:`gpusim.hw.host.python_us`). Memory
 (:func:`memory_rows`, :func:`memory_summary`): the activation peak above the pre-call
 baseline against ``torch.cuda.max_memory_allocated()`` of the measured call (cache emptied
 before it, output held); reserved memory is scored on fresh-process records
@@ -31,9 +31,9 @@ import os
 
 import numpy as np
 
-from gpusim.hardware import calibrated_name, datasheet_name, load_spec, transfer_spec
-from gpusim.host import load_host
-from gpusim.predict import predict
+from gpusim.hw.spec import calibrated_name, datasheet_name, load_spec, transfer_spec
+from gpusim.hw.host import load_host
+from gpusim.predict.pipeline import predict
 from validation.records import load_zoo_records, record_graph, zoo_available  # noqa: F401
 from validation.stats import FAMILIES, RUNS, _cell, _stats, ape, by_run_family  # noqa: F401
 
@@ -87,7 +87,7 @@ def lease_setup(spec, path: str):
     machine kind's (``hosts/<datasheet>-host.toml``, the GPU being ``path``'s results
     folder), as it was the calibrated spec's before host profiles were apart."""
     import tomllib
-    from gpusim.host import FIELDS, host_names
+    from gpusim.hw.host import FIELDS, host_names
     with open(path, "rb") as f:
         gpu = tomllib.load(f).get("gpu") or {}
     busy = (gpu.get("stream_busy_factor") or {}).get("value")
@@ -165,7 +165,7 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
     what the host's drift within the lease costs), and without the factor
     (``pred_flat_us``: tight-loop figures alone). The model's Python is priced from
     capture's counts by the lease's host profile."""
-    from gpusim import zoo            # optional extra
+    from gpusim.models import zoo            # optional extra
     from validation.reference_forwards import forward_factor, reference_predictions
     rows = []
     for toml, walls in host_leases(results_dir, gpu):
@@ -316,8 +316,8 @@ def memory_rows(records: list[dict], spec=None) -> list[dict]:
     """One row per record with measured memory: predicted and measured activation peak
     (allocated) and the weights. The GPU ``spec`` matters to compiled runs
     only (Inductor's ``pad_mm`` copies and channels-last copies are buffers too)."""
-    from gpusim.lower import lower
-    from gpusim.memory import simulate_memory
+    from gpusim.lower.lowering import lower
+    from gpusim.sim.memory import simulate_memory
     rows = []
     for r in records:
         m = r.get("memory") or {}
@@ -471,7 +471,7 @@ def zoo_markdown(rep: dict) -> str:
     mem = {gpu: e["memory"] for gpu, e in rep.items() if e.get("memory")}
     if mem:
         lines += ["", "Memory: activation peak above weights and inputs, predicted vs "
-                  "`torch.cuda.max_memory_allocated()` of the measured call (gpusim.memory; "
+                  "`torch.cuda.max_memory_allocated()` of the measured call (gpusim.sim.memory; "
                   "absolute error):", "", memory_markdown(mem)]
         if any(e.get("memtracker") for e in mem.values()):
             lines += ["", "PyTorch's MemTracker (FakeTensorMode) on the same eager cases "

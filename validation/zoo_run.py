@@ -1,4 +1,4 @@
-"""Measure the model zoo (``gpusim.zoo``) on the CUDA GPU at hand.
+"""Measure the model zoo (``gpusim.models.zoo``) on the CUDA GPU at hand.
 
 ``python3 -m validation.zoo_run --out FILE.jsonl.gz [--cases PATTERNS] [--deadline-s N]
 [--compiled NAMES] [--compiled-reserve-s N] [--skip-done FILE.jsonl.gz] [--amp main|bf16|fp16]``
@@ -19,7 +19,7 @@ synchronisations). A failing case writes ``failed: "<reason>"`` and the run goes
 deadline stops starting new cases. Cases run most valuable first: every model's large case
 in its main dtype, then batch 1, then the other dtypes, then channels_last, compiled last
 (or, with ``--compiled-reserve-s``, from that many seconds before the deadline).
-``--holdout`` runs the held-out models (``gpusim.zoo.HOLDOUT``) instead, compiled
+``--holdout`` runs the held-out models (``gpusim.models.zoo.HOLDOUT``) instead, compiled
 ``HOLDOUT_COMPILED``.
 
 ``--amp`` plans AMP cases instead (run set ``zoo_amp.jsonl.gz``): the fp32 model under
@@ -225,9 +225,9 @@ def autocast_call(fn, amp: str | None, device: str):
 # ------------------------------------------------------------------------ inputs
 def make_inputs(entry, module, sizes, device, dtype, channels_last, zoo_mod=None):
     """The inputs ``zoo.build`` makes for ``sizes``, for an already built module
-    (``zoo_mod``: a module with ``inputs`` like :mod:`gpusim.zoo`'s, the default)."""
+    (``zoo_mod``: a module with ``inputs`` like :mod:`gpusim.models.zoo`'s, the default)."""
     if zoo_mod is None or not hasattr(zoo_mod, "inputs"):
-        from gpusim import zoo as zoo_mod
+        from gpusim.models import zoo as zoo_mod
     return zoo_mod.inputs(entry.name, module, device=device, dtype=dtype,
                           channels_last=channels_last, **sizes)
 
@@ -460,12 +460,12 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
 def autocast(fn, amp):
     """``fn`` called under ``torch.autocast("cuda", dtype)`` for an AMP case (``amp``
     ``"bf16"``/``"fp16"``), as timm's benchmark calls its model; ``fn`` itself otherwise.
-    One definition of the dtypes: :data:`gpusim.amp.AMP_DTYPES`."""
+    One definition of the dtypes: :data:`gpusim.capture.amp.AMP_DTYPES`."""
     if not amp:
         return fn
     import torch
 
-    from gpusim.amp import AMP_DTYPES
+    from gpusim.capture.amp import AMP_DTYPES
     dtype = AMP_DTYPES[amp]
 
     def run_autocast(*a):
@@ -505,7 +505,7 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda",
         cache_gb=24.0, zoo_mod=None, t_start=None, warm_only=False):
     import torch
     if zoo_mod is None:
-        from gpusim import zoo as zoo_mod
+        from gpusim.models import zoo as zoo_mod
     t_start = t_start or time.time()
     deadline = t_start + (deadline_s if deadline_s else 1e12)
     cache = ModelCache(int(cache_gb * (1 << 30)))
@@ -587,7 +587,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-gb", type=float, default=24.0)
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
     ap.add_argument("--holdout", action="store_true",
-                    help="the held-out models (gpusim.zoo.HOLDOUT) instead of the zoo; "
+                    help="the held-out models (gpusim.models.zoo.HOLDOUT) instead of the zoo; "
                          "--compiled defaults to HOLDOUT_COMPILED")
     ap.add_argument("--amp", default=None, choices=("main", "bf16", "fp16"),
                     help="plan AMP cases instead (fp32 model under torch.autocast; 'main': "
@@ -596,7 +596,7 @@ def main(argv=None) -> int:
                     help="tiny sizes on the CPU: exercises the record code paths, no timings")
     a = ap.parse_args(argv)
     t_start = time.time()
-    from gpusim import zoo as zoo_mod
+    from gpusim.models import zoo as zoo_mod
     models = zoo_mod.HOLDOUT if a.holdout else zoo_mod.ZOO
     if a.compiled is None:
         a.compiled = ",".join(HOLDOUT_COMPILED if a.holdout else DEFAULT_COMPILED)

@@ -1,0 +1,64 @@
+"""What every capture path shares: the error a failed trace raises, the traced result, and the
+fake-tensor plumbing (flattening inputs, silencing torch's fake-tensor logger, one line for a failure)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from gpusim.graph.opgraph import OpGraph
+from gpusim.util.errors import GpusimError
+
+
+class CaptureError(GpusimError):
+    """The model could not be traced; the message says why and what to do."""
+
+
+@dataclass
+class Captured:
+    """The result of tracing: the FX graph (runnable), its flat inputs, and the OpGraph."""
+
+    gm: "torch.fx.GraphModule"
+    flat_inputs: list
+    input_names: list[str]
+    graph: OpGraph
+    seconds: float
+
+
+def _flatten_tensors(x, out):
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _flatten_tensors(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _flatten_tensors(y, out)
+    return out
+
+
+def _quiet_fake_tensor_logger():
+    """Silence torch's fake-tensor logger while tracing (it prints a whole traceback for
+    errors that capture turns into one line); returns the function that restores it."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    return lambda: log.setLevel(level)
+
+
+def _explain_trace_failure(e: Exception) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    name = type(e).__name__
+    data_dep = ("DataDependent" in name or "data-dependent" in str(e).lower()
+                or "data dependent" in str(e).lower() or "item()" in str(e)
+                or "GuardOnDataDependent" in str(e) or "nonzero" in str(e))
+    if data_dep:
+        return ("the model has data-dependent output shapes or uses a tensor's value as a "
+                "number (" + msg[:160] + "); gpusim traces on fake tensors without data: "
+                "boolean checks such as `if mask.all():` are answered as eager would typically "
+                "take them, but sizes from .item(), .nonzero() and boolean-mask indexing are "
+                "unknown; use fixed sizes or torch.where")
+    return (f"could not trace the model: {name}: {msg[:200]}; check that it runs on the "
+            "example args (shapes, dtypes, devices) and has no data-dependent control flow")

@@ -1,0 +1,199 @@
+"""The FX-to-OpGraph node builders capture uses: tensor metadata, host syncs and copies,
+views, conv layout and attention facts (:func:`gpusim.capture.tracing.fx_to_opgraph`)."""
+
+from __future__ import annotations
+
+import torch
+
+from gpusim.graph import ops
+
+
+def _dtype_name(dt) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def _meta(t) -> ops.TensorMeta:
+    return ops.TensorMeta(tuple(int(s) for s in t.shape), _dtype_name(t.dtype),
+                          t.element_size(), tuple(int(s) for s in t.stride()))
+
+
+def _storage_key(t):
+    try:
+        return t.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 - sparse/odd tensors have no storage
+        return None
+
+
+def _add_sync(g, name, opname, src, vals, inplace_writer):
+    """A host read of a device value (``.item()``, ``bool(t)``): a device-to-host copy of
+    one element that the host waits for. Kind ``other``: it never fuses."""
+    t = vals.get(src.name)
+    if not isinstance(t, torch.Tensor):
+        return
+    m = _meta(t)
+    est = ops.estimate(ops.OpCtx(opname, [m], [], (m,), {}))
+    base = inplace_writer.get(_storage_key(t)) or g.nodes[src.name]["base"]
+    reads_op = g.nodes[base]["op"]
+    g.add_node(name, op=opname, kind=est["kind"], shape=(), dtype=_dtype_name(t.dtype),
+               flops=est["flops"], bytes_read=float(m.itemsize),
+               bytes_written=est["bytes_written"], inputs=[src.name], base=name,
+               is_output=False, unmodelled=est["unmodelled"], reads={base: m.itemsize},
+               gemm=None, contiguous=True, sync={"reads": base, "reads_op": reads_op})
+    g.add_edge(src.name, name, bytes=m.itemsize)
+    if base != src.name:
+        g.add_edge(base, name, bytes=m.itemsize)
+
+
+#: conversions that copy a host tensor to the device when their output lives there
+_H2D_CONVERSIONS = ("to", "_to_copy", "type_as", "copy_", "copy")
+
+
+def _add_h2d(g, const: str, t) -> None:
+    """A tensor constant on the compute device (``torch.tensor(x, device=...)`` inside
+    the forward, traced as a constant): eager builds it on the host and copies it over
+    with a stream sync every call (GPT-Neo's per-layer ``torch.tensor(finfo.min)``: 13
+    of its 14 syncs in the H100 profile). A sync node after the constant, where the
+    program first uses it; torch.compile makes it a graph constant (no node)."""
+    b = float(t.numel() * t.element_size())
+    g.add_node(f"{const}_h2d", op=ops.H2D_COPY, kind="other", shape=(),
+               dtype=_dtype_name(t.dtype), flops=0.0, bytes_read=b, bytes_written=b,
+               inputs=[const], base=f"{const}_h2d", is_output=False, unmodelled=False,
+               reads={const: b}, gemm=None, contiguous=True,
+               sync={"reads": const, "reads_op": "a tensor copied from the host"})
+    g.add_edge(const, f"{const}_h2d", bytes=b)
+
+
+def _conv_layout(in_tensors) -> str:
+    """``"nhwc"`` when cuDNN runs the conv channels-last (PyTorch's rule: the input or the
+    weight suggests channels_last), else ``"nchw"``."""
+    def cl(t):
+        if t.dim() not in (4, 5):
+            return False
+        try:
+            from torch._prims_common import suggest_memory_format
+            return suggest_memory_format(t) in (torch.channels_last, torch.channels_last_3d)
+        except Exception:  # noqa: BLE001 - older torch: stride test
+            fmt = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+            return t.is_contiguous(memory_format=fmt) and not t.is_contiguous()
+    return "nhwc" if any(cl(t) for t in in_tensors[:2]) else "nchw"
+
+
+def _sdpa_facts(ctx) -> dict:
+    """What chooses an attention kernel: mask given (and its dtype), causal, dropout,
+    head dims, sequence lengths, heads (grouped-query heads when K/V have fewer)."""
+    bwd = ops.packet_name(ctx.name).endswith("_backward")    # (grad_out, q, k, v, ...)
+    q, k, v = ctx.ins[bwd], ctx.ins[bwd + 1], ctx.ins[bwd + 2]
+    fused = ops.packet_name(ctx.name) == "scaled_dot_product_attention"
+    mask = ctx.arg(3, "attn_mask") if fused else ctx.kwargs.get("attn_bias")
+    mask = mask if isinstance(mask, ops.TensorMeta) else None
+    return {"mask": mask is not None, "mask_dtype": mask.dtype if mask else None,
+            "mask_shape": tuple(mask.shape) if mask else None,
+            "is_causal": bool(ctx.arg(5, "is_causal", False)) if fused
+            else bool(ctx.arg(11, "is_causal", False)) if bwd else bool(ctx.kwargs.get("is_causal", False)),
+            "dropout": float(ctx.arg(4, "dropout_p", 0.0) or 0.0) if fused else 0.0,
+            "scale": ctx.kwargs.get("scale"),
+            "enable_gqa": bool(ctx.kwargs.get("enable_gqa", False)),
+            "head_dim": int(q.shape[-1]), "head_dim_v": int(v.shape[-1]),
+            "q_len": int(q.shape[-2]), "kv_len": int(k.shape[-2]),
+            "heads": int(q.shape[-3]) if len(q.shape) >= 3 else 1,
+            "kv_heads": int(k.shape[-3]) if len(k.shape) >= 3 else 1, "dtype": q.dtype}
+
+
+def _attention_heads_swap(g, name: str) -> bool:
+    """Whether node ``name`` is a transpose of an attention output's heads and sequence
+    dims (a view of [B, H, S, D] as [B, S, H, D])."""
+    a = g.nodes.get(name)
+    if a is None or a["kind"] != "view" or ops.packet_name(a["op"]) not in ("transpose", "permute"):
+        return False
+    base = g.nodes.get(a["base"])
+    return base is not None and base["kind"] == "attention"
+
+
+def _plain(t, out) -> bool:
+    """An operand ATen can stream with vector loads: a 0-dim scalar, contiguous at the output's
+    shape, or on CUDA traces (:mod:`gpusim.capture.amp`) dense with its strides (TensorIterator permutes
+    cuDNN's channels-last outputs; meta traces keep the rule the zoo figures are scored with)."""
+    if t.dim() == 0:
+        return True
+    try:
+        from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+        return tuple(t.shape) == tuple(out.shape) and (
+            bool(t.is_contiguous() and out.is_contiguous()) or (out.device.type == "cuda" and
+            tuple(t.stride()) == tuple(out.stride()) and dense(t)))
+    except Exception:  # noqa: BLE001 - odd tensor subclasses: assume the slow path
+        return False
+
+
+def _permuted(t, out) -> bool:
+    """An operand ATen reads across the output's layout: a dense tensor of the output's
+    elements whose unit-stride dim is not the output's, so one side of every warp's
+    accesses is uncoalesced (a ViT's transposed residual stream added to a contiguous
+    branch; ``.contiguous()`` or a reshape of a transpose). Permutations that keep the
+    innermost dim (heads and tokens swapped over a contiguous head dim) coalesce."""
+    if t.dim() == 0 or t.numel() != out.numel() or t.numel() < 2:
+        return False
+    try:
+        from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+        if not dense(t):
+            return False
+        if tuple(t.shape) != tuple(out.shape):
+            # a reshape that had to copy: the input read in its own order, written contiguous
+            return out.is_contiguous() and _unit_dim(t) != t.dim() - 1
+        return _unit_dim(t) != _unit_dim(out)
+    except Exception:  # noqa: BLE001 - odd tensor subclasses: not known to permute
+        return False
+
+
+def _unit_dim(t) -> int | None:
+    """The dim of size > 1 whose stride is 1 (None: none)."""
+    return next((d for d in range(t.dim()) if t.shape[d] > 1 and t.stride(d) == 1), None)
+
+
+def _cat_copies(in_tensors, out) -> list:
+    """ATen's ``cat`` runs one batched kernel over contiguous inputs of the output's dtype;
+    otherwise it copies each input into its slice of the output (``cat_out_cuda``: a strided
+    ``copy_`` per input; RoPE's ``stack`` of two strided halves, a class token concatenated
+    to the rotated tokens): the bytes each such copy reads and writes, or [] for the one
+    kernel."""
+    if all(t.is_contiguous() and t.dtype == out.dtype for t in in_tensors):
+        return []
+    return [float(t.numel() * (t.element_size() + out.element_size())) for t in in_tensors
+            if t.numel()]
+
+
+def _casts(in_tensors, out) -> bool:
+    """Whether ATen's elementwise kernel casts on the fly (TensorIterator's dynamic
+    casting): a tensor operand of another dtype than the output (an fp16 branch added to
+    an fp32 residual under autocast); 0-dim operands are scalars and a ``where``'s boolean
+    condition is read as it is, not cast (broad records: ``where`` runs the no-cast kernel)."""
+    return any(t.dim() > 0 and t.dtype != out.dtype and t.dtype != torch.bool for t in in_tensors)
+
+
+def _add_view(g, name, opname, val, src, base):
+    shape = tuple(int(s) for s in val.shape) if isinstance(val, torch.Tensor) else None
+    dtype = _dtype_name(val.dtype) if isinstance(val, torch.Tensor) else g.nodes[src]["dtype"]
+    g.add_node(name, op=opname, kind="view", shape=shape, dtype=dtype, flops=0,
+               bytes_read=0, bytes_written=0, inputs=[src], base=base, is_output=False,
+               unmodelled=False, reads={})
+    g.add_edge(src, name, bytes=0)
+
+
+def _add_input_like(g, name, opname, val):
+    """A free op with no tensor input (``empty``): a fresh buffer, no kernel."""
+    g.add_node(name, op=opname, kind="input", shape=tuple(int(s) for s in val.shape),
+               dtype=_dtype_name(val.dtype), flops=0, bytes_read=0, bytes_written=0,
+               inputs=[], base=name, is_output=False, unmodelled=False, reads={},
+               label=f"alloc:{opname}")
+
+
+def _flatten_nodes(x, out=None):
+    out = [] if out is None else out
+    if isinstance(x, torch.fx.Node):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _flatten_nodes(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _flatten_nodes(y, out)
+    return out

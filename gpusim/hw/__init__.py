@@ -1,0 +1,1 @@
+"""Hardware as data: GPU spec files (:mod:`.spec`), the architecture table of each generation (:mod:`.arch`) and the host profiles that issue the work (:mod:`.host`). Every figure carries its provenance."""

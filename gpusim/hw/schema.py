@@ -1,0 +1,158 @@
+"""The schema of a GPU spec file: its sections and figures, the sources a figure may cite, and the
+error a bad file raises. Read by the loader (:mod:`gpusim.hw.spec`), the architecture table
+(:mod:`gpusim.hw.arch`) and the writer (:mod:`gpusim.hw.spec_io`)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from gpusim.util.errors import GpusimError
+
+ALIASES = {"a100": "a100-sxm4-80gb", "v100": "v100-sxm2-16gb", "h100": "h100-sxm",
+           "h200": "h200-sxm", "a100-40gb": "a100-sxm4-40gb", "a100-80gb": "a100-sxm4-80gb",
+           "v100-16gb": "v100-sxm2-16gb", "v100-32gb": "v100-sxm2-32gb", "a6000": "rtx-a6000",
+           "3090": "rtx3090", "3090ti": "rtx3090ti", "4090": "rtx4090"}
+UNITS = ("fp64", "fp32", "tf32_tc", "fp16_tc", "bf16_tc")
+REQUIRED_UNITS = ("fp64", "fp32", "fp16_tc")
+
+MEMORY = ("bandwidth_gbs", "capacity_gib", "l2_mib")
+COMPUTE = ("sm_count", "boost_clock_mhz", "smem_per_sm_kib", "registers_per_sm")
+MODEL = ("mem_efficiency", "l2_bandwidth_gbs", "l2_resident_fraction", "kernel_fixed_us",
+         "kernel_min_us", "cuda_core_efficiency", "matmul_efficiency", "matmul_tile_m",
+         "matmul_tile_n")
+# Optional [model] fields: effects of eager PyTorch's own (ATen) kernels and floors by
+# kernel class, measured by `gpusim calibrate`. A spec without them predicts as if
+# those kernels were as good as a plain copy (fraction 1) with the common floor.
+#: backward kernels' time over their forward law's (gpusim.cost.kernel.BACKWARD_SCALES)
+BACKWARD_SCALE_FIGURES = ("conv_backward_scale", "conv_backward_scale_16bit", "conv_backward_scale_1x1",
+                          "conv_backward_scale_1x1_16bit", "depthwise_dgrad_scale",
+                          "depthwise_wgrad_scale", "depthwise_wgrad_scale_16bit",
+                          "depthwise_aten_dgrad_scale", "depthwise_aten_wgrad_scale",
+                          "gemm_backward_scale")
+OPTIONAL_MODEL = ("aten_strided_efficiency", "aten_strided_efficiency_16bit",
+                  "aten_reduction_efficiency", "aten_norm_efficiency",
+                  "aten_norm_efficiency_16bit", "reduction_min_us", "gemm_min_us",
+                  "layout_transform_efficiency", "bn_eval_efficiency",
+                  "depthwise_aten_efficiency", "matmul_align1_efficiency",
+                  "attention_fp32_efficiency", "bn_eval_efficiency_16bit",
+                  "conv_efficiency_scale", "conv_min_us", "conv_stem_us", "conv_stem_tflops",
+                  "matmul_align2_efficiency", "gemm_eager_min_us", "gemm_mem_efficiency",
+                  "attention_efficiency", "attention_mask_efficiency", "attention_min_us",
+                  "gemv_fp32_efficiency", "conv_simt_efficiency", "mta_efficiency",
+                  "matmul_tc_efficiency",
+                  "bn_train_efficiency", "bn_train_efficiency_16bit",
+                  "bn_backward_efficiency", "bn_backward_efficiency_16bit",
+                  "bn_native_train_efficiency", "bn_native_backward_efficiency",
+                  "bn_train_channel_us", "bn_train_channel_us_16bit", "bn_backward_channel_us",
+                  "bn_backward_channel_us_16bit", "bn_native_train_channel_us",
+                  "bn_native_backward_channel_us", "mta_launch_us", "column_sum_efficiency",
+                  "column_sum_us") + BACKWARD_SCALE_FIGURES
+FRACTIONS = ("mem_efficiency", "l2_resident_fraction", "cuda_core_efficiency",
+             "matmul_efficiency", "aten_strided_efficiency", "aten_strided_efficiency_16bit",
+             "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit")
+#: kernel-class figures that are fractions of a datasheet peak (a kernel cannot beat it)
+FRACTIONS += ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
+              "depthwise_aten_efficiency", "depthwise_efficiency", "depthwise_efficiency_16bit",
+              "matmul_align1_efficiency", "matmul_align2_efficiency", "attention_fp32_efficiency",
+              "gemm_mem_efficiency", "gemv_fp32_efficiency", "attention_efficiency",
+              "attention_mask_efficiency", "conv_simt_efficiency", "mta_efficiency",
+              "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
+              "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
+              "bn_native_backward_efficiency", "column_sum_efficiency")
+#: matmul_tc_efficiency is not one: GeForce datasheets state the tensor peak at the rated
+#: boost clock, which those cards run above under load while power allows (an RTX 3090's
+#: published torch.matmul reaches 75.6 TFLOP/s against the 71 its datasheet gives), so
+#: large GEMMs may reach more than the datasheet peak; it is bounded by OVER_PEAK instead
+OVER_PEAK = {"matmul_tc_efficiency": 1.25}
+INTS = ("sm_count", "registers_per_sm", "matmul_tile_m", "matmul_tile_n", "attention_tile_q",
+        "attention_tile_kv")
+SECTIONS = {"memory": MEMORY, "compute": COMPUTE, "model": MODEL}
+
+
+class SpecError(GpusimError):
+    """A spec that cannot be found or is malformed; one line naming file and field."""
+
+
+# CNN/ViT kernel classes (gpusim.lower.dispatch, fitted from the sweeps' cnn and norms points)
+# The GPU's steady state: wall of a stream kept full over its profiled kernel sum. A GPU
+# figure (gaps between kernels on the device, clocks under sustained load), not a host's:
+# no CPU issues work inside a CUDA graph replay, so it stays in the GPU spec.
+LEASE_MODEL = ("stream_busy_factor",)
+OPTIONAL_MODEL += LEASE_MODEL
+OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
+                   "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",
+                   "weight_transform_us", "layer_norm_row_ns", "layer_norm_row_ns_16bit")
+#: the query and key/value tile of the GPU's 16-bit fused attention kernel (cuDNN's
+#: ``..._64x128x64_...``): a sequence is computed in whole tiles
+OPTIONAL_MODEL += ("attention_tile_q", "attention_tile_kv")
+#: the eager kernel-class figures validation/fit_dispatch.py fits on one GPU's sweep: a
+#: GPU's own, or None (gpusim.cost.kernel's neutral law for the class); never another GPU's
+CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
+                 "depthwise_aten_efficiency", "depthwise_us", "depthwise_tap_us",
+                 "depthwise_efficiency", "depthwise_us_16bit", "depthwise_tap_us_16bit",
+                 "depthwise_efficiency_16bit", "weight_transform_us", "layer_norm_row_ns",
+                 "layer_norm_row_ns_16bit", "matmul_align1_efficiency", "matmul_align2_efficiency",
+                 "attention_fp32_efficiency", "conv_efficiency_scale", "conv_min_us", "conv_stem_us",
+                 "conv_stem_tflops", "gemm_eager_min_us", "gemm_mem_efficiency",
+                 "gemv_fp32_efficiency", "attention_efficiency", "attention_mask_efficiency",
+                 "attention_min_us", "conv_simt_efficiency")
+#: the training kernel classes validation/fit_train.py fits on one GPU's training-step
+#: records (validation/results/<gpu>/train.jsonl.gz), not on a microbenchmark sweep: kept
+#: out of CLASS_FIGURES' every-calibrated-spec check because only the H100 has training
+#: records; a GPU without one (the H200) prices the class by its neutral law
+TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_16bit", "bn_backward_efficiency",
+                 "bn_backward_efficiency_16bit", "bn_native_train_efficiency",
+                 "bn_native_backward_efficiency", "bn_train_channel_us", "bn_train_channel_us_16bit",
+                 "bn_backward_channel_us", "bn_backward_channel_us_16bit",
+                 "bn_native_train_channel_us", "bn_native_backward_channel_us", "mta_launch_us",
+                 "column_sum_efficiency", "column_sum_us") + BACKWARD_SCALE_FIGURES
+#: ATen's elementwise paths and pooling kernels as the broad sample ran them, fitted by
+#: validation/fit_broad.py on one GPU's broad AMP records
+#: (validation/results/<gpu>/broad.jsonl.gz), so, like TRAIN_FIGURES, outside CLASS_FIGURES:
+#: a GPU without them prices the class by its old law (gpusim.cost.kernel.aten_fraction, the
+#: reduction stream). Fractions of a copy's bandwidth; pool rates in G outputs/s.
+BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
+                 "aten_permuted_efficiency", "aten_permuted_efficiency_16bit",
+                 "pool_output_rate", "pool_output_rate_nhwc",
+                 "depthwise_aten_output_rate_fp16", "depthwise_aten_tap_rate_fp16",
+                 "depthwise_nchw_plane_tap_ps_fp16", "depthwise_nchw_output_ps_fp16",
+                 "depthwise_nchw_output_tap_ps_fp16")
+OPTIONAL_MODEL += BROAD_FIGURES
+FRACTIONS += BROAD_FIGURES[:4]
+#: eval batch norm's parallelism (gpusim.cost.kernel.bn_eval_law), fitted by validation/fit_bn.py
+#: on one GPU's ``bn`` sweep (validation/sweeps/<gpu>-bn.json): SM-cycles per NCHW plane
+#: (over all SMs) and per element of one plane (one block), cycles per element of one
+#: image of cuDNN's channels-last fp32 kernel, and the channels-last kernels' floors (us)
+BN_EVAL_FIGURES = ("bn_plane_cycles", "bn_plane_element_cycles", "bn_nhwc_image_cycles",
+                   "bn_nhwc_min_us", "bn_cl_min_us")
+OPTIONAL_MODEL += BN_EVAL_FIGURES
+#: where a figure comes from. measured: ref names the GPU, date and command or record;
+#: derived: the rule and its inputs; assumed: the assumption and its uncertainty
+SOURCES = ("datasheet", "measured", "derived", "assumed")
+#: a plain number in a user's own spec file (builtin specs must say where each came from)
+USER_SOURCE = "user"
+
+
+
+def builtin_dir() -> Path:
+    here = Path(__file__).resolve().parents[2] / "hwspecs"
+    if here.is_dir() and any(here.glob("*.toml")):
+        return here
+    from importlib.resources import files
+    return Path(str(files("gpusim.hwspecs")))
+
+
+
+def read_toml(path: Path, error=None) -> dict:
+    """A data file's TOML document; unreadable or invalid files are one-line ``error``s
+    (a GPU spec's :class:`SpecError`, a host profile's ``HostError``)."""
+    error = error or SpecError
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path}: not valid TOML ({e})") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror})") from None
+

@@ -1,0 +1,306 @@
+"""Lower: the one answer to "which kernels run" for a graph and a mode.
+
+Every consumer — :func:`gpusim.predict`, :func:`gpusim.search` (its eager, torch.compile
+and best-partition rows), :func:`gpusim.whatif`, the partition scorer, the memory model
+and ``validation/accuracy`` — calls :func:`lower`; nothing re-derives the kernel list.
+
+Modes (the runtime that issues the kernels):
+
+``eager``      PyTorch's own dispatch, op by op: one ATen or library kernel per compute op
+               (cuBLAS/cuDNN/attention for GEMM-like ops).
+``compiled``   ``torch.compile`` in its default mode: Inductor's inlining, realisation and
+               fusion rules (:mod:`gpusim.lower.inductor`) give its Triton kernels; GEMMs,
+               convolutions and attention stay extern library kernels — it fuses no
+               epilogue into cuBLAS or cuDNN and does not concatenate sibling matmuls
+               (that takes ``max_autotune`` templates).
+``cudagraph``  the compiled kernels replayed as one CUDA graph
+               (``torch.compile(mode="reduce-overhead")``).
+
+A ``partition`` (groups of compute nodes chosen by a user or the search) replaces the
+runtime's own grouping; the runtime still realises it: under ``compiled``/``cudagraph``
+a group's GEMM runs as its extern kernel and the rest as one generated kernel; under
+``eager`` a group is one hand-fused kernel launched from eager PyTorch (a single op stays
+ATen's own kernel).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dataclasses import dataclass
+
+from gpusim.cost.kernel import estimate_kernel, group_io
+from gpusim.lower.dispatch import (attention_variant, conv_info, conv_kernels, eager_kernels, gemm_variant,
+                       nhwc_conv_kernels)
+from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, kernel_order
+from gpusim.lower.inductor import (conv_has_bias, decompose_norms, inductor_groups, pad_mm_operands,
+                       split_reduction)
+from gpusim.lower.legality import check_partition
+from gpusim.lower.partition import Partition
+from gpusim.sim.timeline import check_mode
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel that runs: the compute nodes it computes and who wrote it.
+
+    ``impl``: ``"aten"`` (eager PyTorch's own elementwise/reduction/norm kernels),
+    ``"library"`` (cuBLAS, cuDNN, attention kernels), ``"generated"`` (Inductor's
+    Triton kernels, or a hand-fused kernel of a partition). ``region_inputs``: set when
+    the kernel opens a separately compiled region (how the validation harness executes
+    a partition): the region's tensor inputs, each checked on entry.
+    """
+
+    ops: tuple[str, ...]
+    impl: str
+    region_inputs: int | None = None
+    role: str = "main"        # "main" computes ops; "aux" is a library's helper kernel
+    variant: str = ""         # kernel class of an eager library kernel (gpusim.lower.dispatch)
+    bytes: float = 0.0        # for an aux kernel: bytes it reads plus writes
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """The kernels of one graph in one mode, in the order the GPU runs them."""
+
+    graph: OpGraph
+    mode: str
+    kernels: tuple[Kernel, ...]
+    partition: Partition | None = None
+
+    @property
+    def groups(self) -> list[list[str]]:
+        """The member nodes of each main kernel (aux kernels compute no node)."""
+        return [list(k.ops) for k in self.kernels if k.role == "main"]
+
+
+def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None = None) -> list[Kernel]:
+    """The kernels one group of compute nodes becomes under ``mode``'s runtime. A single
+    op in eager mode is what ATen dispatches (:func:`gpusim.lower.dispatch.eager_kernels`:
+    library kernels and their helpers, which depend on the GPU ``spec``)."""
+    group = list(group)
+    if mode == "eager":
+        if len(group) == 1:
+            if spec is None:
+                kind = graph.g.nodes[group[0]]["kind"]
+                return [Kernel((group[0],), "library" if kind in LIBRARY_KINDS else "aten")]
+            return eager_kernels(graph, group[0], spec, Kernel)
+        return [Kernel(tuple(group), "generated")]
+    gemms = [n for n in group if graph.g.nodes[n]["kind"] in GEMM_KINDS]
+    rest = [n for n in group if n not in gemms]
+    if layout_opt is None:              # a group compiled on its own decides for itself
+        layout_opt = inductor_layout_opt(graph, group)
+    out = []
+    for n in gemms:
+        # Convolutions and attention keep their eager kernel classes (the same cuDNN
+        # kernels run; compiled ResNet records). Inductor's mm calls stream skinny weights
+        # faster than eager's linear (llama7b-small records: 2.8 vs 2.2 TB/s): the plain
+        # calibrated model prices them, padded or not (see padding())
+        a = graph.g.nodes[n]
+        pads = padding(graph, n, spec)
+        out += (inductor_layout_copies(graph, n) if layout_opt else []) + pads
+        if a["kind"] == "conv" and spec is not None:
+            # cuDNN runs the conv as eager would on the layout Inductor chose
+            c = conv_info(graph, n)
+            out += (conv_kernels(graph, n, spec, Kernel) if c is None or not layout_opt
+                    else nhwc_conv_kernels(c, n, Kernel))
+        else:
+            variant = attention_variant(graph, n, spec) if a["kind"] == "attention" else ""
+            if a["kind"] == "matmul" and not pads:
+                # an unpadded misaligned 16-bit GEMM is the same cuBLAS align1/align2
+                # kernel eager runs (Swin's 49-token window bmm: 46 us in both records);
+                # fp32 extern addmm/mm calls take eager's gemv and cuBLASLt classes,
+                # without the split-K helper kernels (GPT-2 fp32 compiled has none; the
+                # H200 qkv, linear_relu_layernorm and transformer_block fp32 records run
+                # eager's kernels at eager's times, also where Inductor unfuses the bias)
+                v = gemm_variant(graph, n)
+                variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else variant
+            out.append(Kernel((n,), "library", variant=variant))
+        if conv_has_bias(graph, n) and not any(
+                graph.g.nodes[s]["kind"] not in GEMM_KINDS for s in graph.dataflow.successors(n)):
+            # the bias Inductor peels off cuDNN, with no Triton kernel to add it
+            out.append(Kernel((n,), "generated", role="aux", bytes=3.0 * a["bytes_written"]))
+    if rest:
+        out.append(Kernel(tuple(rest), "generated"))
+        red = [n for n in rest if graph.g.nodes[n]["kind"] in REDUCING_KINDS and split_reduction(graph, n, spec)]
+        if red:      # the split reduction's second kernel: reduce the partials
+            out.append(Kernel((red[0],), "generated", role="aux", bytes=2.0 * graph.g.nodes[red[0]]["bytes_written"]))
+    return out
+
+
+def padding(graph: OpGraph, n: str, spec) -> list[Kernel]:
+    """``pad_mm``'s copy kernels for matmul ``n``, when padding pays: Inductor keeps the
+    padded GEMM only if it runs 1.1x faster than the unpadded one, copies included."""
+    pads = [Kernel((n,), "generated", role="aux", bytes=b) for b in pad_mm_operands(graph, n, spec)]
+    if not pads:
+        return []
+    v = gemm_variant(graph, n)
+    unpadded = estimate_kernel(graph, Kernel((n,), "library", variant=v if v in ("align1", "align2") else ""),
+                               spec).us
+    padded = estimate_kernel(graph, Kernel((n,), "library"), spec).us + sum(
+        estimate_kernel(graph, k, spec).us for k in pads)
+    return pads if unpadded > 1.1 * padded else []
+
+
+# Inductor's measured channels-last speed-up per conv class (inference), from its
+# scheduler's own table (torch/_inductor/graph.py, decide_layout_opt): < 1 is faster.
+LAYOUT_OPT_MULTIPLIER = {"grouped": 1.358, "default": 0.823, "in_out": 0.725, "small": 0.783}
+
+
+def _conv_class(c: dict) -> str:
+    cout, cin_g, kh = c["Cout"], c["Cin"] // c["groups"], c["kh"]
+    if c["groups"] > 1 and cin_g > 1:
+        return "grouped"
+    if cout <= 64 and cin_g <= 64:
+        return "small"
+    if cout * 2 <= cin_g and kh > 1:
+        return "in_out"
+    return "default"
+
+
+def inductor_layout_opt(graph: OpGraph, nodes=None) -> bool:
+    """Whether Inductor runs this graph's convolutions channels-last (inference rule of
+    ``decide_layout_opt``): some conv, not a few convs in a large graph, and the
+    FLOP-weighted class multipliers predict a speed-up."""
+    nodes = graph.compute_nodes if nodes is None else nodes
+    convs = [(n, conv_info(graph, n)) for n in nodes if graph.g.nodes[n]["kind"] == "conv"]
+    convs = [(n, c) for n, c in convs if c is not None]
+    if not convs or len(graph.order) >= 300 * len(convs):
+        return False
+    total = sum(graph.g.nodes[n]["flops"] for n, _ in convs)
+    weighted = sum(graph.g.nodes[n]["flops"] * LAYOUT_OPT_MULTIPLIER[_conv_class(c)]
+                   for n, c in convs)
+    return weighted <= total
+
+
+def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
+    """Inductor's layout optimisation: it runs NCHW convolutions channels-last, so a
+    generated kernel copies each conv's weight (every call: parameters are not frozen by
+    default) and, where the conv reads a graph input, that input to NHWC; its own
+    kernels then produce and consume NHWC, and cuDNN launches no transform. Measured:
+    conv_bn_relu records (H200), ``triton_poi_fused_convolution_0/1`` before the conv."""
+    if graph.g.nodes[n]["kind"] != "conv":
+        return []
+    c = conv_info(graph, n)
+    if c is None or c["layout"] != "nchw":
+        return []
+    x = next(iter(graph.g.nodes[n]["reads"]))
+    out = []
+    if graph.g.nodes[x]["kind"] == "input":
+        # a transpose into fewer than 16 bytes of channels: each write uses a fraction of
+        # its 32-byte sector (ResNet's 3-channel image: 35 us for 19 MB on the H100)
+        size = c["x_bytes"] / max(1, c["N"] * c["Cin"] * c["H"] * c["W"])
+        sector = min(1.0, c["Cin"] * size / 32.0)
+        out.append(Kernel((n,), "generated", role="aux", bytes=c["x_bytes"] * (1 + 1 / sector)))
+    if c["kh"] * c["kw"] > 1 and c["Cin"] // c["groups"] > 1:
+        # a 1x1 or depthwise weight is already channels-last contiguous: no copy
+        out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["w_bytes"]))
+    return out
+
+
+def lower(graph: OpGraph, mode: str = "eager", partition=None,
+          regions: bool = False, spec=None) -> Lowering:
+    """Which kernels run for ``graph`` in ``mode``.
+
+    Parameters
+    ----------
+    graph : OpGraph
+    mode : "eager" | "compiled" | "cudagraph"
+    partition : optional :class:`Partition` or list of node-name groups; checked for
+        legality (raises :class:`~gpusim.lower.legality.FusionError`)
+    regions : each group of ``partition`` runs as its own compiled region (the
+        validation harness's way of executing a partition)
+    spec : the GPU (:class:`~gpusim.hw.spec.GPUSpec`); eager dispatch depends on it
+        (TF32 convolutions, say). Without it, one kernel per op.
+
+    >>> from gpusim.graph.opgraph import GraphBuilder
+    >>> b = GraphBuilder(); x = b.input("x", (1024,))
+    >>> _ = b.op("a", "pointwise", [x]); _ = b.op("r", "pointwise", ["a"]); b.output("r")
+    >>> g = b.build()
+    >>> [k.ops for k in lower(g, "eager").kernels], [k.ops for k in lower(g, "compiled").kernels]
+    ([('a',), ('r',)], [('a', 'r')])
+    """
+    check_mode(mode)
+    if partition is not None:
+        part = partition if isinstance(partition, Partition) else Partition.of(partition)
+        groups = [list(g) for g in part.groups]
+        check_partition(graph, groups)
+    elif mode == "eager":
+        part, groups = None, [[n] for n in graph.compute_nodes]
+    elif "train" in graph.meta:
+        return _lower_step(graph, mode, spec)
+    else:
+        part, groups = None, inductor_groups(graph, spec)
+    kernels: list[Kernel] = []
+    # one compiled graph decides its layout once; separately compiled regions each decide
+    whole = None if (regions or mode == "eager") else inductor_layout_opt(graph)
+    for g in kernel_order(graph, groups):
+        ks = realize(graph, g, mode, spec, whole)
+        if regions:            # the region is entered before its first kernel runs
+            # the region's entry checks its tensor inputs; the kernel keeps its role,
+            # class and bytes (a region that opens with a layout copy is still a copy)
+            first = min(range(len(ks)), key=lambda i: graph.position[ks[i].ops[0]])
+            ks[first] = dataclasses.replace(ks[first],
+                                            region_inputs=len(group_io(graph, g)[0]))
+        kernels += ks
+    return Lowering(graph, mode, tuple(kernels), part)
+
+
+def step_regions(graph: OpGraph) -> dict[str, list[str]]:
+    """The compute nodes of a training step that ``torch.compile(model)`` compiles, as
+    AOTAutograd splits them: ``forward`` (the ops inside the model's call) and ``backward``
+    (the model's backward, once its outputs' gradients exist); the rest of the step (the
+    loss outside the model and its backward, the optimizer, ``zero_grad``) stays eager
+    (``graph.node(n)["region"]``, labelled at capture by :mod:`gpusim.capture.train`)."""
+    out: dict[str, list[str]] = {"forward": [], "backward": []}
+    for n in graph.compute_nodes:
+        a = graph.g.nodes[n]
+        if a.get("region") == "model" and a.get("phase") in out:
+            out[a["phase"]].append(n)
+    return out
+
+
+def _step_gemm(graph: OpGraph, k: Kernel) -> Kernel:
+    """A training step's aligned extern GEMM is eager's cuBLAS kernel class at eager's times
+    (H100 records, Llama-3.2-1B bf16 backward: 227 GEMMs, 3,371 us compiled, 3,362 us
+    eager); a padded or misaligned one keeps what :func:`realize` chose."""
+    if k.impl != "library" or k.variant or graph.g.nodes[k.ops[0]]["kind"] != "matmul":
+        return k
+    v = gemm_variant(graph, k.ops[0])
+    return k if v in ("align1", "align2") else dataclasses.replace(k, variant=v)
+
+
+def _lower_step(graph: OpGraph, mode: str, spec) -> Lowering:
+    """A training step with ``torch.compile(model)`` inside it: Inductor's kernels for the
+    model's forward graph and for its backward graph (each grouped on its own: a tensor the
+    backward reads is a forward graph output, the saved activations), eager kernels for the
+    rest of the step. Each compiled graph decides its convolutions' layout; the backward's
+    convolutions run in the layout the forward chose."""
+    graph = decompose_norms(graph, [n for ns in step_regions(graph).values() for n in ns])
+    regions = step_regions(graph)
+    compiled = {n for ns in regions.values() for n in ns}
+    fwd_layout = inductor_layout_opt(graph, regions["forward"])
+    groups = [g for ns in regions.values() for g in inductor_groups(graph, spec, ns)]
+    groups += [[n] for n in graph.compute_nodes if n not in compiled]
+    kernels: list[Kernel] = []
+    for g in kernel_order(graph, groups):
+        if g[0] not in compiled:
+            kernels += realize(graph, g, "eager", spec)
+            continue
+        kernels += [_step_gemm(graph, k) for k in realize(graph, g, mode, spec, fwd_layout)]
+        if fwd_layout and len(g) == 1:
+            kernels += _grad_layout_copy(graph, g[0])
+    return Lowering(graph, mode, tuple(kernels), None)
+
+
+def _grad_layout_copy(graph: OpGraph, n: str) -> list[Kernel]:
+    """A weight Inductor runs channels-last (:func:`inductor_layout_copies`: a filter wider
+    than 1x1) gets its gradient channels-last from the compiled backward; autograd's
+    ``AccumulateGrad`` copies it to the parameter's layout, an eager permuting copy of the
+    fp32 gradient (H100 ResNet-50 compiled steps: 17 ``direct_copy_kernel_cuda`` kernels in
+    backward, one per 3x3 and 7x7 filter)."""
+    a = graph.g.nodes[n]
+    c = conv_info(graph, n) if a["kind"] == "conv" else None
+    if not c or c.get("backward") != "filter" or c["kh"] * c["kw"] == 1:
+        return []
+    numel = c["Cout"] * (c["Cin"] // c["groups"]) * c["kh"] * c["kw"]
+    return [Kernel((n,), "aten", role="aux", variant="strided_copy", bytes=2.0 * 4 * numel)]

@@ -1,0 +1,1 @@
+"""Predict: capture -> lower -> cost -> simulate composed for one GPU (:mod:`.pipeline`), read by training phase (:mod:`.step`) and across GPUs (:mod:`.compare`)."""

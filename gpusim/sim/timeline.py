@@ -1,0 +1,273 @@
+"""Simulate: the host issuing kernels and one GPU stream executing them.
+
+Two lanes. The host spends a dispatch cost per kernel (depending on the runtime mode)
+and then enqueues it; the GPU starts a kernel when it is enqueued (plus a launch
+latency after it is enqueued) and the previous kernel has finished. When the host is
+slower than the GPU, the GPU waits: those idle gaps are why fusion can lose at small
+sizes (a compiled call's wrapper costs more than the bytes it saves) and win big at
+large ones.
+
+A host read of a device value (``.item()``, ``if mask.all():``; capture records them)
+is a sync: the host issues the copy, then waits until the GPU has run everything queued
+before it (a "sync wait" event); the GPU then idles until the host issues more.
+
+Host figures come from a host profile (:mod:`gpusim.hw.host`, default the reference host),
+GPU figures from the GPU spec: the same host for every GPU a comparison compares.
+
+Modes
+    ``eager``     every non-view aten op is a kernel; ``eager_op_us`` of host time each,
+                  plus ``eager_view_us`` for each view op dispatched on the way, plus
+                  the model's own Python between its torch calls (``python_us``: what
+                  capture counted priced by the host, :func:`gpusim.hw.host.python_us`),
+                  spread over the kernels. All of it times the
+                  host's ``eager_forward_factor``: inside a real forward the host
+                  issues ops 1.4-1.6x slower than in calibrate's tight loops (the H100
+                  and H200 hosts' figures, measured on gpusim's reference forwards by the
+                  lab's ``validation.reference_forwards.forward_factor``;
+                  less for programs of fewer kernels, :func:`eager_forward_factor`).
+    ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then
+                  ``compiled_kernel_us`` per kernel launch (what torch.compile pays).
+                  The model's Python does not run: Dynamo traced it once, and a call
+                  runs only the guards (``compiled_call_us``, ``compiled_input_us``).
+    ``cudagraph`` one replay: ``cudagraph_call_us`` of host time, and the GPU spends
+                  ``cudagraph_kernel_us`` between consecutive kernels.
+
+End-to-end time is the steady-state time per call when calls run back to back (what a
+wall clock around a loop of calls measures): the simulation runs several calls and
+takes the spacing of their completions. A single call's latency is reported too. On the
+GPU lane a kernel lasts its estimate times the spec's ``stream_busy_factor`` (1 when
+unset; no committed spec sets it): room for a stream kept full running slower than the
+sum of its profiled kernels. The zoo's hand-captured CUDA graphs replay 4-6% over their
+kernel sums, but the H100 microbenchmark (``calibrate.stream_busy``) measured no such
+slowdown (``validation/results/h100/host/2026-11-24-stream-busy.json``). Device time
+stays the kernel sum, as the profiler reports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpusim.cost.kernel import KernelEstimate
+from gpusim.util.errors import GpusimError
+from gpusim.graph.opgraph import LIBRARY_KINDS
+from gpusim.graph.ops import SYNC_OPS
+
+MODES = ("eager", "compiled", "cudagraph")
+
+
+class ModeError(GpusimError):
+    pass
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    lane: str          # "host" or "gpu"
+    start_us: float
+    dur_us: float
+    call: int = 0
+    kernel: int | None = None   # index into Timeline.kernels for GPU events
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+
+@dataclass
+class Timeline:
+    mode: str
+    kernels: list[KernelEstimate]
+    events: list[Event]             # host and GPU events of the first call
+    device_us: float                # sum of kernel times (GPU busy time)
+    end_to_end_us: float            # steady-state wall time per call
+    latency_us: float               # one call, host start to last kernel end
+    span_us: float                  # one call, first kernel start to last kernel end
+    host_us: float                  # host time per call
+    python_us: float = 0.0          # of which the model's own Python (eager)
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # GPU idle in call 1
+    syncs: list[tuple[str, float]] = field(default_factory=list)   # (kernel, host wait) in call 1
+
+    @property
+    def idle_us(self) -> float:
+        return sum(b - a for a, b in self.gaps)
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ModeError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    return mode
+
+
+def is_sync(kernel: KernelEstimate) -> bool:
+    """A copy of a device value to the host that the host waits for (``.item()``,
+    ``if mask.all():``): the stream drains before the host goes on."""
+    return any(t in SYNC_OPS for t in kernel.op_types)
+
+
+def eager_dispatch_us(kernel: KernelEstimate, host) -> float:
+    """Host time eager PyTorch spends issuing one op: library ops (cuBLAS, cuDNN, fused
+    norm and attention kernels) pass through more dispatch layers and are measured
+    separately by `gpusim calibrate`."""
+    if kernel.kind in LIBRARY_KINDS and host.eager_library_op_us:
+        return host.eager_library_op_us
+    return host.eager_op_us
+
+
+#: Eager kernels of the smaller of gpusim's reference forwards (the tiny GPT-2 of
+#: ``calibrate.reference_forwards``): a program this large or larger pays the whole
+#: ``eager_forward_factor``.
+FORWARD_KERNELS = 66
+#: Programs of at most this many kernels pay none of it: the classic fusion cases (2-13
+#: kernels, a few ops called in a loop; the largest is the manual LSTM cell) are priced
+#: right by the tight-loop figures alone on the H200 records.
+LOOP_KERNELS = 13
+
+
+def eager_forward_factor(host, kernels: int = FORWARD_KERNELS) -> float:
+    """How much slower the host issues eager work inside a forward of ``kernels``
+    kernels than the tight-loop figures say. ``eager_forward_factor`` (measured by
+    ``gpusim calibrate`` on gpusim's reference forwards; 1 when the host has none)
+    applies in full from :data:`FORWARD_KERNELS` kernels up, not at all up to
+    :data:`LOOP_KERNELS`, linearly between: the slowdown comes from a forward's code
+    footprint (many different ops and modules between two calls of one op), which a
+    loop over a few ops does not have (the classic H200 cases, 2-13 kernels each, are
+    priced right without it and up to 175% too slow with all of it; the linear ramp
+    between is an assumption no record tests closely). It scales every eager host cost:
+    dispatch, views, syncs, the model's Python."""
+    f = host.eager_forward_factor or 1.0
+    ramp = (kernels - LOOP_KERNELS) / (FORWARD_KERNELS - LOOP_KERNELS)
+    return 1.0 + (f - 1.0) * min(1.0, max(0.0, ramp))
+
+
+def kernel_overhead_us(kernel: KernelEstimate, host, mode: str,
+                       program_kernels: int = FORWARD_KERNELS) -> float:
+    """The one per-kernel overhead table: host time to issue a kernel (eager, compiled)
+    or, inside a CUDA graph, the GPU's gap between consecutive kernels, in a program of
+    ``program_kernels`` kernels (eager: :func:`eager_forward_factor`). The simulation
+    and the partition scorer both read it."""
+    if mode == "eager":
+        return eager_forward_factor(host, program_kernels) * _eager_issue_us(kernel, host)
+    if mode != "cudagraph" and is_sync(kernel) and host.sync_us:
+        return host.sync_us
+    if mode == "compiled":
+        return host.compiled_kernel_us
+    return host.cudagraph_kernel_us
+
+
+def _eager_issue_us(kernel: KernelEstimate, host) -> float:
+    """An eager kernel's host cost at the tight-loop figures: a sync, a helper kernel
+    launched inside its op's dispatch, or the op's own dispatch."""
+    if is_sync(kernel) and host.sync_us:
+        return host.sync_us
+    if kernel.role == "aux":        # launched inside the op's dispatch: a launch only
+        return host.kernel_launch_us or host.compiled_kernel_us
+    return eager_dispatch_us(kernel, host)
+
+
+def region_entry_us(host, inputs: int) -> float:
+    """Host time to enter one separately compiled region with ``inputs`` tensor inputs."""
+    return (host.compiled_region_us or host.compiled_call_us) + inputs * (host.compiled_input_us or 0.0)
+
+
+def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
+             views_before: list[int] | None = None, trailing_views: int = 0,
+             calls: int = 6, host_before: list[float] | None = None,
+             inputs: int = 0, python_us: float = 0.0, host=None,
+             call_overhead: bool = True) -> Timeline:
+    """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
+
+    ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
+    pays for them. ``host_before[i]``: further host time before launching kernel ``i``
+    (entering a separately compiled region, in the validation harness).
+    ``python_us``: the model's own Python per forward on ``host`` (eager only; spread
+    over the kernels; :func:`gpusim.hp.python_us`). ``inputs``: tensor inputs of the
+    program, each costing ``compiled_input_us`` per compiled call (Dynamo's guards and
+    input handling). ``host``: a :class:`~gpusim.hw.host.HostProfile` (None: the reference
+    host); ``spec`` gives the GPU's figures. ``call_overhead=False``: no compiled call
+    cost (the program's regions pay their own entry through ``host_before``).
+    Returns the first call's events and the steady-state timing.
+    """
+    check_mode(mode)
+    if host is None:
+        from gpusim.hw.host import load_host
+        host = load_host()
+    hp = host           # the profile: below, ``host`` is the host's clock
+    n = len(kernels)
+    views_before = views_before or [0] * n
+    host_before = host_before or [0.0] * n
+    python = 0.0
+    if mode == "eager":
+        call_us = 0.0
+        f = eager_forward_factor(hp, n)
+        python = f * python_us
+        spread = python / max(n, 1)
+        per_k = [kernel_overhead_us(k, hp, mode, n) + f * v * hp.eager_view_us + spread
+                 for k, v in zip(kernels, views_before)]
+        tail = f * trailing_views * hp.eager_view_us
+        gpu_gap = 0.0
+    elif mode == "compiled":
+        call_us = (hp.compiled_call_us + inputs * (hp.compiled_input_us or 0.0)
+                   if call_overhead else 0.0)
+        per_k, tail, gpu_gap = [kernel_overhead_us(k, hp, mode) for k in kernels], 0.0, 0.0
+    else:
+        # torch.compile(mode="reduce-overhead") replays through CUDA graph trees, whose
+        # Python bookkeeping per call calibrate measures; a bare replay costs far less
+        call = hp.cudagraph_tree_call_us or hp.cudagraph_call_us
+        call_us, per_k, tail, gpu_gap = call, [0.0] * n, 0.0, hp.cudagraph_kernel_us
+    if mode != "cudagraph":
+        per_k = [p + h for p, h in zip(per_k, host_before)]
+
+    busy = spec.stream_busy_factor or 1.0
+    host = 0.0
+    gpu_free = 0.0
+    ends = []
+    events: list[Event] = []
+    gaps: list[tuple[float, float]] = []
+    syncs: list[tuple[str, float]] = []
+    reads = [mode != "cudagraph" and is_sync(k) for k in kernels]   # host reads: syncs
+    first_start = None
+    end0 = 0.0
+    for c in range(calls):
+        call_start = host
+        host += call_us
+        if c == 0 and call_us:
+            events.append(Event("call overhead", "host", call_start, call_us, c))
+        enqueue = host       # cudagraph: the whole graph is enqueued by the replay
+        prev_end = None
+        for i, k in enumerate(kernels):
+            if mode != "cudagraph":
+                if c == 0 and per_k[i]:
+                    events.append(Event(f"launch {k.name}", "host", host, per_k[i], c, i))
+                host += per_k[i]
+                enqueue = host
+            # a kernel starts once the stream is free and its launch has reached the GPU
+            start = max(gpu_free + (gpu_gap if prev_end is not None else 0.0),
+                        enqueue + hp.launch_latency_us)
+            if c == 0:
+                if first_start is None:
+                    first_start = start
+                if prev_end is not None and start > prev_end + 1e-9:
+                    gaps.append((prev_end, start))
+                events.append(Event(k.name, "gpu", start, k.us * busy, c, i))
+            gpu_free = start + k.us * busy
+            prev_end = gpu_free
+            if reads[i]:
+                # the host reads the value: it waits until the stream has drained
+                wait = max(0.0, gpu_free - host)
+                if c == 0:
+                    syncs.append((k.name, wait))
+                    if wait:
+                        events.append(Event(f"sync wait ({k.name})", "host", host, wait, c, i))
+                host += wait
+        host += tail
+        if c == 0:
+            end0 = gpu_free
+        ends.append(max(gpu_free, host))
+    device = sum(k.us for k in kernels)
+    host_per_call = call_us + sum(per_k) + tail
+    # steady state: skip the first call's start-up transient
+    e2e = (ends[-1] - ends[1]) / (calls - 2) if calls > 2 else ends[0]
+    return Timeline(mode=mode, kernels=list(kernels), events=events, device_us=device,
+                    end_to_end_us=e2e, latency_us=ends[0],
+                    span_us=(end0 - first_start) if first_start is not None else 0.0,
+                    host_us=host_per_call, python_us=python, gaps=gaps, syncs=syncs)

@@ -1,0 +1,1 @@
+"""Utilities every stage shares: the one error base (:mod:`.errors`), how numbers and tables are written (:mod:`.fmt`), atomic file output (:mod:`.atomic`) and the progress line (:mod:`.progress`)."""
