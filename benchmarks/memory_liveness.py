@@ -15,7 +15,7 @@ def main():
 
     from gpusim.capture.tracing import capture
     from gpusim.models.examples import build_example
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     from gpusim.sim.memory import fmt_bytes, simulate_memory
     fn, args = build_example("llama7b", device="meta", dtype=torch.bfloat16)
     t0 = time.perf_counter()

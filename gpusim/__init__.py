@@ -24,7 +24,7 @@ from gpusim.util.errors import GpusimError
 # `gpusim --help` stay cheap and never import torch.
 _API = {"predict": "predict.pipeline", "Prediction": "predict.pipeline", "search": "fusion.search",
         "whatif": "fusion.search", "SearchResult": "fusion.search", "capture": "capture.tracing",
-        "lower": "lower.lowering", "load_spec": "hw.spec", "load_host": "hw.host",
+        "lower": "predict.pipeline", "load_spec": "hw.spec", "load_host": "hw.host",
         "load_model": "models.resolve", "Partition": "lower.partition", "rollup": "report.rollup",
         "sweep": "sweep.run"}
 

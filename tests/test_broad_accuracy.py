@@ -79,7 +79,7 @@ def test_layer_norm_of_strided_input_copies_and_autocast_batch_norm_has_no_prep(
 
     from gpusim.capture.tracing import capture
     from gpusim.hw.spec import load_spec
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     spec = load_spec("h100-sxm-calibrated")
 
     class T(torch.nn.Module):
@@ -128,7 +128,7 @@ def test_elementwise_paths_pooling_and_misaligned_pointwise_convs():
     from gpusim.cost.kernel import elementwise_fraction, estimate_kernel
     from gpusim.hw.spec import load_spec
     from gpusim.hw.schema import BROAD_FIGURES
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     spec = load_spec("h100-sxm-calibrated")
     old = dataclasses.replace(spec, **{k: None for k in BROAD_FIGURES})
 
@@ -169,7 +169,7 @@ def test_strided_linear_copies_its_input_and_adds_the_bias_apart():
 
     from gpusim.capture.tracing import capture
     from gpusim.hw.spec import load_spec
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     spec = load_spec("h100-sxm-calibrated")
 
     class T(torch.nn.Module):

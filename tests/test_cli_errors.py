@@ -28,7 +28,7 @@ from gpusim.hw.spec import known_names
 from gpusim.hw.schema import OPTIONAL_MODEL, SECTIONS, builtin_dir
 from gpusim.models.resolve import DTYPES
 from gpusim.fusion.search import ALGOS
-from gpusim.sim.timeline import MODES
+from gpusim.lower.modes import MODES
 
 try:
     from gpusim.models.zoo import ZOO          # the zoo's names (its libraries are optional)

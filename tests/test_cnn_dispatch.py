@@ -15,7 +15,7 @@ from gpusim.cost.kernel import estimate_kernel
 from gpusim.lower.dispatch import conv_info, conv_layout
 from validation.fit_dispatch import fit_dispatch
 from gpusim.hw.spec import load_spec
-from gpusim.lower.lowering import lower
+from gpusim.predict.pipeline import lower
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H100 = load_spec("h100-sxm-calibrated")

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from gpusim.capture.tracing import capture
 from validation.fit_dispatch import conv_point_graph, fit_dispatch
 from gpusim.hw.spec import load_spec
-from gpusim.lower.lowering import lower
+from gpusim.predict.pipeline import lower
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = os.path.join(ROOT, "validation", "sweeps", "h100.json")

@@ -10,7 +10,7 @@ import gpusim
 from gpusim.capture.tracing import capture
 from gpusim.models.examples import build_example
 from gpusim.hw.spec import load_spec
-from gpusim.lower.lowering import lower
+from gpusim.predict.pipeline import lower
 from gpusim.fusion.scoring import Scorer
 from gpusim.fusion.search import fold_conv_bn
 from validation.accuracy import evaluate

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from gpusim.cli.commands import main
 from gpusim.graph.opgraph import GraphBuilder
 from gpusim.lower.legality import FusionError
-from gpusim.lower.lowering import lower
+from gpusim.predict.pipeline import lower
 from gpusim.sim.allocator import CachingAllocator, round_size, segment_size
 from gpusim.sim.memory import simulate_memory, storage_roots
 

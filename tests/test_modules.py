@@ -11,8 +11,8 @@ from torch import nn
 
 from gpusim import capture, predict, search
 from gpusim.cli.commands import main
-from gpusim.capture.scopes import (ROOT, check_depth, common_module, cut, kernel_module, rollup,
-                            rollup_dict, rollup_text)
+from gpusim.report.rollup import (ROOT, check_depth, common_module, cut, kernel_module, rollup, rollup_dict,
+    rollup_text)
 
 
 class Block(nn.Module):

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpusim.capture.tracing import capture
-from gpusim.cost.kernel import group_io
+from gpusim.graph.opgraph import group_io
 from gpusim.models.examples import build_example
 from gpusim.graph.opgraph import GraphBuilder
 from gpusim.hw.spec import load_spec

@@ -15,7 +15,7 @@ from gpusim.cli.commands import main
 from gpusim.hw.spec import canonical_names, list_specs, load_spec, parse_spec, transfer_spec
 from gpusim.hw.spec_io import dump_spec, figure_keys
 from gpusim.hw.schema import CLASS_FIGURES, SOURCES, SpecError, builtin_dir
-from gpusim.lower.lowering import lower
+from gpusim.predict.pipeline import lower
 
 SPECS = list_specs()
 DATASHEET = [s for s in SPECS if s.source == "datasheet"]

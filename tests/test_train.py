@@ -15,7 +15,8 @@ import gpusim
 from gpusim.capture.tracing import capture, capture_full
 from gpusim.cli.commands import main
 from gpusim.hw.spec import load_spec
-from gpusim.predict.step import max_batch, step_summary
+from gpusim.predict.step import max_batch
+from gpusim.predict.phases import step_summary
 from gpusim.capture.train import reachable
 from gpusim.graph.train_ops import MTA_CHUNK, mta_launches
 

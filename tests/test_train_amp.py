@@ -8,7 +8,7 @@ import torch
 
 import gpusim
 from gpusim.capture.amp import GpuAutocast
-from gpusim.predict.step import kernel_phases
+from gpusim.predict.phases import kernel_phases
 
 
 def _step(amp):

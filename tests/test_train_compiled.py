@@ -12,8 +12,9 @@ import torch
 import gpusim
 from gpusim.capture.tracing import capture
 from gpusim.hw.spec import spec_for
-from gpusim.lower.lowering import lower, step_regions
-from gpusim.predict.step import kernel_phases
+from gpusim.lower.lowering import step_regions
+from gpusim.predict.pipeline import lower
+from gpusim.predict.phases import kernel_phases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = spec_for("h100")

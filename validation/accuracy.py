@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import kendalltau
 
-from gpusim.cost.kernel import CostOptions, group_io, unit_for
+from gpusim.cost.kernel import CostOptions, unit_for
+from gpusim.graph.opgraph import group_io
 from gpusim.util.errors import UserError
 from gpusim.graph.opgraph import OpGraph
 from gpusim.hw.spec import calibrated_name, datasheet_name, load_spec, transfer_spec

@@ -61,7 +61,7 @@ def predict_row(rec: dict, specs: dict) -> dict:
     """One record's predictions: ``{"case", "model", "family", "half", measured figures,
     "pred": {spec label: {"device_us", "kernels"}}, "pred_peak"}``, or with ``"failed"``
     (the capture's or prediction's one-line reason)."""
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     from gpusim.sim.memory import simulate_memory
     from gpusim.predict.pipeline import predict
     from validation.records import record_graph

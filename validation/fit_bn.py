@@ -108,7 +108,7 @@ def point_graph(p: dict):
 
 def predicted_bn_us(g, spec) -> float:
     from gpusim.cost.kernel import estimate_kernel
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     ks = [k for k in lower(g, "eager", spec=spec).kernels if k.variant == "bn_eval"]
     return estimate_kernel(g, ks[0], spec).us
 

@@ -149,7 +149,7 @@ def points(rows: list, spec) -> list[dict]:
     """The matched kernels of every row that inform a fitted class: ``{"model", "family",
     "cls", "us", "bytes", "outputs"}``."""
     from gpusim.cost.kernel import estimate_kernel
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     pts = []
     for r, g in rows:
         ks = lower(g, "eager", spec=spec).kernels
@@ -219,7 +219,7 @@ def fit(pts: list[dict], spec) -> dict:
 
 def device_errors(rows: list, spec) -> dict:
     """``{model: absolute device-time error, %}`` of ``rows`` on ``spec``."""
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     from gpusim.predict.pipeline import predict_lowering
     return {r["model"]: ape(predict_lowering(lower(g, "eager", spec=spec), spec).device_us,
                             r["kernel_sum_us"]) for r, g in rows}

@@ -38,7 +38,7 @@ def load_fresh(results_dir: str, gpu: str, stem: str) -> list[dict]:
 
 def fresh_rows(records: list[dict], spec) -> list[dict]:
     """One row per fresh record: predicted and measured bytes of each metric."""
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     from gpusim.sim.memory import simulate_memory
     rows = []
     for r in records:

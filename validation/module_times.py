@@ -97,7 +97,7 @@ def compare(path: str, depth: int, gpu: str = "h100") -> str:
     """Measured against predicted time per module cut at ``depth`` (eager)."""
     from gpusim.util.fmt import table
     from gpusim.models.resolve import model_graph
-    from gpusim.capture.scopes import ROOT, cut, rollup
+    from gpusim.report.rollup import ROOT, cut, rollup
     from gpusim.predict.pipeline import predict
     from validation.records import read_records
     out = []

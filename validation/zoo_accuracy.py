@@ -316,7 +316,7 @@ def memory_rows(records: list[dict], spec=None) -> list[dict]:
     """One row per record with measured memory: predicted and measured activation peak
     (allocated) and the weights. The GPU ``spec`` matters to compiled runs
     only (Inductor's ``pad_mm`` copies and channels-last copies are buffers too)."""
-    from gpusim.lower.lowering import lower
+    from gpusim.predict.pipeline import lower
     from gpusim.sim.memory import simulate_memory
     rows = []
     for r in records:

@@ -51,7 +51,7 @@ def _check_args(a) -> None:
     from gpusim.hw.spec import load_spec
     from gpusim.hw.host import load_host
     from gpusim.models.resolve import check_amp, parse_dtype, parse_sizes
-    from gpusim.sim.timeline import check_mode
+    from gpusim.lower.modes import check_mode
     for opt in a.outputs:
         path = getattr(a, opt, None)
         if path is None:
@@ -87,7 +87,7 @@ def _check_args(a) -> None:
             load_spec(a.gpu)
         load_host(a.host)
     if a.cmd in ("predict", "report"):
-        from gpusim.capture.scopes import check_rollup_args
+        from gpusim.report.rollup import check_rollup_args
         check_rollup_args(a)
     if a.cmd == "predict":
         from gpusim.cli.train import check_train
@@ -190,7 +190,7 @@ def _mode_arg(p, default):
 
 
 def cmd_predict(a) -> int:
-    from gpusim.capture.scopes import rollup_dict, rollup_text
+    from gpusim.report.rollup import rollup_dict, rollup_text
     from gpusim.predict.pipeline import modes_by_speed, predict
     from gpusim.report.text import dumps, modes_line, prediction_text
     if a.max_batch:
@@ -321,9 +321,10 @@ def cmd_sweep_report(a) -> int:
     from gpusim.report import viz
     from gpusim.sweep.run import read_results
     from gpusim.sweep.answers import answers, parse_prices
+    from gpusim.sweep.page import sweep_html
     prices = parse_prices(a.price)
     res = answers(read_results(a.results), prices, a.target_latency_ms, a.target_throughput)
-    viz.write_atomic(a.out, viz.sweep_html(res, a.results))
+    viz.write_atomic(a.out, sweep_html(res, a.results))
     if a.json:          # the page's answers as data
         print(json.dumps({"out": a.out, **{k: json.loads(res[k].to_json(orient="records"))
                                            for k in ("cheapest", "frontier", "fastest_mode", "cost")

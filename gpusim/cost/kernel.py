@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from gpusim.graph.opgraph import DTYPE_BYTES, GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, main_shape, numel
+from gpusim.graph.opgraph import (DTYPE_BYTES, GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, group_io, main_shape,
+                                  numel)
 from gpusim.graph.ops import is_eval_batch_norm, packet_name
 
 
@@ -84,27 +85,6 @@ class CostOptions:
     # in measured cases (the spec's aten_* fractions); generated (Triton) kernels are
     # timed as plain streams.
     aten: bool = False
-
-
-def group_io(graph: OpGraph, members) -> tuple[dict, dict]:
-    """Tensors crossing a group's boundary: ``(reads, writes)``.
-
-    ``reads``: ``{producer: bytes}`` for producers outside the group (max over readers
-    of one tensor: a fused kernel loads it once). ``writes``: ``{member: bytes}`` for
-    members whose tensor is read outside the group or is a graph output.
-    """
-    mem = set(members)
-    reads: dict = {}
-    writes: dict = {}
-    df = graph.dataflow
-    for n in members:
-        for p, b in graph.g.nodes[n]["reads"].items():
-            if p not in mem:
-                reads[p] = max(reads.get(p, 0), b)
-        a = graph.g.nodes[n]
-        if a["is_output"] or any(s not in mem for s in df.successors(n)):
-            writes[n] = a["bytes_written"]
-    return reads, writes
 
 
 def unit_for(kind: str, dtype: str, spec, opts: CostOptions) -> str:
@@ -317,6 +297,12 @@ def backward_scale_field(graph: OpGraph, kernel) -> str | None:
     else:
         return None
     return BACKWARD_SCALES.get((kernel.variant, direction, a["dtype"] in HALF_DTYPES, pointwise))
+
+
+def kernel_us(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> float:
+    """One kernel's time in µs (:func:`estimate_kernel`'s ``us``): the price the lowering asks
+    for the choices Inductor makes by benchmarking (:func:`gpusim.lower.lowering.padding`)."""
+    return estimate_kernel(graph, kernel, spec, opts).us
 
 
 def estimate_kernel(graph: OpGraph, kernel, spec, opts: CostOptions = CostOptions()) -> KernelEstimate:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpusim.cost.kernel import CostOptions, estimate_kernel
+from gpusim.cost.kernel import CostOptions, estimate_kernel, kernel_us
 from gpusim.graph.opgraph import OpGraph
 from gpusim.hw.host import load_host
 from gpusim.lower.lowering import realize
 from gpusim.lower.partition import Partition
-from gpusim.sim.timeline import check_mode, kernel_overhead_us
+from gpusim.sim.timeline import kernel_overhead_us
+from gpusim.lower.modes import check_mode
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Scorer:
         if v is None:
             pos = self.graph.position.__getitem__
             v = 0.0
-            for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec):
+            for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec, price=kernel_us):
                 est = estimate_kernel(self.graph, k, self.spec, self.opts)
                 v += max(est.us, kernel_overhead_us(est, self.host, self.mode,
                                                     len(self.graph.compute_nodes)))

@@ -36,7 +36,7 @@ from gpusim.lower.partition import Partition, greedy
 from gpusim.predict.pipeline import Prediction, as_graph, as_spec, predict
 from gpusim.fusion.scoring import Scorer
 from gpusim.hw.host import load_host
-from gpusim.sim.timeline import check_mode
+from gpusim.lower.modes import check_mode
 
 ALGOS = ("auto", "greedy", "bytes", "exact")
 EXACT_ALL_GROUPS_MAX_NODES = 14     # enumerate every legal group up to this size

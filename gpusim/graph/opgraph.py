@@ -299,3 +299,24 @@ class GraphBuilder:
 
     def build(self) -> OpGraph:
         return OpGraph(self.g, self.name)
+
+
+def group_io(graph: OpGraph, members) -> tuple[dict, dict]:
+    """Tensors crossing a group's boundary: ``(reads, writes)``.
+
+    ``reads``: ``{producer: bytes}`` for producers outside the group (max over readers
+    of one tensor: a fused kernel loads it once). ``writes``: ``{member: bytes}`` for
+    members whose tensor is read outside the group or is a graph output.
+    """
+    mem = set(members)
+    reads: dict = {}
+    writes: dict = {}
+    df = graph.dataflow
+    for n in members:
+        for p, b in graph.g.nodes[n]["reads"].items():
+            if p not in mem:
+                reads[p] = max(reads.get(p, 0), b)
+        a = graph.g.nodes[n]
+        if a["is_output"] or any(s not in mem for s in df.successors(n)):
+            writes[n] = a["bytes_written"]
+    return reads, writes

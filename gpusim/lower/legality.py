@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from gpusim.cost.kernel import group_io
+from gpusim.graph.opgraph import group_io
 from gpusim.util.errors import GpusimError
 from gpusim.graph.opgraph import FREE_KINDS, GEMM_KINDS, REDUCING_KINDS, OpGraph, main_shape, numel, quotient
 from gpusim.graph.ops import is_eval_batch_norm, packet_name

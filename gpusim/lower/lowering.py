@@ -29,7 +29,7 @@ import dataclasses
 
 from dataclasses import dataclass
 
-from gpusim.cost.kernel import estimate_kernel, group_io
+from gpusim.graph.opgraph import group_io
 from gpusim.lower.dispatch import (attention_variant, conv_info, conv_kernels, eager_kernels, gemm_variant,
                        nhwc_conv_kernels)
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, kernel_order
@@ -37,7 +37,7 @@ from gpusim.lower.inductor import (conv_has_bias, decompose_norms, inductor_grou
                        split_reduction)
 from gpusim.lower.legality import check_partition
 from gpusim.lower.partition import Partition
-from gpusim.sim.timeline import check_mode
+from gpusim.lower.modes import check_mode
 
 @dataclass(frozen=True)
 class Kernel:
@@ -73,7 +73,8 @@ class Lowering:
         return [list(k.ops) for k in self.kernels if k.role == "main"]
 
 
-def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None = None) -> list[Kernel]:
+def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None = None,
+            price=None) -> list[Kernel]:
     """The kernels one group of compute nodes becomes under ``mode``'s runtime. A single
     op in eager mode is what ATen dispatches (:func:`gpusim.lower.dispatch.eager_kernels`:
     library kernels and their helpers, which depend on the GPU ``spec``)."""
@@ -96,7 +97,7 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         # faster than eager's linear (llama7b-small records: 2.8 vs 2.2 TB/s): the plain
         # calibrated model prices them, padded or not (see padding())
         a = graph.g.nodes[n]
-        pads = padding(graph, n, spec)
+        pads = padding(graph, n, spec, price)
         out += (inductor_layout_copies(graph, n) if layout_opt else []) + pads
         if a["kind"] == "conv" and spec is not None:
             # cuDNN runs the conv as eager would on the layout Inductor chose
@@ -127,17 +128,22 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
     return out
 
 
-def padding(graph: OpGraph, n: str, spec) -> list[Kernel]:
+def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
     """``pad_mm``'s copy kernels for matmul ``n``, when padding pays: Inductor keeps the
-    padded GEMM only if it runs 1.1x faster than the unpadded one, copies included."""
+    padded GEMM only if it runs 1.1x faster than the unpadded one, copies included.
+
+    Inductor benchmarks the two on the GPU; the lowering asks the cost model instead, through
+    ``price(graph, kernel, spec) -> µs`` (:func:`gpusim.cost.kernel.kernel_us`), passed in so
+    that lowering never imports the stage after it."""
     pads = [Kernel((n,), "generated", role="aux", bytes=b) for b in pad_mm_operands(graph, n, spec)]
     if not pads:
         return []
+    if price is None:
+        raise ValueError(f"node {n}: pad_mm's choice needs the cost model; pass price= "
+                         "(gpusim.cost.kernel.kernel_us) with spec=")
     v = gemm_variant(graph, n)
-    unpadded = estimate_kernel(graph, Kernel((n,), "library", variant=v if v in ("align1", "align2") else ""),
-                               spec).us
-    padded = estimate_kernel(graph, Kernel((n,), "library"), spec).us + sum(
-        estimate_kernel(graph, k, spec).us for k in pads)
+    unpadded = price(graph, Kernel((n,), "library", variant=v if v in ("align1", "align2") else ""), spec)
+    padded = price(graph, Kernel((n,), "library"), spec) + sum(price(graph, k, spec) for k in pads)
     return pads if unpadded > 1.1 * padded else []
 
 
@@ -198,7 +204,7 @@ def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
 
 
 def lower(graph: OpGraph, mode: str = "eager", partition=None,
-          regions: bool = False, spec=None) -> Lowering:
+          regions: bool = False, spec=None, price=None) -> Lowering:
     """Which kernels run for ``graph`` in ``mode``.
 
     Parameters
@@ -211,6 +217,8 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
         validation harness's way of executing a partition)
     spec : the GPU (:class:`~gpusim.hw.spec.GPUSpec`); eager dispatch depends on it
         (TF32 convolutions, say). Without it, one kernel per op.
+    price : ``price(graph, kernel, spec) -> µs``, the cost model for the choices Inductor
+        makes by benchmarking (``pad_mm``; :func:`padding`); needed in compiled mode with ``spec``
 
     >>> from gpusim.graph.opgraph import GraphBuilder
     >>> b = GraphBuilder(); x = b.input("x", (1024,))
@@ -227,14 +235,14 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
     elif mode == "eager":
         part, groups = None, [[n] for n in graph.compute_nodes]
     elif "train" in graph.meta:
-        return _lower_step(graph, mode, spec)
+        return _lower_step(graph, mode, spec, price)
     else:
         part, groups = None, inductor_groups(graph, spec)
     kernels: list[Kernel] = []
     # one compiled graph decides its layout once; separately compiled regions each decide
     whole = None if (regions or mode == "eager") else inductor_layout_opt(graph)
     for g in kernel_order(graph, groups):
-        ks = realize(graph, g, mode, spec, whole)
+        ks = realize(graph, g, mode, spec, whole, price)
         if regions:            # the region is entered before its first kernel runs
             # the region's entry checks its tensor inputs; the kernel keeps its role,
             # class and bytes (a region that opens with a layout copy is still a copy)
@@ -269,7 +277,7 @@ def _step_gemm(graph: OpGraph, k: Kernel) -> Kernel:
     return k if v in ("align1", "align2") else dataclasses.replace(k, variant=v)
 
 
-def _lower_step(graph: OpGraph, mode: str, spec) -> Lowering:
+def _lower_step(graph: OpGraph, mode: str, spec, price=None) -> Lowering:
     """A training step with ``torch.compile(model)`` inside it: Inductor's kernels for the
     model's forward graph and for its backward graph (each grouped on its own: a tensor the
     backward reads is a forward graph output, the saved activations), eager kernels for the
@@ -286,7 +294,7 @@ def _lower_step(graph: OpGraph, mode: str, spec) -> Lowering:
         if g[0] not in compiled:
             kernels += realize(graph, g, "eager", spec)
             continue
-        kernels += [_step_gemm(graph, k) for k in realize(graph, g, mode, spec, fwd_layout)]
+        kernels += [_step_gemm(graph, k) for k in realize(graph, g, mode, spec, fwd_layout, price)]
         if fwd_layout and len(g) == 1:
             kernels += _grad_layout_copy(graph, g[0])
     return Lowering(graph, mode, tuple(kernels), None)

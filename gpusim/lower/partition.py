@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from gpusim.cost.kernel import group_io
+from gpusim.graph.opgraph import group_io
 from gpusim.graph.opgraph import OpGraph, quotient
 from gpusim.lower.legality import check_partition, group_violation
 

@@ -17,7 +17,7 @@
   speech encoders.
 
 Every entry is registered with the zoo (its builder, size limits and inputs) the first
-time it is named, so ``zoo.build`` and ``zoo.inputs`` take it as any other.
+time it is named, so ``gpusim.models.zoo.build`` and ``.inputs`` take it as any other.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 
 import torch
 
-from gpusim.models import zoo
+from gpusim.models import catalogue
 from gpusim.models.examples import ModelError
 
 #: words in a timm model name that mark a transformer-style (patch-token) network; the
@@ -35,12 +35,12 @@ from gpusim.models.examples import ModelError
 _VIT_WORDS = ("vit", "deit", "beit", "swin", "eva", "xcit", "pit_", "levit", "crossvit",
               "mixer", "cait", "tnt_", "twins", "pvt", "coat", "convit", "mvit", "former",
               "gmlp", "resmlp", "volo", "sequencer", "hiera", "davit", "fastvit", "nextvit")
-_ENTRIES: dict[str, zoo.ZooModel] = {}
-_VISION_DTYPES = zoo._CNN_DTYPES
-_TEXT_DTYPES = zoo._TF_DTYPES
+_ENTRIES: dict[str, catalogue.ZooModel] = {}
+_VISION_DTYPES = catalogue._CNN_DTYPES
+_TEXT_DTYPES = catalogue._TF_DTYPES
 
 
-def lookup(key: str) -> zoo.ZooModel | None:
+def lookup(key: str) -> catalogue.ZooModel | None:
     """The entry for ``tv:``/``timm:``/``hf:`` ``key`` outside the curated zoo; None when
     its library does not list the name (``hf:`` raises with what to do instead)."""
     if key in _ENTRIES:
@@ -54,12 +54,12 @@ def lookup(key: str) -> zoo.ZooModel | None:
 
 
 def _register(key, family, library, description, defaults, dtypes, builder, limits, inputs):
-    entry = zoo.ZooModel(key, family, library, description, dict(defaults),
+    entry = catalogue.ZooModel(key, family, library, description, dict(defaults),
                          dict(defaults, batch=32 if family in ("cnn", "vit") else 8),
                          tuple(dtypes), False)
-    zoo._BUILDERS[key] = builder
-    zoo._LIMITS[key] = dict(limits)
-    zoo._INPUTS[key] = inputs
+    catalogue._BUILDERS[key] = builder
+    catalogue._LIMITS[key] = dict(limits)
+    catalogue._INPUTS[key] = inputs
     return entry
 
 
@@ -97,7 +97,7 @@ def _image(sz, device, dt, channels=3, channels_last=False):
 
 # --------------------------------------------------------------------- timm
 def _timm_entry(key: str, name: str):
-    timm = zoo._timm()
+    timm = catalogue._timm()
     if not timm.is_model(name):
         return None
     cfg = timm.models.get_pretrained_cfg(name)
@@ -122,7 +122,7 @@ def _timm_entry(key: str, name: str):
 
 # --------------------------------------------------------------------- torchvision
 def _tv_entry(key: str, name: str):
-    tvm = zoo._tv()
+    tvm = catalogue._tv()
     if name not in tvm.list_models():
         return None
     builder = tvm.get_model_builder(name)
@@ -177,7 +177,7 @@ def _tv_entry(key: str, name: str):
                      for _ in range(sz["batch"])],)
         return (_image(sz, device, dt, 3, channels_last),)
     if kind == "detection":
-        zoo.REFUSALS[key] = ("torchvision's detectors filter boxes by score and run NMS in eval "
+        catalogue.REFUSALS[key] = ("torchvision's detectors filter boxes by score and run NMS in eval "
                              "mode, so their output sizes depend on data, which gpusim's capture "
                              "on fake tensors cannot follow; predict the backbone "
                              "(e.g. tv:resnet50) or a classification model instead")
@@ -190,7 +190,7 @@ def _tv_entry(key: str, name: str):
 # --------------------------------------------------------------------- Hugging Face
 def _hf_config(name: str):
     """AutoConfig from a local folder / config.json, else from the local cache only."""
-    hf = zoo._hf()
+    hf = catalogue._hf()
     path = os.path.expanduser(name)
     if os.path.isfile(path) and os.path.basename(path) == "config.json":
         path = os.path.dirname(path) or "."
@@ -205,7 +205,7 @@ def _hf_config(name: str):
         return hf.AutoConfig.from_pretrained(path if local else name, local_files_only=True,
                                              trust_remote_code=False)
     except (OSError, EnvironmentError):
-        short = ", ".join(n for n in zoo.ZOO if n.startswith("hf:"))
+        short = ", ".join(n for n in catalogue.ZOO if n.startswith("hf:"))
         raise ModelError(f"no config for hf:{name} in the local cache; pass a directory with "
                          f"config.json (hf:path/to/dir; nothing is downloaded) or a zoo name "
                          f"({short})") from None
@@ -251,7 +251,7 @@ def _causal(config, arch: str) -> bool:
 
 
 def _hf_entry(key: str, name: str):
-    hf = zoo._hf()
+    hf = catalogue._hf()
     config = _hf_config(name)
     config.use_cache = False            # as the zoo's decoders: no KV cache
     cls = _hf_class(hf, config)

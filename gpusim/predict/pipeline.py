@@ -8,14 +8,24 @@ from functools import cached_property
 
 from gpusim.capture.tracing import capture
 from gpusim.util.errors import UserError
-from gpusim.cost.kernel import CostOptions, KernelEstimate, estimate_kernel
+from gpusim.cost.kernel import CostOptions, KernelEstimate, estimate_kernel, kernel_us
 from gpusim.graph.opgraph import OpGraph
 from gpusim.hw.spec import GPUSpec, load_spec
 from gpusim.hw.host import HostProfile, load_host, python_us
-from gpusim.lower.lowering import Lowering, lower
+from gpusim.lower import lowering
+from gpusim.lower.lowering import Lowering
 from gpusim.sim.memory import MemoryEstimate, capacity_bytes, simulate_memory
-from gpusim.sim.timeline import MODES, ModeError, Timeline, check_mode, is_sync, region_entry_us, simulate
+from gpusim.sim.timeline import Timeline, is_sync, region_entry_us, simulate
+from gpusim.lower.modes import MODES, ModeError, check_mode
 
+
+
+def lower(graph: OpGraph, mode: str = "eager", partition=None, regions: bool = False,
+          spec=None) -> Lowering:
+    """Which kernels run for ``graph`` in ``mode`` on ``spec`` (:func:`gpusim.lower.lowering.lower`),
+    with the cost model answering what Inductor decides by benchmarking (``pad_mm``). This is
+    ``gpusim.lower``: the lowering every prediction, memory estimate and search uses."""
+    return lowering.lower(graph, mode, partition, regions, spec, price=kernel_us)
 
 @dataclass
 class Prediction:
@@ -98,11 +108,11 @@ class Prediction:
 
     @property
     def train(self) -> dict | None:
-        """A training step's time and memory by phase (:func:`gpusim.predict.step.step_summary`);
+        """A training step's time and memory by phase (:func:`gpusim.predict.phases.step_summary`);
         None for a forward."""
         if "train" not in self.graph.meta:
             return None
-        from gpusim.predict.step import step_summary
+        from gpusim.predict.phases import step_summary
         return step_summary(self)
 
     def to_dict(self, kernels: bool = True) -> dict:

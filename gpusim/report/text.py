@@ -155,10 +155,10 @@ def prediction_text(pred, top: int | None = None, body: str | None = None) -> st
 
 
 def _train_lines(pred) -> list[str]:
-    """A training step's phases (:func:`gpusim.predict.step.step_lines`); none for a forward."""
+    """A training step's phases (:func:`gpusim.predict.phases.step_lines`); none for a forward."""
     if "train" not in pred.graph.meta:
         return []
-    from gpusim.predict.step import step_lines
+    from gpusim.predict.phases import step_lines
     return step_lines(pred)
 
 

@@ -734,8 +734,9 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
 
 def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:
     """Lower ``graph`` in ``mode`` (and ``partition``) and simulate its memory."""
+    from gpusim.cost.kernel import kernel_us
     from gpusim.lower.lowering import lower
-    return simulate_memory(lower(graph, mode, partition, spec=spec), spec=spec)
+    return simulate_memory(lower(graph, mode, partition, spec=spec, price=kernel_us), spec=spec)
 
 
 def capacity_bytes(spec) -> float:

@@ -48,16 +48,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpusim.cost.kernel import KernelEstimate
-from gpusim.util.errors import GpusimError
+from gpusim.lower.modes import check_mode
 from gpusim.graph.opgraph import LIBRARY_KINDS
 from gpusim.graph.ops import SYNC_OPS
-
-MODES = ("eager", "compiled", "cudagraph")
-
-
-class ModeError(GpusimError):
-    pass
-
 
 @dataclass(frozen=True)
 class Event:
@@ -90,12 +83,6 @@ class Timeline:
     @property
     def idle_us(self) -> float:
         return sum(b - a for a, b in self.gaps)
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ModeError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    return mode
 
 
 def is_sync(kernel: KernelEstimate) -> bool:

@@ -157,7 +157,7 @@ def plan(models, gpus, sizes=None, modes=("eager", "compiled", "cudagraph"),
     from gpusim.hw.spec import load_spec
     from gpusim.hw.host import load_host
     from gpusim.models.resolve import parse_dtype
-    from gpusim.sim.timeline import check_mode
+    from gpusim.lower.modes import check_mode
     models = _list(models, "model")
     grid = {k: list(v) for k, v in (sizes or {}).items()}
     for k, v in grid.items():

@@ -14,7 +14,7 @@ the optional ``plot`` extra. One module per picture:
 ``graph``     ``--dot F.dot``: the fused graph in Graphviz DOT (:func:`dot_output`,
               :func:`dot_document`) and the report's kernel-level :func:`graph_svg`.
 ``html``      ``gpusim report``: one self-contained page (:func:`report_html`).
-``sweep``     ``gpusim sweep report``: a sweep's answers, one page (:func:`sweep_html`).
+(A sweep's page, ``gpusim sweep report``, is the sweep's own: :mod:`gpusim.sweep.page`.)
 
 Numbers, bytes and times are written as :mod:`gpusim.util.fmt` writes them. The accuracy
 plot (``gpusim accuracy --plot``) lives with the accuracy data, in
@@ -27,7 +27,6 @@ from gpusim.report.viz.graph import dot_document, dot_output, graph_svg, kernel_
 from gpusim.report.viz.html import kernel_table, report_html, timeline_page
 from gpusim.report.viz.roofline import (FusionMove, RoofPoint, fusion_moves, plot_output, roofline_figure,
                        roofline_points, roofline_svg, roofs, unit_name)
-from gpusim.sweep.page import sweep_html
 from gpusim.report.viz.timeline import timeline_svg
 from gpusim.report.viz.trace import (TID_GPU, TID_HOST, TID_IDLE, TID_MEASURED, record_kernels, trace_document,
                     trace_output)
@@ -39,7 +38,7 @@ __all__ = [
     "kernel_table", "report_html", "timeline_page",
     "FusionMove", "RoofPoint", "fusion_moves", "plot_output", "roofline_figure",
     "roofline_points", "roofline_svg", "roofs", "unit_name",
-    "sweep_html", "timeline_svg",
+    "timeline_svg",
     "TID_GPU", "TID_HOST", "TID_IDLE", "TID_MEASURED", "record_kernels", "trace_document",
     "trace_output",
 ]

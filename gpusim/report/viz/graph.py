@@ -14,7 +14,7 @@ import sys
 
 import networkx as nx
 
-from gpusim.cost.kernel import group_io
+from gpusim.graph.opgraph import group_io
 from gpusim.util.fmt import fmt_bytes, fmt_shape, fmt_us
 from gpusim.graph.opgraph import quotient
 from gpusim.graph.ops import packet_name
@@ -164,7 +164,7 @@ def kernel_graph(graph, kernels) -> tuple[nx.DiGraph, list[float]]:
     """``(q, from_inputs)``: the kernels' quotient graph (:func:`gpusim.graph.opgraph.quotient`,
     node ``i`` is ``kernels[i]``), each edge ``(i, j)`` carrying ``bytes``, what kernel
     ``j`` reads of kernel ``i``'s tensors, and each kernel's bytes read from graph inputs
-    (a fused kernel loads a tensor once: :func:`gpusim.cost.kernel.group_io`)."""
+    (a fused kernel loads a tensor once: :func:`gpusim.graph.opgraph.group_io`)."""
     q = quotient(graph, [k.ops for k in kernels])
     owner = {op: i for i, k in enumerate(kernels) for op in k.ops}
     from_inputs = [0.0] * len(kernels)

@@ -10,7 +10,7 @@ from gpusim.util.fmt import fmt_bytes, fmt_shape, fmt_si, fmt_us
 from gpusim.report.viz.common import BOUND_COLOURS, BOUNDS, MUTED, esc, ops_text, runs_of
 from gpusim.report.viz.graph import dot_document, graph_svg, render_dot
 from gpusim.sim.memory import fit_line
-from gpusim.capture.scopes import DEFAULT_DEPTH
+from gpusim.report.rollup import DEFAULT_DEPTH
 from gpusim.report.viz.roofline import roofline_svg
 from gpusim.report.viz.timeline import timeline_svg
 
@@ -212,9 +212,9 @@ def kernel_table(p, table_id: str) -> str:
 
 
 def module_section(res, depth: int) -> str:
-    """The per-module roll-up (:func:`gpusim.capture.scopes.rollup`) of the eager and the fused
+    """The per-module roll-up (:func:`gpusim.report.rollup.rollup`) of the eager and the fused
     run side by side; empty when the graph carries no module paths (a captured function)."""
-    from gpusim.capture.scopes import ROOT, rollup
+    from gpusim.report.rollup import ROOT, rollup
     u, f = res.unfused, res.fused
     if not any(f.graph.g.nodes[n].get("module") for n in f.graph.compute_nodes):
         return ""
