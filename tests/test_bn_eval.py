@@ -1,4 +1,4 @@
-"""Eval batch norm's parallelism law (gpusim.cost.kernel.bn_eval_law), on the recorded ``bn``
+"""Eval batch norm's parallelism law (gpusim.cost.classes.bn_eval_law), on the recorded ``bn``
 sweeps of the H100 and the H200, and the bandwidth-latency rule that carries the
 memory-bound classes between GPUs (gpusim.hw.arch.carried_fractions)."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpusim.hw.arch import BANDWIDTH_FIELDS, bandwidth_fraction, bandwidth_k, carried_fractions
-from gpusim.cost.kernel import bn_eval_law
+from gpusim.cost.classes import bn_eval_law
 from gpusim.hw.spec import load_spec, transfer_spec
 from validation import fit_bn
 

@@ -105,7 +105,7 @@ def test_layer_norm_of_strided_input_copies_and_autocast_batch_norm_has_no_prep(
 
 
 def test_attention_is_priced_in_whole_tiles():
-    from gpusim.cost.kernel import attention_flops
+    from gpusim.cost.roofline import attention_flops
     from gpusim.hw.spec import load_spec
     spec = load_spec("h100-sxm-calibrated")
     a = {"shape": (2, 4, 197, 64), "flops": 0.0,
@@ -125,7 +125,8 @@ def test_elementwise_paths_pooling_and_misaligned_pointwise_convs():
     import torch
 
     from gpusim.capture.tracing import capture
-    from gpusim.cost.kernel import elementwise_fraction, estimate_kernel
+    from gpusim.cost.kernel import estimate_kernel
+    from gpusim.cost.roofline import elementwise_fraction
     from gpusim.hw.spec import load_spec
     from gpusim.hw.schema import BROAD_FIGURES
     from gpusim.predict.pipeline import lower

@@ -207,8 +207,8 @@ def test_depthwise_fp16_laws_follow_outputs_and_taps():
 def test_eval_batch_norm_on_a_meta_trace_walks_its_planes_after_an_nchw_conv():
     """A meta trace records no input_contiguous: the producer conv's layout stands in, so
     a 7x7 fp16 batch norm after an NCHW conv pays its (n, c) planes as a CUDA trace's does
-    (gpusim.cost.kernel.bn_eval_law), and after a channels-last conv ATen's channels-last floor."""
-    from gpusim.cost.kernel import bn_eval_law, bn_input_contiguous
+    (gpusim.cost.classes.bn_eval_law), and after a channels-last conv ATen's channels-last floor."""
+    from gpusim.cost.classes import bn_eval_law, bn_input_contiguous
 
     m = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64)).eval()
     m = m.to(device="meta", dtype=torch.float16)

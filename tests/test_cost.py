@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpusim.capture.tracing import capture
-from gpusim.cost.kernel import estimate_group, quantisation_efficiency
+from gpusim.cost.roofline import estimate_group, quantisation_efficiency
 from gpusim.graph.opgraph import GraphBuilder
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import predict
@@ -150,7 +150,7 @@ def test_l2_resident_intermediate_is_cheaper_to_read():
 def test_register_pressure_makes_very_large_fusion_cost_more():
     """Past the measured range, each extra boundary tensor or op slows a fused kernel, so
     unbounded fusion is not free; inside it (what the H200 records cover) nothing changes."""
-    from gpusim.cost.kernel import estimate_group, register_pressure
+    from gpusim.cost.roofline import estimate_group, register_pressure
     from gpusim.graph.opgraph import GraphBuilder
     from gpusim.hw.spec import load_spec
     assert register_pressure(9, 10) == 1.0 and register_pressure(1, 40) == 1.0

@@ -125,7 +125,7 @@ def test_training_batch_norm_classes():
     """Training batch norm: cuDNN's one kernel (fp32, fp16 with fp32 parameters), ATen's
     native three in bf16; priced by the channel-wave law with the H100's figures, the
     neutral law (no figures) unchanged from the plain norm kernel."""
-    from gpusim.cost.kernel import bn_train_us
+    from gpusim.cost.classes import bn_train_us
     spec = spec_for("h100")
     # 16 channels of a big plane: one wave, slower than 2,048 channels of a small one with
     # more bytes in all
@@ -149,7 +149,7 @@ def test_backward_classes_column_sums_and_scales(graph):
     """Backward kernels of their own classes (gpusim.cost.kernel.BACKWARD_SCALES, the column sums
     of gpusim.lower.dispatch.column_sum), each by its fitted figures; without them the forward
     law; the forward and optimizer kernels never change."""
-    from gpusim.cost.kernel import kernel_floor
+    from gpusim.cost.roofline import kernel_floor
     from gpusim.hw.schema import BACKWARD_SCALE_FIGURES
     spec = spec_for("h100")
     neutral = dataclasses.replace(spec, column_sum_efficiency=None, column_sum_us=None,

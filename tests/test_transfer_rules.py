@@ -4,7 +4,7 @@ sweeps: validation/sweeps/{h100,h200}-sm-scaling.json)."""
 import pytest
 
 from gpusim.hw.arch import TENSOR_LOAD_RULE, rule_constant, rule_provenance
-from gpusim.cost.kernel import matmul_efficiency
+from gpusim.cost.roofline import matmul_efficiency
 from gpusim.hw.spec import load_spec
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import kendalltau
 
-from gpusim.cost.kernel import CostOptions, unit_for
+from gpusim.cost.roofline import CostOptions, unit_for
 from gpusim.graph.opgraph import group_io
 from gpusim.util.errors import UserError
 from gpusim.graph.opgraph import OpGraph

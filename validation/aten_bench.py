@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gpusim.cost.kernel import NORM_CALIBRATION_COLS
+from gpusim.cost.classes import NORM_CALIBRATION_COLS
 from validation import measure
 
 

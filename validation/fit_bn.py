@@ -1,4 +1,4 @@
-"""Fit eval batch norm's parallelism figures (:func:`gpusim.cost.kernel.bn_eval_law`) on one GPU's
+"""Fit eval batch norm's parallelism figures (:func:`gpusim.cost.classes.bn_eval_law`) on one GPU's
 ``bn`` sweep.
 
 ``python3 -m validation.fit_bn [--gpu h100] [--sweep FILE] [--check]``
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     when = ((doc.get("env") or {}).get("utc") or date.today().isoformat())[:10]
     ref = (f"{gpu}, {when}, python3 -m validation.microbench --only bn --reps 5 -> "
            f"{os.path.relpath(path)}; fitted by python3 -m validation.fit_bn --gpu {a.gpu} "
-           f"(median over the law's points, gpusim.cost.kernel.bn_eval_law)")
+           f"(median over the law's points, gpusim.cost.classes.bn_eval_law)")
     for k, v in figs.items():
         print(figure_line(k, v, "measured", ref))
     if a.check:

@@ -16,11 +16,11 @@ kernel classes, :func:`kernel_class` / :func:`measured_class`). On the matched p
   (``permuted``), and ATen's strided copy before a layer norm;
 * ``pool_output_rate`` / ``_nhwc``: window pooling, G outputs/s;
 * ``depthwise_aten_output_rate_fp16`` / ``depthwise_aten_tap_rate_fp16``: ATen's NCHW fp16
-  depthwise kernel (:func:`gpusim.cost.kernel.depthwise_aten_us`), G outputs/s on filters of up
+  depthwise kernel (:func:`gpusim.cost.classes.depthwise_aten_us`), G outputs/s on filters of up
   to 9 taps (3x3: the per-output cost dominates) and G output-taps/s on filters of 25 and
   more (5x5, 7x7: the multiply-adds do);
 * ``depthwise_nchw_plane_tap_ps_fp16`` / ``_output_ps_fp16`` / ``_output_tap_ps_fp16``:
-  cuDNN's NCHW fp16 depthwise kernels (:func:`gpusim.cost.kernel.depthwise_nchw_us`), least
+  cuDNN's NCHW fp16 depthwise kernels (:func:`gpusim.cost.classes.depthwise_nchw_us`), least
   squares on the matched kernels' times (every one, so time-weighted).
 
 Fractions are of a copy's bandwidth (``mem_efficiency`` x the datasheet peak), time-weighted
@@ -45,7 +45,7 @@ from datetime import date
 from gpusim.graph.opgraph import HALF_DTYPES, main_shape, numel
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.schema import BROAD_FIGURES
-from gpusim.cost.kernel import _filter_taps
+from gpusim.cost.classes import _filter_taps
 from gpusim.lower.dispatch import conv_info, conv_layout
 from gpusim.lower.inductor import WINDOW_POOLS
 from gpusim.graph.ops import packet_name
@@ -177,7 +177,7 @@ def _planes(graph, n: str) -> int:
     return c["N"] * c["Cout"] if c else 0
 
 
-#: cuDNN's NCHW fp16 depthwise law's figures (gpusim.cost.kernel.depthwise_nchw_us), ps
+#: cuDNN's NCHW fp16 depthwise law's figures (gpusim.cost.classes.depthwise_nchw_us), ps
 DEPTHWISE_NCHW = ("depthwise_nchw_plane_tap_ps_fp16", "depthwise_nchw_output_ps_fp16",
                   "depthwise_nchw_output_tap_ps_fp16")
 

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from gpusim.capture.tracing import capture
-from gpusim.cost.kernel import NORM_CALIBRATION_COLS, CostOptions, estimate_group, narrow_row_fraction
+from gpusim.cost.classes import NORM_CALIBRATION_COLS, narrow_row_fraction
+from gpusim.cost.roofline import CostOptions, estimate_group
 from gpusim.lower.dispatch import aten_depthwise, is_depthwise, is_pow2
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, numel
 
@@ -116,7 +117,7 @@ def _fit_layer_norm(points, spec) -> dict:
     """ATen's layer norm: the time a row costs beyond the calibrated stream, per
     precision. Calibrate's stream efficiency is measured at 1,024-wide rows, so it holds
     their per-row cost already; a row of width w pays ``row_ns * narrow_row_fraction(w)``
-    more (:func:`gpusim.cost.kernel.narrow_row_fraction`). ``row_ns``: the median over the
+    more (:func:`gpusim.cost.classes.narrow_row_fraction`). ``row_ns``: the median over the
     sweeps' layer norms of at least 1,000 rows of at most 512 columns (where the term
     dominates) of (measured - streamed) / rows / narrow_row_fraction."""
     out = {}

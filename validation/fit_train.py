@@ -21,7 +21,7 @@ datasheet figure, with leave-one-family-out (cnn, vit, encoder, decoder, encdec)
   (cuDNN's ``bn_fw_tr`` / ``bn_bw`` kernels in fp32 and fp16; ATen's native kernels in
   bf16), compared per step with the profiler's kernels of the class (:func:`kernel_class`).
   Each with its ``*_channel_us``: the kernels run a block per channel in waves over the
-  SMs (:func:`gpusim.cost.kernel.bn_train_us`), so the pair (on a grid) with the least mean error
+  SMs (:func:`gpusim.cost.classes.bn_train_us`), so the pair (on a grid) with the least mean error
   over the steps.
 
 * ``column_sum_efficiency``, ``column_sum_us``: a backward sum over the leading dim
@@ -58,7 +58,8 @@ import sys
 
 import numpy as np
 
-from gpusim.cost.kernel import BACKWARD_SCALES, backward_scale_field, bn_train_us, mta_bytes
+from gpusim.cost.kernel import BACKWARD_SCALES, backward_scale_field
+from gpusim.cost.classes import bn_train_us, mta_bytes
 from gpusim.graph.opgraph import main_shape
 from gpusim.hw.spec import spec_for
 from gpusim.hw.spec_io import figure_line
@@ -411,7 +412,7 @@ def bn_channel_field(fig: str) -> str:
 
 def bn_us(p: dict, figs: tuple, spec) -> float:
     """gpusim's time of point ``p``'s batch-norm kernels at (fraction, per-channel us)
-    ``figs`` (:func:`gpusim.cost.kernel.bn_train_us`; fixed cost, at least the reduction floor for
+    ``figs`` (:func:`gpusim.cost.classes.bn_train_us`; fixed cost, at least the reduction floor for
     the main kernel, the launch floor for the native path's aux kernels)."""
     eff, ch = figs
     t = 0.0

@@ -200,7 +200,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if pname in ("cat", "stack") and in_tensors and in_tensors[0].device.type == "cuda":
             g.nodes[n.name]["cat_copies"] = _cat_copies(in_tensors, outs[0])
         if est["kind"] in ("pointwise", "copy") and len(outs) == 1:
-            # which of ATen's elementwise paths runs (gpusim.cost.kernel.aten_fraction)
+            # which of ATen's elementwise paths runs (gpusim.cost.roofline.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])
             g.nodes[n.name]["permuted"] = any(_permuted(t, outs[0]) for t in in_tensors)
         if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpusim.cost.kernel import CostOptions, estimate_kernel, kernel_us
+from gpusim.cost.kernel import estimate_kernel, kernel_us
+from gpusim.cost.roofline import CostOptions
 from gpusim.graph.opgraph import OpGraph
 from gpusim.hw.host import load_host
 from gpusim.lower.lowering import realize

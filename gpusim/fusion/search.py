@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
-from gpusim.cost.kernel import CostOptions
+from gpusim.cost.roofline import CostOptions
 from gpusim.util.errors import GpusimError
 from gpusim.graph.opgraph import OpGraph, quotient
 from gpusim.lower.legality import FusionError, check_partition, group_violation

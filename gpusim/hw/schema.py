@@ -110,7 +110,7 @@ TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_1
 #: ATen's elementwise paths and pooling kernels as the broad sample ran them, fitted by
 #: validation/fit_broad.py on one GPU's broad AMP records
 #: (validation/results/<gpu>/broad.jsonl.gz), so, like TRAIN_FIGURES, outside CLASS_FIGURES:
-#: a GPU without them prices the class by its old law (gpusim.cost.kernel.aten_fraction, the
+#: a GPU without them prices the class by its old law (gpusim.cost.roofline.aten_fraction, the
 #: reduction stream). Fractions of a copy's bandwidth; pool rates in G outputs/s.
 BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
                  "aten_permuted_efficiency", "aten_permuted_efficiency_16bit",
@@ -120,7 +120,7 @@ BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
                  "depthwise_nchw_output_tap_ps_fp16")
 OPTIONAL_MODEL += BROAD_FIGURES
 FRACTIONS += BROAD_FIGURES[:4]
-#: eval batch norm's parallelism (gpusim.cost.kernel.bn_eval_law), fitted by validation/fit_bn.py
+#: eval batch norm's parallelism (gpusim.cost.classes.bn_eval_law), fitted by validation/fit_bn.py
 #: on one GPU's ``bn`` sweep (validation/sweeps/<gpu>-bn.json): SM-cycles per NCHW plane
 #: (over all SMs) and per element of one plane (one block), cycles per element of one
 #: image of cuDNN's channels-last fp32 kernel, and the channels-last kernels' floors (us)

@@ -83,7 +83,7 @@ class GPUSpec:
     depthwise_efficiency_16bit: float | None = None
     weight_transform_us: float | None = None    # cuDNN's generic weight transform (grouped convs)
     layer_norm_row_ns: float | None = None      # ATen layer norm: time per row past the stream
-    bn_plane_cycles: float | None = None        # eval batch norm (gpusim.cost.kernel.bn_eval_law)
+    bn_plane_cycles: float | None = None        # eval batch norm (gpusim.cost.classes.bn_eval_law)
     bn_plane_element_cycles: float | None = None
     bn_nhwc_image_cycles: float | None = None
     bn_nhwc_min_us: float | None = None
@@ -128,7 +128,7 @@ class GPUSpec:
     # backward, fp32 and 16-bit apart; ATen's native kernels (bf16,
     # gpusim.lower.dispatch.cudnn_batch_norm) forward and backward. A block per channel, the
     # channels in waves over the SMs: each wave a fixed cost per channel (*_channel_us) and
-    # its planes at the efficiency's share of the bandwidth (gpusim.cost.kernel.bn_train_us)
+    # its planes at the efficiency's share of the bandwidth (gpusim.cost.classes.bn_train_us)
     bn_train_efficiency: float | None = None
     bn_train_efficiency_16bit: float | None = None
     bn_backward_efficiency: float | None = None
@@ -141,18 +141,18 @@ class GPUSpec:
     bn_backward_channel_us_16bit: float | None = None
     bn_native_train_channel_us: float | None = None
     bn_native_backward_channel_us: float | None = None
-    # ATen elementwise paths (gpusim.cost.kernel.elementwise_fraction), of a copy's bandwidth:
+    # ATen elementwise paths (gpusim.cost.roofline.elementwise_fraction), of a copy's bandwidth:
     aten_cast_efficiency: float | None = None          # contiguous, an operand cast on the fly
     aten_strided_cast_efficiency: float | None = None  # broadcast/strided and a cast
     aten_permuted_efficiency: float | None = None      # an operand read across the output's layout
     aten_permuted_efficiency_16bit: float | None = None
     pool_output_rate: float | None = None       # ATen window pooling, NCHW: G outputs/s
     pool_output_rate_nhwc: float | None = None  # same, channels-last input
-    # ATen's NCHW fp16 depthwise kernel (gpusim.cost.kernel.depthwise_aten_us): G outputs/s and
+    # ATen's NCHW fp16 depthwise kernel (gpusim.cost.classes.depthwise_aten_us): G outputs/s and
     # G output-taps/s (an output's filter taps)
     depthwise_aten_output_rate_fp16: float | None = None
     depthwise_aten_tap_rate_fp16: float | None = None
-    # cuDNN's NCHW fp16 depthwise kernels (gpusim.cost.kernel.depthwise_nchw_us), picoseconds per
+    # cuDNN's NCHW fp16 depthwise kernels (gpusim.cost.classes.depthwise_nchw_us), picoseconds per
     # (plane x tap), per output and per (output x tap)
     depthwise_nchw_plane_tap_ps_fp16: float | None = None
     depthwise_nchw_output_ps_fp16: float | None = None

@@ -17,7 +17,7 @@ Rules (each violation raises :class:`FusionError` naming the nodes and the reaso
 * **Convex.** No path leaves the group and comes back into it: the group could not run
   as one kernel without waiting for itself.
 * **Size.** At most ``MAX_GROUP_OPS`` ops and ``MAX_GROUP_TENSORS`` tensors crossing the
-  boundary (register pressure; see :func:`gpusim.cost.kernel.register_pressure`).
+  boundary (register pressure; see :func:`gpusim.cost.roofline.register_pressure`).
 * **Partition.** Every compute node is in exactly one group and the kernel graph
   (groups as nodes) is acyclic.
 """

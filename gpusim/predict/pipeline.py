@@ -8,7 +8,8 @@ from functools import cached_property
 
 from gpusim.capture.tracing import capture
 from gpusim.util.errors import UserError
-from gpusim.cost.kernel import CostOptions, KernelEstimate, estimate_kernel, kernel_us
+from gpusim.cost.kernel import estimate_kernel, kernel_us
+from gpusim.cost.roofline import CostOptions, KernelEstimate
 from gpusim.graph.opgraph import OpGraph
 from gpusim.hw.spec import GPUSpec, load_spec
 from gpusim.hw.host import HostProfile, load_host, python_us

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpusim.cost.kernel import KernelEstimate
+from gpusim.cost.roofline import KernelEstimate
 from gpusim.lower.modes import check_mode
 from gpusim.graph.opgraph import LIBRARY_KINDS
 from gpusim.graph.ops import SYNC_OPS

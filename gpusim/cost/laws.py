@@ -1,0 +1,304 @@
+"""Kernel-class laws: one small function per eager kernel class (``Kernel.variant``, named by the
+lowering's dispatch rules, :mod:`gpusim.lower.dispatch`), found through one registry (:data:`LAWS`).
+
+Every law starts from the kernel's group roofline (:func:`gpusim.cost.roofline.estimate_group`) and
+returns it retimed: ``t = max(floor, kernel_fixed_us + max(t_memory, t_compute))`` with the class's
+own memory or compute term and floor. A GPU without a class's figure (None: nothing fitted it on
+that GPU, and another GPU's figure is never a default) gets the neutral law (:func:`neutral`) or
+the fallback each law names. Adding a kernel class is adding one law here and its figures to the
+spec files (``hwspecs/``, with their provenance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from gpusim.cost.classes import (BN_TRAIN_CLASSES, _bn_channels, _filter_taps, _groups, bn_eval_law,
+                                 bn_input_contiguous, bn_train_figures, bn_train_us, depthwise_aten_us,
+                                 depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
+from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
+                                  kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
+from gpusim.graph.opgraph import HALF_DTYPES, OpGraph, main_shape, numel
+from gpusim.graph.ops import packet_name
+
+
+@dataclass(frozen=True)
+class LawInput:
+    """What a law reads: the kernel, its first node's attributes ``a``, the GPU ``spec``, the
+    group roofline ``est`` and the default ``floor`` (the library GEMM floor for GEMM-like
+    kernels where the spec has one, else the common ``kernel_min_us``)."""
+
+    graph: OpGraph
+    kernel: object          # gpusim.lower.lowering.Kernel
+    spec: object            # gpusim.hw.spec.GPUSpec
+    opts: CostOptions
+    est: KernelEstimate
+    a: dict
+    floor: float
+
+    def retimed(self, mem_us: float, comp_us: float, floor: float | None = None) -> KernelEstimate:
+        """The roofline with this class's memory and compute times (and floor)."""
+        return _retimed(self.est, self.spec, mem_us, comp_us, self.floor if floor is None else floor,
+                        variant=self.kernel.variant)
+
+
+#: kernel class (``Kernel.variant``) -> its law
+LAWS: dict[str, Callable[[LawInput], KernelEstimate]] = {}
+
+
+def law(*variants: str):
+    """Register the decorated function as the law of ``variants``."""
+    def register(fn):
+        for v in variants:
+            if v in LAWS:
+                raise ValueError(f"kernel class {v!r} has two laws: {LAWS[v].__name__} and {fn.__name__}")
+            LAWS[v] = fn
+        return fn
+    return register
+
+
+def neutral(x: LawInput) -> KernelEstimate:
+    """A class with no law or no figures: the group roofline at the class's floor."""
+    return x.retimed(x.est.mem_us, x.est.compute_us)
+
+
+@law("mta")
+def mta(x: LawInput) -> KernelEstimate:
+    """Multi-tensor apply (foreach and fused optimizer kernels): the op's own bytes (every list
+    read, every list written in place) over ``mta_efficiency x bandwidth``, floor ``kernel_min_us``
+    (figure fitted by validation/fit_train.py on the training records). A fused optimizer op
+    writes its lists without an output tensor, which the group's boundary count misses (GPT-2's
+    ``_fused_adamw_``: 16 of its 28 bytes per element). Without the figure: the plain ATen stream."""
+    spec = x.spec
+    if not spec.mta_efficiency:
+        return x.est
+    est = replace(x.est, bytes_read=max(x.est.bytes_read, mta_bytes(x.a) - x.est.bytes_written))
+    return _retimed(est, spec, est.bytes / (spec.mta_efficiency * spec.bandwidth) * 1e6,
+                    est.compute_us, spec.kernel_min_us, variant=x.kernel.variant)
+
+
+@law("bn_eval")
+def bn_eval(x: LawInput) -> KernelEstimate:
+    """Eval batch norm: bytes at ``bn_eval_efficiency[_16bit]``, then the SM-cycle law of its
+    planes (:func:`gpusim.cost.classes.bn_eval_law`: ``bn_plane_cycles``, ...) as a lower bound
+    and floor; without it, the stream times the small-plane padding."""
+    a, spec = x.a, x.spec
+    eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
+    contiguous = bn_input_contiguous(x.graph, x.kernel.ops[0])
+    mem = x.est.mem_us * spec.mem_efficiency / (eff or spec.mem_efficiency)
+    floor = x.floor
+    fitted = bn_eval_law(a, contiguous, spec)
+    if fitted is None:
+        mem = mem * plane_padding(a, contiguous)
+    else:
+        sm_us, law_floor = fitted
+        mem, floor = max(mem, sm_us), max(floor, law_floor)
+    return x.retimed(mem, x.est.compute_us, floor)
+
+
+def _cuda_core_depthwise(x: LawInput) -> KernelEstimate:
+    """Depthwise kernels without figures (cuDNN's and ATen's alike in the sweeps' profiler lists)
+    run on CUDA cores with one filter per channel, so there is no GEMM to tile: FLOPs over the
+    fp32 peak x ``cuda_core_efficiency``, not a K = kh*kw tensor-core GEMM."""
+    return x.retimed(x.est.mem_us, x.a["flops"] / (x.spec.peak_flops("fp32") * x.spec.cuda_core_efficiency) * 1e6)
+
+
+@law("depthwise")
+def depthwise(x: LawInput) -> KernelEstimate:
+    """cuDNN's depthwise convolution: ``depthwise_us[_16bit]`` + ``depthwise_tap_us`` per filter tap
+    + FLOPs at ``depthwise_efficiency`` of the fp32 peak (cnn sweep), or the NCHW kernel's own law
+    (:func:`gpusim.cost.classes.depthwise_nchw_us`)."""
+    spec, a = x.spec, x.a
+    if not spec.depthwise_efficiency:
+        return _cuda_core_depthwise(x)
+    half = a["dtype"] in HALF_DTYPES
+    fixed, tap, eff = ((spec.depthwise_us_16bit, spec.depthwise_tap_us_16bit, spec.depthwise_efficiency_16bit)
+                       if half else (spec.depthwise_us, spec.depthwise_tap_us, spec.depthwise_efficiency))
+    # a GPU whose fraction is derived but whose fixed costs are not: none (neutral)
+    comp = (fixed or 0.0) + (tap or 0.0) * _filter_taps(x.graph, a) + a["flops"] / (spec.peak_flops("fp32") * eff) * 1e6
+    nchw = depthwise_nchw_us(x.graph, x.kernel.ops[0], spec)
+    if nchw is not None:
+        return x.retimed(x.est.mem_us, nchw)
+    return x.retimed(x.est.mem_us, comp - spec.kernel_fixed_us)
+
+
+@law("depthwise_aten")
+def depthwise_aten(x: LawInput) -> KernelEstimate:
+    """ATen's own depthwise kernel: its fitted law (:func:`gpusim.cost.classes.depthwise_aten_us`),
+    else FLOPs at ``depthwise_aten_efficiency`` of the fp32 peak, else the CUDA-core law."""
+    us = depthwise_aten_us(x.graph, x.a, x.spec)
+    if us is not None:
+        return x.retimed(x.est.mem_us, us)
+    if x.spec.depthwise_aten_efficiency:
+        return x.retimed(x.est.mem_us, x.a["flops"] / (x.spec.peak_flops("fp32") * x.spec.depthwise_aten_efficiency) * 1e6)
+    return _cuda_core_depthwise(x)
+
+
+@law("pool")
+def pool(x: LawInput) -> KernelEstimate:
+    """Pooling: its window's rate (:func:`gpusim.cost.classes.pool_us`) at the reduction floor;
+    without a rate, the reduction stream unchanged."""
+    us = pool_us(x.a, x.spec)
+    if us is None:
+        return x.est
+    return x.retimed(x.est.mem_us, us, kernel_floor([x.a], x.spec))
+
+
+@law("layer_norm")
+def layer_norm(x: LawInput) -> KernelEstimate:
+    """ATen's layer norm runs a block per row: ``layer_norm_row_ns[_16bit]`` per row on top of the
+    stream, scaled by how narrow the row is (:func:`gpusim.cost.classes.narrow_row_fraction`; it
+    dominates Swin's and ConvNeXt's 96-768 channels); floor ``reduction_min_us``."""
+    a, spec = x.a, x.spec
+    mem = x.est.mem_us
+    row_ns = spec.layer_norm_row_ns_16bit if a["dtype"] in HALF_DTYPES else spec.layer_norm_row_ns
+    shape = main_shape(a.get("shape"))
+    if row_ns and shape:
+        mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
+    return x.retimed(mem, x.est.compute_us, spec.reduction_min_us or x.floor)
+
+
+@law("column_sum")
+def column_sum(x: LawInput) -> KernelEstimate:
+    """A backward sum over the leading dim (:func:`gpusim.lower.dispatch.column_sum`): a fixed
+    ``column_sum_us`` in place of ``kernel_fixed_us`` and its bytes at ``column_sum_efficiency`` of
+    the bandwidth (validation/fit_train.py); without the figures, the reduction stream."""
+    spec = x.spec
+    if not spec.column_sum_efficiency:
+        return x.est
+    mem = ((spec.column_sum_us or spec.kernel_fixed_us) - spec.kernel_fixed_us
+           + x.est.bytes / (spec.column_sum_efficiency * spec.bandwidth) * 1e6)
+    return x.retimed(mem, x.est.compute_us, kernel_floor([x.a], x.spec))
+
+
+@law(*BN_TRAIN_CLASSES)
+def bn_train(x: LawInput) -> KernelEstimate:
+    """Training batch norm (cuDNN's bn_fw_tr / bn_bw; ATen's native kernels for bf16): channel waves
+    (:func:`gpusim.cost.classes.bn_train_us`) with ``bn_train_efficiency``, ``bn_backward_efficiency``
+    and their per-channel times (validation/fit_train.py); floor ``reduction_min_us``."""
+    a, spec = x.a, x.spec
+    eff, ch_us = bn_train_figures(spec, x.kernel, a["dtype"])
+    mem = bn_train_us(x.est.bytes, _bn_channels(a), eff, ch_us or 0.0, spec) if eff else x.est.mem_us
+    return x.retimed(mem, x.est.compute_us, spec.reduction_min_us or x.floor)
+
+
+@law("conv", "conv_dgrad", "conv_wgrad")
+def conv(x: LawInput) -> KernelEstimate:
+    """cuDNN convolutions (and their backward-data and backward-filter kernels, the forward law on
+    their own implicit GEMMs): fp32 CUDA-core kernels at ``conv_simt_efficiency`` of the fp32 peak
+    (microbench conv_simt); tensor-core ones the GEMM roofline x ``conv_efficiency_scale``; floor
+    ``conv_min_us``."""
+    a, spec = x.a, x.spec
+    if (spec.conv_simt_efficiency and unit_for("conv", a["dtype"], spec, x.opts) == "fp32"
+            and _groups(x.graph, a) == 1):
+        comp = a["flops"] / (spec.peak_flops("fp32") * spec.conv_simt_efficiency) * 1e6
+    else:
+        comp = x.est.compute_us * (spec.conv_efficiency_scale or 1.0)
+    return x.retimed(x.est.mem_us, comp, spec.conv_min_us or x.floor)
+
+
+@law("conv_stem")
+def conv_stem(x: LawInput) -> KernelEstimate:
+    """A stem convolution (3 input channels): ``conv_stem_us`` + FLOPs at ``conv_stem_tflops``;
+    floor ``conv_min_us``. Without the figures, the neutral law."""
+    spec = x.spec
+    if not spec.conv_stem_tflops:
+        return neutral(x)
+    comp = (spec.conv_stem_us or 0.0) + x.a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
+    return x.retimed(x.est.mem_us, comp, spec.conv_min_us or x.floor)
+
+
+@law("gemm", "align1", "align2", "gemv", "gemm_lt")
+def gemm(x: LawInput) -> KernelEstimate:
+    """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``; misaligned 16-bit GEMMs
+    (align1/align2) at ``matmul_align{1,2}_efficiency`` of the unit's peak; fp32 gemv streams the
+    weight at ``gemv_fp32_efficiency`` (no output tiles to quantise); fp32 cuBLASLt without split-K;
+    floors ``gemm_eager_min_us`` (fitted on 16-bit GEMMs, shared by fp32 gemv) and ``conv_min_us``
+    for a 1x1 conv run as a GEMM (densenet121's smallest align2 kernels, 7.5 us)."""
+    a, spec, v = x.a, x.spec, x.kernel.variant
+    mem = x.est.mem_us * spec.mem_efficiency / (spec.gemm_mem_efficiency or spec.mem_efficiency)
+    comp = x.est.compute_us
+    unit = unit_for(a["kind"], a["dtype"], spec, x.opts)
+    eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency
+    if v in ("align1", "align2") and eff:
+        comp = a["flops"] / (spec.peak_flops(unit) * eff) * 1e6
+    elif v == "gemv" and unit == "fp32":
+        mem = x.est.mem_us * spec.mem_efficiency / (spec.gemv_fp32_efficiency or spec.gemm_mem_efficiency
+                                                    or spec.mem_efficiency)
+        comp = a["flops"] / (spec.peak_flops(unit) * matmul_efficiency(spec, unit)) * 1e6
+    elif v == "gemm_lt" and unit == "fp32":
+        comp = comp * quantisation_efficiency(a["gemm"], spec) / quantisation_efficiency(a["gemm"], spec, split_k=False)
+    lib_floor = a["dtype"] in HALF_DTYPES or (v == "gemv" and unit == "fp32")
+    floor = (spec.gemm_eager_min_us if lib_floor else None) or x.floor
+    if a["kind"] == "conv":
+        floor = spec.conv_min_us or floor
+    return x.retimed(mem, comp, floor)
+
+
+@law("attention_fp32")
+def attention_fp32(x: LawInput) -> KernelEstimate:
+    """fp32 attention (math or memory-efficient kernels): its effective GEMM FLOPs at
+    ``attention_fp32_efficiency`` of the fp32 peak; without the figure, the neutral law."""
+    if not x.spec.attention_fp32_efficiency:
+        return neutral(x)
+    return x.retimed(x.est.mem_us, gemm_flops_effective(x.a) / (x.spec.peak_flops("fp32")
+                                                                  * x.spec.attention_fp32_efficiency) * 1e6)
+
+
+@law("attention", "attention_mask")
+def attention(x: LawInput) -> KernelEstimate:
+    """Fused attention (flash, cuDNN, memory-efficient; ``attention_mask`` with a mask): the two
+    products' FLOPs (:func:`gpusim.cost.roofline.attention_flops`) at ``attention[_mask]_efficiency``
+    of the fp16 tensor peak, floor ``attention_min_us``; without the figure, the neutral law."""
+    spec = x.spec
+    eff = spec.attention_mask_efficiency if x.kernel.variant == "attention_mask" else spec.attention_efficiency
+    if not eff:
+        return neutral(x)
+    comp = attention_flops(x.a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6
+    return x.retimed(x.est.mem_us, comp, spec.attention_min_us or x.floor)
+
+
+def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
+    """A library helper kernel: a stream over ``kernel.bytes`` (cuDNN's layout
+    transforms, mask conversions) or, with no bytes, a tiny setup kernel at the floor."""
+    a = graph.g.nodes[kernel.ops[0]]
+    eff = spec.mem_efficiency if kernel.impl == "generated" else (spec.layout_transform_efficiency
+                                                                   or spec.mem_efficiency)
+    if kernel.variant == "strided_copy":
+        # ATen's copy of a strided tensor to a contiguous one: a permuting copy, the
+        # class of cuDNN's layout transforms (a transposed read per element)
+        eff = spec.layout_transform_efficiency or spec.aten_strided_efficiency * spec.mem_efficiency
+        perm = (spec.aten_permuted_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                else spec.aten_permuted_efficiency)
+        if perm:        # ATen's own permuting copy (broad records), not cuDNN's tiled one
+            eff = perm * spec.mem_efficiency
+    bn = bn_train_figures(spec, kernel, a["dtype"]) if kernel.variant in BN_TRAIN_CLASSES else (None, None)
+    if kernel.variant in BN_TRAIN_CLASSES:
+        # a native batch norm's statistics pass (bf16): without a figure, ATen's norm
+        # kernels' stream (as the pass's main kernel)
+        eff = spec.mem_efficiency * (spec.aten_norm_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                                     else spec.aten_norm_efficiency)
+    if kernel.variant == "moments":
+        # a group norm's statistics: a block-per-row reduction over its input
+        eff = spec.mem_efficiency * spec.aten_reduction_efficiency
+    if kernel.variant in ("conv_bias", "cat_copy"):
+        # ATen's add_ of a conv's bias: a broadcast operand, the non-vectorised path
+        # (cnn sweep: 0.78 / 0.45 of bandwidth in fp32 / 16-bit, as the broadcast add);
+        # a cat's per-input copies into strided slices take the same path
+        eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
+                                     else spec.aten_strided_efficiency)
+    mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
+    if bn[0]:
+        mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
+    us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
+    if kernel.variant == "mta_launch" and spec.mta_launch_us:
+        # a multi-tensor-apply op's further launch (training records: validation/fit_train.py)
+        us = spec.mta_launch_us
+    if kernel.variant == "weight_transform" and spec.weight_transform_us:
+        us = max(us, spec.weight_transform_us)
+    return KernelEstimate(
+        name=f"{kernel.ops[0]}:aux", ops=tuple(kernel.ops), op_types=(packet_name(a["op"]),),
+        kind="copy", shape=a.get("shape") or (), flops=0.0, bytes_read=kernel.bytes / 2,
+        bytes_read_l2=0.0, bytes_written=kernel.bytes / 2, mem_us=mem, compute_us=0.0,
+        fixed_us=spec.kernel_fixed_us, us=us, bound="memory" if kernel.bytes else "latency",
+        unit="fp32", role="aux")
