@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from gpusim.capture.tracing import capture
 from gpusim.cost.kernel import estimate_kernel
-from gpusim.lower.dispatch import conv_info, conv_layout
+from gpusim.lower.conv import conv_info, conv_layout
 from validation.fit_dispatch import fit_dispatch
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
@@ -162,7 +162,7 @@ def test_fp16_depthwise_takes_pytorchs_cudnn_rule():
     unless wide enough (>= 512 channels, or >= 256 on maps >= 28), as do convs of fewer
     than 32 channels and 7x7 filters; stride 1 with 1/3/5 filters runs cuDNN; channels-last
     always cuDNN (broad H100 AMP records: ``conv_depthwise2d_forward_kernel`` vs cuDNN's)."""
-    from gpusim.lower.dispatch import aten_depthwise
+    from gpusim.lower.conv import aten_depthwise
     base = {"layout": "nchw", "dtype": "float16", "kw": 3}
     cases = (({"N": 32, "Cin": 48, "H": 112, "W": 112, "Ho": 56, "kh": 3}, True),
              ({"N": 256, "Cin": 512, "H": 14, "W": 14, "Ho": 7, "kh": 3}, False),

@@ -13,7 +13,8 @@ from gpusim.graph.opgraph import GraphBuilder
 from gpusim.lower.legality import FusionError
 from gpusim.predict.pipeline import lower
 from gpusim.sim.allocator import CachingAllocator, round_size, segment_size
-from gpusim.sim.memory import simulate_memory, storage_roots
+from gpusim.sim.memory import simulate_memory
+from gpusim.sim.buffers import storage_roots
 
 MiB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -19,7 +19,9 @@ pd = pytest.importorskip("pandas", reason="pandas (the sweep extra) not installe
 from gpusim import sweep as sweep_fn                      # noqa: E402
 from gpusim.cli.commands import main                                # noqa: E402
 from gpusim.util.errors import UserError                        # noqa: E402
-from gpusim.sweep.run import FIGURES, KEY, MEMORY, have_dask, read_results, version  # noqa: E402
+from gpusim.sweep.run import have_dask, version  # noqa: E402
+from gpusim.sweep.columns import FIGURES, KEY, MEMORY
+from gpusim.sweep.results import read_results
 from gpusim.sweep.answers import answers, parse_prices, usd_per_million  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -264,7 +266,7 @@ for _b in ("chromium", "chromium-browser", "google-chrome"):
 @pytest.mark.skipif(not HAVE_ARROW, reason="pyarrow (the sweep extra) not installed")
 def test_cli_report_page_in_headless_chromium(rows, tmp_path, capsys):
     pytest.importorskip("matplotlib", reason="matplotlib draws the sweep report")
-    from gpusim.sweep.run import write_results
+    from gpusim.sweep.results import write_results
     res_path = str(tmp_path / "r.parquet")
     write_results(res_path, rows)
     page = tmp_path / "sweep.html"

@@ -17,7 +17,7 @@ from gpusim.cli.commands import main
 from gpusim.hw.spec import load_spec
 from gpusim.predict.step import max_batch
 from gpusim.predict.phases import step_summary
-from gpusim.capture.train import reachable
+from gpusim.capture.closures import reachable
 from gpusim.graph.train_ops import MTA_CHUNK, mta_launches
 
 FAST = settings(max_examples=2, deadline=None,
@@ -413,7 +413,7 @@ def test_training_batch_norm_is_cudnns_training_kernel():
 
 
 def _storages(p):
-    from gpusim.sim.memory import _buffers
+    from gpusim.sim.buffers import _buffers
     return _buffers(p.lowering)[0]
 
 
@@ -496,7 +496,7 @@ def test_a_step_holds_one_cublas_workspace_per_thread_that_runs_gemms():
 
 
 def test_grad_scaler_ops_write_in_place():
-    from gpusim.sim.memory import is_inplace
+    from gpusim.sim.buffers import is_inplace
     for op in ("aten._amp_foreach_non_finite_check_and_unscale_.default",
                "aten._amp_update_scale_.default"):
         assert is_inplace({"op": op, "kind": "pointwise"})

@@ -147,7 +147,7 @@ def test_training_batch_norm_classes():
 
 def test_backward_classes_column_sums_and_scales(graph):
     """Backward kernels of their own classes (gpusim.cost.kernel.BACKWARD_SCALES, the column sums
-    of gpusim.lower.dispatch.column_sum), each by its fitted figures; without them the forward
+    of gpusim.lower.dispatch_train.column_sum), each by its fitted figures; without them the forward
     law; the forward and optimizer kernels never change."""
     from gpusim.cost.roofline import kernel_floor
     from gpusim.hw.schema import BACKWARD_SCALE_FIGURES

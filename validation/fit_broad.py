@@ -46,7 +46,7 @@ from gpusim.graph.opgraph import HALF_DTYPES, main_shape, numel
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.schema import BROAD_FIGURES
 from gpusim.cost.classes import _filter_taps
-from gpusim.lower.dispatch import conv_info, conv_layout
+from gpusim.lower.conv import conv_info, conv_layout
 from gpusim.lower.inductor import WINDOW_POOLS
 from gpusim.graph.ops import packet_name
 from validation.records import read_records, record_graph, run_set

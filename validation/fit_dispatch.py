@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from gpusim.capture.tracing import capture
 from gpusim.cost.classes import NORM_CALIBRATION_COLS, narrow_row_fraction
 from gpusim.cost.roofline import CostOptions, estimate_group
-from gpusim.lower.dispatch import aten_depthwise, is_depthwise, is_pow2
+from gpusim.lower.conv import aten_depthwise, is_depthwise, is_pow2
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, numel
 
 # ----------------------------------------------------------------------- fitting

@@ -25,7 +25,7 @@ datasheet figure, with leave-one-family-out (cnn, vit, encoder, decoder, encdec)
   over the steps.
 
 * ``column_sum_efficiency``, ``column_sum_us``: a backward sum over the leading dim
-  (:func:`gpusim.lower.dispatch.column_sum`: bias and layer-scale gradients), ATen's
+  (:func:`gpusim.lower.dispatch_train.column_sum`: bias and layer-scale gradients), ATen's
   ``reduce_kernel<128, 4, ...sum_functor...>`` in the profiler (the row sums run
   ``reduce_kernel<512, 1>``): per kernel a fixed time and the bytes at the fraction of the
   bandwidth, at least the reduction floor; the pair (on a grid) with the least mean error

@@ -74,7 +74,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                 if o.name in g:
                     g.nodes[g.nodes[o.name]["base"]]["is_output"] = True
                     # which tensor leaves: a view's base may be a multi-output op whose
-                    # other outputs die (gpusim.sim.memory.split_outputs)
+                    # other outputs die (gpusim.sim.buffers.split_outputs)
                     g.nodes[o.name]["returned"] = True
             continue
         vals[n.name] = val

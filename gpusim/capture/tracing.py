@@ -56,7 +56,7 @@ def _wrap_plain(fn_or_module, args, rebuild=None):
     if not callable(fn_or_module):
         raise CaptureError(f"cannot capture a {type(fn_or_module).__name__}: pass a function "
                            "or an nn.Module")
-    from gpusim.capture.train import closure_wrap
+    from gpusim.capture.closures import closure_wrap
     wrapped = closure_wrap(fn_or_module, args)   # modules it reaches are weights, not constants
     if wrapped is not None:
         return wrapped
@@ -184,7 +184,8 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
 def capture_full(fn_or_module, args=(), name: str | None = None,
                  tracing_mode: str = "fake", compiling: bool = False, amp=None) -> Captured:
     from gpusim.capture.amp import amp_name
-    from gpusim.capture.train import capture_step, is_training_step
+    from gpusim.capture.train import capture_step
+    from gpusim.capture.closures import is_training_step
     if is_training_step(fn_or_module):      # backward, an optimizer: a whole training step
         if amp is not None:
             raise CaptureError("amp= does not apply to a training step (it would autocast the "

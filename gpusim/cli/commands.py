@@ -62,7 +62,7 @@ def _check_args(a) -> None:
             viz.plot_format(path)
             load_matplotlib()       # missing: say so before a --trace beside it is written
         if opt == "out" and a.cmd == "sweep":
-            from gpusim.sweep.run import out_format
+            from gpusim.sweep.results import out_format
             out_format(path)
         if opt == "out" and a.cmd in ("report", "sweep report"):
             viz.html_target(path)
@@ -319,7 +319,7 @@ def _words(text: str, opt: str) -> list[str]:
 def cmd_sweep_report(a) -> int:
     """``gpusim sweep report RESULTS --out F.html``: the answers of a sweep, one page."""
     from gpusim.report import viz
-    from gpusim.sweep.run import read_results
+    from gpusim.sweep.results import read_results
     from gpusim.sweep.answers import answers, parse_prices
     from gpusim.sweep.page import sweep_html
     prices = parse_prices(a.price)

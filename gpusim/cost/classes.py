@@ -18,7 +18,7 @@ def mta_bytes(a: dict) -> float:
     return float(a.get("bytes_read") or 0.0) + float(a.get("bytes_written") or 0.0)
 
 
-#: training batch-norm kernel classes (gpusim.lower.dispatch.batch_norm_train_kernels): forward
+#: training batch-norm kernel classes (gpusim.lower.dispatch_train.batch_norm_train_kernels): forward
 #: with batch statistics, and backward
 BN_TRAIN_CLASSES = ("bn_train", "bn_backward")
 
@@ -85,7 +85,7 @@ def bn_input_contiguous(graph: OpGraph, n: str) -> bool | None:
     """Whether batch norm ``n`` reads an NCHW-contiguous input: the CUDA trace's own fact
     (``input_contiguous``), else, on a meta trace (the zoo's and the broad sample's
     re-captures), its producer convolution's layout as cuDNN runs it
-    (:func:`gpusim.lower.dispatch.conv_layout`: NCHW in, NCHW out); None when neither tells."""
+    (:func:`gpusim.lower.conv.conv_layout`: NCHW in, NCHW out); None when neither tells."""
     a = graph.g.nodes[n]
     if a.get("input_contiguous") is not None:
         return a["input_contiguous"]
@@ -93,7 +93,7 @@ def bn_input_contiguous(graph: OpGraph, n: str) -> bool | None:
     p = graph.g.nodes[ins[0]] if ins and ins[0] in graph.g else None
     if p is None or p.get("kind") != "conv":
         return None
-    from gpusim.lower.dispatch import conv_layout
+    from gpusim.lower.conv import conv_layout
     return conv_layout(graph, ins[0]) == "nchw"
 
 
@@ -203,7 +203,7 @@ def depthwise_nchw_us(graph: OpGraph, n: str, spec) -> float | None:
     ~9 on 7x7 (the per-plane part: halo and filter loads), 5x5 ~5.5 on 28x28 and up, ~10.5
     on 14x14; about twice the channels-last kernels the cnn sweep's class was fitted on.
     None where the spec has no figures or the conv is not NCHW fp16 (the sweep's class)."""
-    from gpusim.lower.dispatch import conv_info
+    from gpusim.lower.conv import conv_info
     c = conv_info(graph, n)
     if (c is None or c["layout"] != "nchw" or c["dtype"] != "float16"
             or spec.depthwise_nchw_output_ps_fp16 is None or spec.depthwise_nchw_plane_tap_ps_fp16 is None

@@ -58,7 +58,7 @@ def backward_scale_field(graph: OpGraph, kernel) -> str | None:
     name = packet_name(a.get("op", ""))
     pointwise = False
     if name == "convolution_backward":
-        from gpusim.lower.dispatch import conv_info
+        from gpusim.lower.conv import conv_info
         c = conv_info(graph, kernel.ops[0])
         direction = c.get("backward") if c else None
         pointwise = bool(c) and kernel.variant in ("conv_dgrad", "conv_wgrad") and c["kh"] == c["kw"] == 1

@@ -160,7 +160,7 @@ def layer_norm(x: LawInput) -> KernelEstimate:
 
 @law("column_sum")
 def column_sum(x: LawInput) -> KernelEstimate:
-    """A backward sum over the leading dim (:func:`gpusim.lower.dispatch.column_sum`): a fixed
+    """A backward sum over the leading dim (:func:`gpusim.lower.dispatch_train.column_sum`): a fixed
     ``column_sum_us`` in place of ``kernel_fixed_us`` and its bytes at ``column_sum_efficiency`` of
     the bandwidth (validation/fit_train.py); without the figures, the reduction stream."""
     spec = x.spec

@@ -126,7 +126,7 @@ class GPUSpec:
     matmul_tc_efficiency: float | None = None
     # training batch norm (batch statistics): cuDNN's bn_fw_tr / bn_bw kernels, forward and
     # backward, fp32 and 16-bit apart; ATen's native kernels (bf16,
-    # gpusim.lower.dispatch.cudnn_batch_norm) forward and backward. A block per channel, the
+    # gpusim.lower.dispatch_train.cudnn_batch_norm) forward and backward. A block per channel, the
     # channels in waves over the SMs: each wave a fixed cost per channel (*_channel_us) and
     # its planes at the efficiency's share of the bandwidth (gpusim.cost.classes.bn_train_us)
     bn_train_efficiency: float | None = None

@@ -48,9 +48,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpusim.cost.roofline import KernelEstimate
-from gpusim.lower.modes import check_mode
 from gpusim.graph.opgraph import LIBRARY_KINDS
 from gpusim.graph.ops import SYNC_OPS
+from gpusim.lower.modes import check_mode
+
 
 @dataclass(frozen=True)
 class Event:

@@ -59,7 +59,7 @@ def usd_per_million(price_per_hour: float, samples_per_s: float) -> float:
 def answers(df, prices: dict | None = None, target_latency_ms: float | None = None,
             target_throughput: float | None = None) -> dict:
     """Every answer of a sweep's rows ``df`` (a DataFrame :func:`gpusim.sweep.run.sweep`
-    returned or :func:`gpusim.sweep.run.read_results` read) as DataFrames, plus the inputs:
+    returned or :func:`gpusim.sweep.results.read_results` read) as DataFrames, plus the inputs:
     ``{"rows", "errors", "throughput", "frontier", "fastest_mode", "cost", "cheapest",
     "prices", "targets", "missing_prices"}``."""
     for name, v in (("--target-latency-ms", target_latency_ms),

@@ -26,7 +26,8 @@ from gpusim.report.viz.common import (BOUND_COLOURS, BOUNDS, check_target, html_
 from gpusim.report.viz.graph import dot_document, dot_output, graph_svg, kernel_graph, render_dot
 from gpusim.report.viz.html import kernel_table, report_html, timeline_page
 from gpusim.report.viz.roofline import (FusionMove, RoofPoint, fusion_moves, plot_output, roofline_figure,
-                       roofline_points, roofline_svg, roofs, unit_name)
+    roofline_points, roofs, unit_name)
+from gpusim.report.viz.roofline_svg import roofline_svg
 from gpusim.report.viz.timeline import timeline_svg
 from gpusim.report.viz.trace import (TID_GPU, TID_HOST, TID_IDLE, TID_MEASURED, record_kernels, trace_document,
                     trace_output)

@@ -11,7 +11,7 @@ from gpusim.report.viz.common import BOUND_COLOURS, BOUNDS, MUTED, esc, ops_text
 from gpusim.report.viz.graph import dot_document, graph_svg, render_dot
 from gpusim.sim.memory import fit_line
 from gpusim.report.rollup import DEFAULT_DEPTH
-from gpusim.report.viz.roofline import roofline_svg
+from gpusim.report.viz.roofline_svg import roofline_svg
 from gpusim.report.viz.timeline import timeline_svg
 
 CSS = """
