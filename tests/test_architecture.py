@@ -52,3 +52,9 @@ def test_stages_are_packages_named_in_the_contract():
     named = {s.strip() for layer in layers for s in layer.split("|")}
     packages = {p.name for p in (ROOT / "gpusim").iterdir() if (p / "__init__.py").exists()}
     assert packages <= named, packages - named
+
+
+def test_architecture_doc_is_generated_from_the_code():
+    from validation.architecture import DOC, current
+    text = DOC.read_text()
+    assert current(text) == text, "docs/architecture.md is stale: python3 -m validation.architecture"

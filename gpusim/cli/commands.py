@@ -25,6 +25,10 @@ import os
 import sys
 
 from gpusim.util.errors import GpusimError, UserError
+from gpusim.cli.sweep import cmd_sweep, sweep_report_parser
+from gpusim.cli.info import cmd_examples, cmd_hosts, cmd_specs
+from gpusim.cli.lab import cmd_accuracy, cmd_calibrate, cmd_validate
+from gpusim.cli.parser import _Parser
 
 # Everything else is imported inside the command that needs it, so that `gpusim --help`
 # and argument errors never import torch. The lab (``validation``: calibrate, validate,
@@ -290,154 +294,6 @@ def cmd_report(a) -> int:
     viz.write_atomic(a.out, page)
     print(f"wrote {a.out}", file=sys.stderr)
     return 0
-
-
-def cmd_sweep(a) -> int:
-    """``gpusim sweep MODEL... --gpu a,b --size batch=1,8 --out F``: every combination,
-    on Dask (:func:`gpusim.sweep.run.sweep`), one row per prediction in ``--out``."""
-    from gpusim.predict.compare import parse_gpus
-    from gpusim.sweep.run import parse_size_grid, sweep
-    df = sweep(a.models, parse_gpus(a.gpu), parse_size_grid(a.size), _words(a.mode, "--mode"),
-               _words(a.dtype, "--dtype"), host=a.host, train=a.train, amp=a.amp, out=a.out,
-               dask=a.dask)
-    errors = int((df["error"] != "").sum()) if len(df) else 0
-    done = {"out": a.out, "rows": len(df), "new_rows": df.attrs.get("new_rows", 0),
-            "errors": errors}
-    print(json.dumps(done) if a.json else f"{a.out}: {len(df)} rows ({done['new_rows']} new, "
-          f"{len(df) - done['new_rows']} already there), {errors} with an error")
-    return 0
-
-
-def _words(text: str, opt: str) -> list[str]:
-    """``"eager,compiled"`` -> ``["eager", "compiled"]``; an empty word is a mistake."""
-    words = [w.strip().lower() for w in str(text).split(",")]
-    if "" in words:
-        raise UserError(f"{opt} {text!r} has an empty value; separate values by single commas")
-    return words
-
-
-def cmd_sweep_report(a) -> int:
-    """``gpusim sweep report RESULTS --out F.html``: the answers of a sweep, one page."""
-    from gpusim.report import viz
-    from gpusim.sweep.results import read_results
-    from gpusim.sweep.answers import answers, parse_prices
-    from gpusim.sweep.page import sweep_html
-    prices = parse_prices(a.price)
-    res = answers(read_results(a.results), prices, a.target_latency_ms, a.target_throughput)
-    viz.write_atomic(a.out, sweep_html(res, a.results))
-    if a.json:          # the page's answers as data
-        print(json.dumps({"out": a.out, **{k: json.loads(res[k].to_json(orient="records"))
-                                           for k in ("cheapest", "frontier", "fastest_mode", "cost")
-                                           if res[k] is not None}}))
-    print(f"wrote {a.out}", file=sys.stderr)
-    return 0
-
-
-def sweep_report_parser() -> argparse.ArgumentParser:
-    """``gpusim sweep report``: ``report`` is never a model name (built-in names, zoo
-    names with their prefix and file:NAME all differ), so it selects this parser."""
-    r = _Parser(prog="gpusim sweep report", description="Answers from sweep results: "
-                "throughput against batch, memory frontier, fastest mode, cost, cheapest GPU.")
-    r.add_argument("results", help="a sweep's .parquet or .csv")
-    r.add_argument("--out", required=True, help="the page (.html)")
-    r.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR",
-                   help="what a GPU costs per hour (repeatable, or comma-separated): h100=2.49")
-    r.add_argument("--target-latency-ms", type=float, default=None,
-                   help="the cheapest GPU whose time per call is at most this")
-    r.add_argument("--target-throughput", type=float, default=None,
-                   help="the cheapest GPU that runs at least this many samples per second")
-    r.add_argument("--json", action="store_true", help="also print the answers as one JSON document")
-    r.set_defaults(fn=cmd_sweep_report, outputs=("out",), takes_model=False, cmd="sweep report")
-    return r
-
-
-def cmd_specs(a) -> int:
-    """Without a GPU: the table of all specs; with one: its every figure, value, source
-    and ref (where each figure came from)."""
-    from gpusim.hw.spec import list_specs, load_spec
-    from gpusim.hw.spec_io import figures_table, specs_table
-    print(figures_table(load_spec(a.gpu)) if a.gpu else specs_table(list_specs()))
-    return 0
-
-
-def cmd_hosts(a) -> int:
-    from gpusim.hw.host import hosts_table, list_hosts
-    print(hosts_table(list_hosts()))
-    return 0
-
-
-def cmd_examples(a) -> int:
-    from gpusim.models.examples import EXAMPLES
-    from gpusim.util.fmt import table
-    rows = [[e.name, e.category, e.description,
-             " ".join(f"{k}={v}" for k, v in e.defaults.items())] for e in EXAMPLES.values()]
-    print(table(rows, ["name", "category", "description", "defaults"], "llll"))
-    print()
-    try:
-        from gpusim.models import zoo       # optional extra: torchvision, timm, transformers
-    except ImportError:
-        print("real-model zoo (tv:, timm:, hf:): install the zoo extra, pip install 'gpusim[zoo]'")
-        return 0
-    rows = [[name, fam, desc, sizes] for name, fam, _lib, desc, sizes in zoo.catalogue()]
-    print(table(rows, ["zoo model", "family", "description", "defaults"], "llll"))
-    print("\nany other name its library lists works too: timm:NAME (timm.list_models()), "
-          "tv:NAME (torchvision.models.list_models()), hf:ID or hf:path/to/config_dir "
-          "(a Hugging Face config, never downloaded)")
-    return 0
-
-
-def cmd_calibrate(a) -> int:
-    from validation import calibrate
-    argv = ["--out", a.out] + (["--base", a.base] if a.base else []) + (
-        ["--host-only"] if a.host_only else []) + (["--forward-only"] if a.forward_only else [])
-    return calibrate.main(argv)
-
-
-def cmd_validate(a) -> int:
-    from validation import measure, runner
-    try:
-        measure.require_cuda()          # before the results folder is made: nothing half-written
-    except RuntimeError as e:
-        raise UserError(str(e)) from None
-    return runner.main(a)
-
-
-def cmd_accuracy(a) -> int:
-    """The accuracy table (:func:`validation.accuracy.main`), then the plot."""
-    from validation import accuracy
-    from validation.plot import accuracy_plot
-    if a.results is not None and not os.path.isdir(a.results):
-        raise UserError(f"results folder {a.results} does not exist")
-    rc = accuracy.main(argparse.Namespace(**{**vars(a), "plot": None}))
-    if a.plot:
-        accuracy_plot(a.results or accuracy.RESULTS_DIR, a.gpu, a.plot)
-        print(f"wrote {a.plot}", file=sys.stderr)
-    return rc
-
-
-class _Once(argparse._StoreAction):
-    """A single-valued option given twice (``--gpu h100 --gpu v100``) is a mistake, not
-    "the last one wins": which GPU did the user mean?"""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        given = namespace.__dict__.setdefault("_given", set())
-        if self.dest in given:
-            parser.error(f"{option_string} given twice; give it once")
-        given.add(self.dest)
-        super().__call__(parser, namespace, values, option_string)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (raised, so ``main`` prints them as every other
-    user error) and single-valued options that refuse a second value."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.register("action", None, _Once)
-        self.register("action", "store", _Once)
-
-    def error(self, message):
-        raise UserError(f"{message} (see `{self.prog} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,67 @@
+"""``gpusim sweep`` and ``gpusim sweep report``: many models, sizes, GPUs and modes into one table (:mod:`gpusim.sweep`), and the page of its answers."""
+
+from __future__ import annotations
+import argparse
+import json
+import sys
+from gpusim.util.errors import UserError
+from gpusim.cli.parser import _Parser
+
+
+def cmd_sweep(a) -> int:
+    """``gpusim sweep MODEL... --gpu a,b --size batch=1,8 --out F``: every combination,
+    on Dask (:func:`gpusim.sweep.run.sweep`), one row per prediction in ``--out``."""
+    from gpusim.predict.compare import parse_gpus
+    from gpusim.sweep.run import parse_size_grid, sweep
+    df = sweep(a.models, parse_gpus(a.gpu), parse_size_grid(a.size), _words(a.mode, "--mode"),
+               _words(a.dtype, "--dtype"), host=a.host, train=a.train, amp=a.amp, out=a.out,
+               dask=a.dask)
+    errors = int((df["error"] != "").sum()) if len(df) else 0
+    done = {"out": a.out, "rows": len(df), "new_rows": df.attrs.get("new_rows", 0),
+            "errors": errors}
+    print(json.dumps(done) if a.json else f"{a.out}: {len(df)} rows ({done['new_rows']} new, "
+          f"{len(df) - done['new_rows']} already there), {errors} with an error")
+    return 0
+
+
+def _words(text: str, opt: str) -> list[str]:
+    """``"eager,compiled"`` -> ``["eager", "compiled"]``; an empty word is a mistake."""
+    words = [w.strip().lower() for w in str(text).split(",")]
+    if "" in words:
+        raise UserError(f"{opt} {text!r} has an empty value; separate values by single commas")
+    return words
+
+
+def cmd_sweep_report(a) -> int:
+    """``gpusim sweep report RESULTS --out F.html``: the answers of a sweep, one page."""
+    from gpusim.report import viz
+    from gpusim.sweep.results import read_results
+    from gpusim.sweep.answers import answers, parse_prices
+    from gpusim.sweep.page import sweep_html
+    prices = parse_prices(a.price)
+    res = answers(read_results(a.results), prices, a.target_latency_ms, a.target_throughput)
+    viz.write_atomic(a.out, sweep_html(res, a.results))
+    if a.json:          # the page's answers as data
+        print(json.dumps({"out": a.out, **{k: json.loads(res[k].to_json(orient="records"))
+                                           for k in ("cheapest", "frontier", "fastest_mode", "cost")
+                                           if res[k] is not None}}))
+    print(f"wrote {a.out}", file=sys.stderr)
+    return 0
+
+
+def sweep_report_parser() -> argparse.ArgumentParser:
+    """``gpusim sweep report``: ``report`` is never a model name (built-in names, zoo
+    names with their prefix and file:NAME all differ), so it selects this parser."""
+    r = _Parser(prog="gpusim sweep report", description="Answers from sweep results: "
+                "throughput against batch, memory frontier, fastest mode, cost, cheapest GPU.")
+    r.add_argument("results", help="a sweep's .parquet or .csv")
+    r.add_argument("--out", required=True, help="the page (.html)")
+    r.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR",
+                   help="what a GPU costs per hour (repeatable, or comma-separated): h100=2.49")
+    r.add_argument("--target-latency-ms", type=float, default=None,
+                   help="the cheapest GPU whose time per call is at most this")
+    r.add_argument("--target-throughput", type=float, default=None,
+                   help="the cheapest GPU that runs at least this many samples per second")
+    r.add_argument("--json", action="store_true", help="also print the answers as one JSON document")
+    r.set_defaults(fn=cmd_sweep_report, outputs=("out",), takes_model=False, cmd="sweep report")
+    return r
