@@ -143,7 +143,7 @@ def test_local_cluster_of_n_workers():
     if not have_dask():
         pytest.skip("dask.distributed (the sweep extra) not installed")
     import importlib
-    sw = importlib.import_module("gpusim.sweep")
+    sw = importlib.import_module("gpusim.sweep.run")
     client, cluster = sw._client("local:1")
     try:
         assert len(client.scheduler_info()["workers"]) == 1
@@ -160,7 +160,7 @@ class _Tty(io.StringIO):
 def test_in_process_without_dask_and_progress(monkeypatch):
     """Without dask.distributed the sweep runs here; the progress line counts rows/s."""
     import importlib
-    sw = importlib.import_module("gpusim.sweep")      # the module (gpusim.sweep is the function)
+    sw = importlib.import_module("gpusim.sweep.run")      # the module (gpusim.sweep is the function)
     monkeypatch.setattr(sw, "have_dask", lambda: False)
     tty = _Tty()
     df = sw.sweep(["add_relu_mul"], ["h100", "a100"], {"n": [4096, 65536]}, modes=["eager"],
@@ -355,7 +355,7 @@ def test_readme_sweep_commands_run(tmp_path, monkeypatch, request):
     if have_dask():
         from dask.distributed import Client
         c = request.getfixturevalue("cluster")
-        sw = importlib.import_module("gpusim.sweep")
+        sw = importlib.import_module("gpusim.sweep.run")
         monkeypatch.setattr(sw, "_client", lambda dask: (Client(c), None))
     with open(os.path.join(ROOT, "README.md")) as f:
         text = f.read()
