@@ -58,3 +58,8 @@ def test_architecture_doc_is_generated_from_the_code():
     from validation.architecture import DOC, current
     text = DOC.read_text()
     assert current(text) == text, "docs/architecture.md is stale: python3 -m validation.architecture"
+
+
+def test_the_lab_stays_out_of_the_predictor_package():
+    assert not (ROOT / "gpusim" / "validation").exists()
+    assert not (ROOT / "gpusim" / "calibrate.py").exists()

@@ -1,12 +1,10 @@
 """The lab's records format (validation/records.py), the accuracy guards' failure lines and
 the lab's import graph."""
-import ast
 import glob
 import gzip
 import json
 import os
 
-import networkx as nx
 import pytest
 
 from validation.records import append_record, load_zoo_records, main, read_records, write_records
@@ -59,27 +57,6 @@ def test_a_failing_threshold_is_one_line_naming_the_figure():
     with pytest.raises(pytest.fail.Exception) as e:
         fail_if_worse(["h200 e2e eager p90 30.29% > threshold 30.2%"], "zoo accuracy")
     assert str(e.value) == "zoo accuracy regressed:\nh200 e2e eager p90 30.29% > threshold 30.2%"
-
-
-def _imports(path: str, prefix: str) -> set:
-    out = set()
-    for n in ast.walk(ast.parse(open(path).read())):     # lazy imports inside functions too
-        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(prefix):
-            out |= ({f"{prefix}.{a.name}" for a in n.names} if n.module == prefix else {n.module})
-        elif isinstance(n, ast.Import):
-            out |= {a.name for a in n.names if a.name.startswith(prefix + ".")}
-    return out
-
-
-def test_the_lab_has_no_import_cycle_and_the_predictor_never_imports_it():
-    g = nx.DiGraph()
-    for p in glob.glob(os.path.join(ROOT, "validation", "*.py")):
-        me = "validation." + os.path.basename(p)[:-3]
-        g.add_edges_from((me, d) for d in _imports(p, "validation") if d != me)
-    assert not list(nx.simple_cycles(g))
-    for p in glob.glob(os.path.join(ROOT, "gpusim", "**", "*.py"), recursive=True):
-        if os.path.basename(p) != "cli.py":       # the CLI's lab commands import it lazily
-            assert not _imports(p, "validation"), p
 
 
 def _chatty_loggers() -> dict:
