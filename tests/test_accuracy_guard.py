@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from validation.accuracy import RESULTS_DIR, accuracy_report
-from validation.stats import fail_if_worse, worse_than
+from validation.score.accuracy import RESULTS_DIR, accuracy_report
+from validation.records.stats import fail_if_worse, worse_than
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THRESHOLDS = os.path.join(ROOT, "validation", "thresholds.json")

@@ -237,8 +237,8 @@ def test_zoo_model_under_amp_is_faster_on_h100(capfd):
 def test_harness_plans_amp_cases_and_records_rebuild_their_graph():
     pytest.importorskip("torchvision")
     from gpusim.models import zoo
-    from validation.records import record_graph
-    from validation.zoo_run import plan_amp_cases
+    from validation.records.store import record_graph
+    from validation.measure.zoo_run import plan_amp_cases
     cases = plan_amp_cases({k: zoo.ZOO[k] for k in ("tv:resnet18", "hf:gpt2")}, "main",
                            compiled=("hf:gpt2",), runs=("eager", "compiled"))
     assert [(c.case_id, c.dtype, c.amp) for c in cases] == [

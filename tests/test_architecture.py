@@ -55,9 +55,9 @@ def test_stages_are_packages_named_in_the_contract():
 
 
 def test_architecture_doc_is_generated_from_the_code():
-    from validation.architecture import DOC, current
+    from validation.reports.architecture import DOC, current
     text = DOC.read_text()
-    assert current(text) == text, "docs/architecture.md is stale: python3 -m validation.architecture"
+    assert current(text) == text, "docs/architecture.md is stale: python3 -m validation.reports.architecture"
 
 
 def test_the_lab_stays_out_of_the_predictor_package():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gpusim.hw.arch import BANDWIDTH_FIELDS, bandwidth_fraction, bandwidth_k, carried_fractions
 from gpusim.cost.classes import bn_eval_law
 from gpusim.hw.spec import load_spec, transfer_spec
-from validation import fit_bn
+from validation.fit import fit_bn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEPS = os.path.join(ROOT, "validation", "sweeps")

@@ -1,4 +1,4 @@
-"""CI guard on the broad H100 sample under AMP (validation.broad_accuracy): the stored
+"""CI guard on the broad H100 sample under AMP (validation.score.broad_accuracy): the stored
 predictions (``validation/results/h100/broad_predictions.json``) cover every record, are
 what today's gpusim predicts (a few rows re-captured), and score no worse than
 ``validation/broad_thresholds.json``. Needs the zoo extra."""
@@ -9,10 +9,10 @@ import os
 import pytest
 
 from gpusim.graph.ops import packet_name
-from validation.broad_accuracy import (RESULTS, RUN_SET, broad_report, load_predictions,
+from validation.score.broad_accuracy import (RESULTS, RUN_SET, broad_report, load_predictions,
                                        predict_row, spec_names)
-from validation.records import read_records, run_set, zoo_available
-from validation.stats import fail_if_worse, worse_than
+from validation.records.store import read_records, run_set, zoo_available
+from validation.records.stats import fail_if_worse, worse_than
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THRESHOLDS = os.path.join(ROOT, "validation", "broad_thresholds.json")
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not zoo_available(), reason="zoo extra not insta
 @pytest.fixture(scope="module")
 def preds():
     p = load_predictions(RESULTS, "h100")
-    assert p is not None, "no stored predictions: run python3 -m validation.broad_accuracy"
+    assert p is not None, "no stored predictions: run python3 -m validation.score.broad_accuracy"
     return p
 
 
@@ -40,7 +40,7 @@ def test_every_broad_record_is_predicted(preds):
 
 def test_stored_predictions_are_current(preds):
     """A change to capture, lowering or cost that moves these rows must re-run
-    ``python3 -m validation.broad_accuracy`` (which rewrites the stored predictions)."""
+    ``python3 -m validation.score.broad_accuracy`` (which rewrites the stored predictions)."""
     from gpusim.hw.spec import load_spec
     recs = {r["model"]: r for r in read_records(run_set(RESULTS, "h100", RUN_SET))}
     stored = {r["model"]: r for r in preds["rows"]}
@@ -55,7 +55,7 @@ def test_stored_predictions_are_current(preds):
         if now["pred_peak"] != stored[m]["pred_peak"]:
             stale.append(f"{m} peak {now['pred_peak']} != stored {stored[m]['pred_peak']}")
     assert not stale, "stored broad predictions are stale (re-run python3 -m " \
-        "validation.broad_accuracy):\n" + "\n".join(stale)
+        "validation.score.broad_accuracy):\n" + "\n".join(stale)
 
 
 def test_broad_accuracy_not_worse_than_thresholds(preds):

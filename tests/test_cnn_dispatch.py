@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from gpusim.capture.tracing import capture
 from gpusim.cost.kernel import estimate_kernel
 from gpusim.lower.conv import conv_info, conv_layout
-from validation.fit_dispatch import fit_dispatch
+from validation.fit.fit_dispatch import fit_dispatch
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
 

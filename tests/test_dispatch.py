@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from gpusim.capture.tracing import capture
-from validation.fit_dispatch import conv_point_graph, fit_dispatch
+from validation.fit.fit_dispatch import conv_point_graph, fit_dispatch
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
 

@@ -8,10 +8,10 @@ import os
 import torch
 
 from gpusim import capture, predict
-from validation.calibrate import fit_host
+from validation.fit.calibrate import fit_host
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.host import FIELDS, load_host
-from validation.zoo_accuracy import lease_host, lease_setup, load_zoo_records
+from validation.score.zoo_accuracy import lease_host, lease_setup, load_zoo_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")

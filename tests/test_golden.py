@@ -1,5 +1,5 @@
 """Behaviour unchanged: the golden predictions (validation/golden_predictions.json, written by
-``python3 -m validation.golden`` from the code before the stage packages, commit c1cb240)
+``python3 -m validation.score.golden`` from the code before the stage packages, commit c1cb240)
 re-predicted through the front door are byte-identical, figure by figure."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from validation.golden import golden
+from validation.score.golden import golden
 
 GOLDEN = Path(__file__).resolve().parents[1] / "validation" / "golden_predictions.json"
 

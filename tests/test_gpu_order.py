@@ -5,7 +5,7 @@ specs each carry the other Hopper's measured floors (docs/model.md)."""
 
 import pytest
 
-from validation.gpu_order import ORDER, check
+from validation.score.gpu_order import ORDER, check
 
 pytest.importorskip("torchvision")          # the zoo extra
 

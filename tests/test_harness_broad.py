@@ -1,4 +1,4 @@
-"""The broad-sample harness (validation.broad_run) on CPU: the stable hash sample, the
+"""The broad-sample harness (validation.measure.broad_run) on CPU: the stable hash sample, the
 plan, batch halving on out-of-memory, and one zoo-format record per case written through
 zoo_run's own per-case measurement (AMP recorded, Hugging Face rows rebuildable)."""
 
@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from validation import broad_run
-from validation.records import read_records
+from validation.measure import broad_run
+from validation.records.store import read_records
 
 torch = pytest.importorskip("torch")
 
@@ -165,7 +165,7 @@ def test_skip_done_remeasures_failed_and_first_call_halved_rows():
 
 
 def test_merge_replaces_models_measured_again(tmp_path):
-    from validation.records import write_records
+    from validation.records.store import write_records
     old = [{"model": "timm:a", "amp": "float16", "sizes": {"batch": 16}},
            {"model": "timm:b", "amp": "float16", "sizes": {"batch": 256}}]
     new = [{"model": "timm:a", "amp": "float16", "sizes": {"batch": 256}},

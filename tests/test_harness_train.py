@@ -1,4 +1,4 @@
-"""The training-zoo harness (validation.train_run) on CPU: case plan, the step's phases,
+"""The training-zoo harness (validation.measure.train_run) on CPU: case plan, the step's phases,
 one record per case (a failing case writes a failed row and the run goes on), kernels
 attributed to phases from profiler events (recorded-shape data), and the competitors'
 pass (MemTracker under FakeTensorMode)."""
@@ -7,8 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from validation import measure, train_run, zoo_run
-from validation.records import read_records
+from validation.measure import timing as measure
+
+from validation.measure import train_run
+
+from validation.measure import zoo_run
+from validation.records.store import read_records
 
 torch = pytest.importorskip("torch")
 
@@ -157,7 +161,7 @@ def test_competitors_memtracker_on_fake_tensors_and_failures_in_one_line():
     models = {"tiny:cnn": ({"batch": 2, "hw": 16}, {"batch": 3, "hw": 16})}
     case = next(c for c in train_run.plan_cases(zoo, models=models, fused=(), compiled=())
                 if c.extra["precision"] == "fp32" and c.extra["optimizer"] == "adamw")
-    from validation.train_competitors import run_competitors
+    from validation.measure.train_competitors import run_competitors
     row = run_competitors(case, zoo, train_run.describe(case, zoo.get(case.model)), "cpu")
     mt = row["memtracker"]
     # AdamW's two moments exist before the tracked step: states + weights + inputs
@@ -205,7 +209,7 @@ def test_estimator_output_sink_keeps_an_encoding_for_triton_nvsmi():
     import contextlib
     import sys
 
-    from validation.train_competitors import _Quiet
+    from validation.measure.train_competitors import _Quiet
     with contextlib.redirect_stdout(_Quiet()):
         print("Estimated total_time: 1.000 ms")
         decoded = b"1980, 2619".decode(sys.stdout.encoding)

@@ -6,8 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from validation import measure, zoo_run
-from validation.microbench import SWEEPS, sdpa_backend
+from validation.measure import timing as measure
+
+from validation.measure import zoo_run
+from validation.measure.microbench import SWEEPS, sdpa_backend
 
 
 def _entry(name, family, dtypes, cl=False):
@@ -161,7 +163,7 @@ def test_sweep_points_cover_the_brief():
 
 
 def test_records_appended_one_row_per_case(tmp_path):
-    from validation.records import read_records
+    from validation.records.store import read_records
     failed = {"case_id": "hf:gpt2__large__bfloat16__nchw__eager", "failed": "RuntimeError: x"}
     ok = {"case_id": "tv:resnet18__default__float16__nchw__eager", "kernel_sum_us": 1.5}
     out = str(tmp_path / "zoo.jsonl.gz")

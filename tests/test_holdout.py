@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 from gpusim.models import zoo  # noqa: E402
 from gpusim.capture.tracing import capture  # noqa: E402
 from gpusim.predict.pipeline import predict  # noqa: E402
-from validation import zoo_run  # noqa: E402
+from validation.measure import zoo_run  # noqa: E402
 
 
 def test_holdout_is_separate_from_the_zoo():

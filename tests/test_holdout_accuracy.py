@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from validation.stats import fail_if_worse, worse_than
-from validation.zoo_accuracy import zoo_available
+from validation.records.stats import fail_if_worse, worse_than
+from validation.score.zoo_accuracy import zoo_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")
@@ -27,7 +27,7 @@ def limits():
 
 @pytest.fixture(scope="module")
 def reports(limits):
-    from validation.holdout_accuracy import holdout_report
+    from validation.score.holdout_accuracy import holdout_report
     return {gpu: holdout_report(RESULTS, gpu) for gpu in limits}
 
 
@@ -63,7 +63,7 @@ def test_every_holdout_record_is_predicted(reports):
 
 
 def test_holdout_markdown_renders_every_table(reports):
-    from validation.holdout_accuracy import holdout_markdown
+    from validation.score.holdout_accuracy import holdout_markdown
     for rep in reports.values():
         md = holdout_markdown(rep)
         assert "| run | peak allocated med / p90 (cases) |" in md

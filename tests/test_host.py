@@ -205,7 +205,7 @@ def test_the_forward_factor_ramps_with_program_size(f, a, b):
 
 
 def test_forward_kernels_is_the_reference_gpt2s_kernel_count():
-    from validation.reference_forwards import _reference_graphs
+    from validation.measure.reference_forwards import _reference_graphs
     g = _reference_graphs()["gpt2"]
     assert predict(g, gpu=SPEC, mode="eager").kernel_count == FORWARD_KERNELS
 
@@ -216,7 +216,7 @@ def test_forward_factor_refits_from_the_recorded_reference_walls():
     is clocked on this machine), and the H100 host profile carries a factor."""
     import json
     import os
-    from validation.reference_forwards import forward_factor
+    from validation.measure.reference_forwards import forward_factor
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results", "h100", "host", "2026-11-24-lease7.toml")
     with open(here + ".raw.json") as fh:
@@ -265,8 +265,8 @@ def test_host_fit_reproduces_a_recorded_lease():
     three reference rounds."""
     import json
     import os
-    from validation.calibrate import fit_host
-    from validation.reference_forwards import fit_forward, median_walls
+    from validation.fit.calibrate import fit_host
+    from validation.measure.reference_forwards import fit_forward, median_walls
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
     with open(here + ".raw.json") as fh:
@@ -288,7 +288,7 @@ def test_calibrate_host_only_writes_a_loadable_host_profile(tmp_path):
     import json
     import os
     from gpusim.hw.host import dump_host
-    from validation.calibrate import fit_forward, fit_host, host_profile
+    from validation.fit.calibrate import fit_forward, fit_host, host_profile
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
     with open(here + ".raw.json") as fh:

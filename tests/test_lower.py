@@ -13,7 +13,7 @@ from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
 from gpusim.fusion.scoring import Scorer
 from gpusim.fusion.search import fold_conv_bn
-from validation.accuracy import evaluate
+from validation.score.accuracy import evaluate
 
 SPEC = load_spec("h200-sxm-calibrated")
 

@@ -272,8 +272,8 @@ def test_search_api_memory_limit_picks_a_fitting_partition():
 
 # ---------------------------------------------------------------- recorded zoo memory
 def test_zoo_memory_not_worse_than_thresholds():
-    from validation.stats import fail_if_worse, worse_than
-    from validation.zoo_accuracy import memory_report, zoo_available
+    from validation.records.stats import fail_if_worse, worse_than
+    from validation.score.zoo_accuracy import memory_report, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
     with open(os.path.join(ROOT, "validation", "zoo_memory_thresholds.json")) as f:

@@ -1,7 +1,7 @@
 """gpusim's eager peak against PyTorch's MemTracker, on the recorded zoo cases.
 
 ``validation/results/<gpu>/memtracker.json`` holds MemTracker's peak (FakeTensorMode,
-fake cuda tensors; :mod:`validation.memtracker_run`) for every eager zoo record,
+fake cuda tensors; :mod:`validation.score.memtracker_run`) for every eager zoo record,
 in two runs: as it runs on a CPU-only host (attention takes ATen's math fallback) and
 with attention on a fused kernel's meta function, as on a GPU. Recorded 2026-11-23
 (torch 2.14.1, CPU-only host): MemTracker ran on all 103 H100 and 166 H200 cases
@@ -26,7 +26,7 @@ import os
 
 import pytest
 
-from validation.zoo_accuracy import MEMTRACKER_VARIANTS, load_memtracker, load_zoo_records
+from validation.score.zoo_accuracy import MEMTRACKER_VARIANTS, load_memtracker, load_zoo_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")
@@ -61,7 +61,7 @@ def test_memtracker_record_covers_every_eager_zoo_case(gpu):
 @pytest.mark.parametrize("gpu", GPUS)
 def test_gpusim_eager_peak_is_not_worse_than_memtracker_where_it_runs(gpu):
     from gpusim.hw.spec import calibrated_name, load_spec
-    from validation.zoo_accuracy import memory_rows, memtracker_summary, zoo_available
+    from validation.score.zoo_accuracy import memory_rows, memtracker_summary, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
     doc = load_memtracker(RESULTS, gpu)
@@ -93,8 +93,8 @@ def test_gpusim_is_not_worse_than_memtracker_on_the_held_out_models():
     its error is 1.0% / 35.0% (CPU host) and 0.4% / 13.5% (fused SDPA), gpusim's
     0.0% / 12.5% (0.0% / 9.8% on all 64)."""
     from gpusim.hw.spec import calibrated_name, load_spec
-    from validation.memtracker_run import _records
-    from validation.zoo_accuracy import memory_rows, memtracker_summary, zoo_available
+    from validation.score.memtracker_run import _records
+    from validation.score.zoo_accuracy import memory_rows, memtracker_summary, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
     p = os.path.join(RESULTS, "h100", "memtracker_holdout.json")

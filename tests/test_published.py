@@ -3,7 +3,7 @@ source, and a row is scored through the same zoo build -> capture -> predict pat
 
 import pytest
 
-from validation.published import load_rows, markdown, predict_row, summary
+from validation.score.published import load_rows, markdown, predict_row, summary
 
 
 def test_rows_name_their_source_and_are_device_bound():
@@ -76,7 +76,7 @@ def _stored():
     import json
     import os
 
-    from validation.published import HERE
+    from validation.score.published import HERE
     with open(os.path.join(HERE, "scores.json")) as f:
         return json.load(f)
 
@@ -90,7 +90,7 @@ def _stored():
 def test_stored_scores_are_what_the_model_predicts_now(gpu, model, layout, batch):
     """The stored predictions (validation/published/scores.json, which the accuracy docs
     and the targets below read) are current: a sample re-predicted agrees within 0.1%.
-    Rescore with `python3 -m validation.published --jobs 2 --json
+    Rescore with `python3 -m validation.score.published --jobs 2 --json
     validation/published/scores.json` after a model change."""
     pytest.importorskip("timm")
     (r,) = [r for r in _stored()["rows"] if (r["gpu"], r["model"], r["layout"], r["batch"],
@@ -109,12 +109,12 @@ def test_published_targets_on_the_gpus_the_mission_names():
 
 def test_docs_show_the_stored_scores(tmp_path):
     """README's table on GPUs nobody here has and docs/accuracy.md's broad-sample and
-    published sections are what the stored predictions give (python3 -m validation.docs
+    published sections are what the stored predictions give (python3 -m validation.reports.docs
     README.md rewrites them)."""
     import os
     import shutil
 
-    from validation.docs import update_published
+    from validation.reports.docs import update_published
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     (tmp_path / "docs").mkdir()
     shutil.copy(os.path.join(root, "README.md"), tmp_path / "README.md")
@@ -122,4 +122,4 @@ def test_docs_show_the_stored_scores(tmp_path):
     update_published(str(tmp_path / "README.md"))
     for rel in ("README.md", os.path.join("docs", "accuracy.md")):
         with open(os.path.join(root, rel)) as a, open(tmp_path / rel) as b:
-            assert a.read() == b.read(), f"{rel} is stale: run python3 -m validation.docs README.md"
+            assert a.read() == b.read(), f"{rel} is stale: run python3 -m validation.reports.docs README.md"

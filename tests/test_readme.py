@@ -22,9 +22,9 @@ def test_readme_python_snippets_run():
 
 def test_readme_printed_examples_are_real_output():
     """Each printed example (a block after a backticked `gpusim ...:` line, or `$ gpusim`
-    lines in a block) is what that command prints now; `python3 -m validation.readme`
+    lines in a block) is what that command prints now; `python3 -m validation.reports.readme`
     pastes fresh output after a model change."""
-    from validation.readme import examples, mismatch, run
+    from validation.reports.readme import examples, mismatch, run
     with open(README) as f:
         exs = examples(f.read())
     assert len(exs) >= 3

@@ -1,4 +1,4 @@
-"""The lab's records format (validation/records.py), the accuracy guards' failure lines and
+"""The lab's records format (validation/records/store.py), the accuracy guards' failure lines and
 the lab's import graph."""
 import glob
 import gzip
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from validation.records import append_record, load_zoo_records, main, read_records, write_records
-from validation.stats import fail_if_worse, worse_than
+from validation.records.store import append_record, load_zoo_records, main, read_records, write_records
+from validation.records.stats import fail_if_worse, worse_than
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,7 +71,7 @@ def test_scoring_a_record_leaves_logging_as_it_found_it():
     with the model's Python clocked) leaves no logger below WARNING that reaches the root
     (pytest would show its chatter under a failing assertion)."""
     import logging
-    from validation.records import record_graph, zoo_available
+    from validation.records.store import record_graph, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
     before, root = _chatty_loggers(), logging.getLogger().level

@@ -53,14 +53,14 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
         source, ref = spec.provenance[key]
         if source == "derived" and "gpusim.hw.arch.BANDWIDTH_LATENCY_RULE" in ref:
             # a memory-bound class: the bandwidth-latency law with k from the other GPUs
-            from validation.derive_specs import FIELDS, calibrated, derived_lines
+            from validation.fit.derive_specs import FIELDS, calibrated, derived_lines
             assert key in FIELDS, (spec.name, key)
             assert f"value = {mine}," in derived_lines(spec, calibrated())[key], (spec.name, key)
             assert f"{spec.name}-calibrated:" not in ref, (spec.name, key)   # never its own
             continue
         if source == "derived" and "gpusim.hw.arch.SM_CYCLE_RULE" in ref:
             # a CUDA-core class bound by the SMs: FLOPs per SM-cycle from the other GPUs
-            from validation.derive_specs import SM_FIELDS, calibrated, derived_lines
+            from validation.fit.derive_specs import SM_FIELDS, calibrated, derived_lines
             assert key in SM_FIELDS, (spec.name, key)
             assert f"value = {mine}," in derived_lines(spec, calibrated())[key], (spec.name, key)
             assert f"{spec.name}-calibrated:" not in ref, (spec.name, key)   # never its own
@@ -81,7 +81,7 @@ def test_no_datasheet_spec_carries_another_gpus_measurement(spec):
 def test_datasheet_specs_have_no_fitted_class_figure(name):
     """Off Hopper, a class figure exists only where the bandwidth-latency rule or the
     SM-cycle rule derived it."""
-    from validation.derive_specs import FIELDS, SM_FIELDS
+    from validation.fit.derive_specs import FIELDS, SM_FIELDS
     spec = load_spec(name)
     have = [k for k in CLASS_FIGURES if getattr(spec, k) is not None]
     assert set(have) <= set(FIELDS) | set(SM_FIELDS)
@@ -94,14 +94,14 @@ def test_bandwidth_latency_rule_beats_copying_a_fraction_leave_one_gpu_out():
     """Fitted on one Hopper, scored on the other, for every memory-bound class: the law in
     SMs x clock and bandwidth predicts the other GPU's measured fraction better than
     copying the fraction (median absolute error, both directions)."""
-    from validation.derive_specs import loo_errors
+    from validation.fit.derive_specs import loo_errors
     rule, copy = loo_errors()
     assert rule < 10.0 and rule < copy / 2, (rule, copy)
 
 
 def test_derived_specs_are_up_to_date():
     """The unit-fraction rule's figures in hwspecs/ are what the calibrated specs give now."""
-    from validation.derive_specs import main
+    from validation.fit.derive_specs import main
     assert main(["--check"]) == 0
 
 
@@ -110,7 +110,7 @@ def test_calibrated_specs_keep_their_fitted_figures():
         for k in CLASS_FIGURES:
             assert getattr(spec, k) is not None, (spec.name, k)
             source, ref = spec.provenance[k]
-            assert source == "measured" and "validation/fit_dispatch.py" in ref, (k, ref)
+            assert source == "measured" and "validation/fit/fit_dispatch.py" in ref, (k, ref)
             assert f"validation/sweeps/{_gpu_token(spec).lower()}" in ref, (k, ref)
 
 

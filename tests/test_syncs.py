@@ -33,7 +33,7 @@ def test_predicted_syncs_equal_the_profilers_on_every_record():
     record of both GPUs (eager, torch.compile, CUDA graphs), against the sync nodes of
     the captured graph (compiled runs have none: Dynamo takes ``is_compiling`` paths and
     makes host-built tensors graph constants)."""
-    from validation.zoo_accuracy import load_zoo_records, record_graph, zoo_available
+    from validation.score.zoo_accuracy import load_zoo_records, record_graph, zoo_available
     if not zoo_available():
         pytest.skip("zoo extra not installed")
     wrong, n = [], 0

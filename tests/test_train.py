@@ -263,7 +263,7 @@ def test_cli_train_needs_a_module(capsys):
 def test_train_accuracy_scores_a_record_against_its_own_prediction():
     """The scorer rebuilds a record's step and compares phase by phase: a record holding
     gpusim's own figures scores 0% everywhere; compiled and failed rows are skipped."""
-    from validation import train_accuracy as ta
+    from validation.score import train_accuracy as ta
     rec = {"kind": "train_step", "run": "eager", "model": "conv_bn_relu", "sizes": {"batch": 2},
            "optimizer": "sgd", "amp": None, "case_id": "conv_bn_relu__batch2__fp32__sgd__eager"}
     pred = ta.predict_row(rec, "h100")
@@ -542,7 +542,7 @@ def test_competitors_table_joins_rows_records_and_predictions(tmp_path):
     beside gpusim's prediction; a failed estimator is None, not an error of 0."""
     import gzip
 
-    from validation import train_accuracy as ta
+    from validation.score import train_accuracy as ta
     rec = {"kind": "train_step", "run": "eager", "model": "conv_bn_relu", "sizes": {"batch": 2},
            "optimizer": "sgd", "amp": None, "case_id": "c1"}
     pred = ta.predict_row(rec, "h100")

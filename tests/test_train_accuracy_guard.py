@@ -6,9 +6,9 @@ batch norm), BERT-base bf16 (sequence 128, AdamW: bias-gradient column sums, fla
 attention) and GPT-2 fp32 (sequence 128, AdamW: fp32 backward GEMMs). Each is captured once
 and predicted on both GPUs' calibrated specs; the step's kernel time and its backward's must
 stay within the bounds below, each the error measured on 2026-11-25 (after the backward
-classes of validation/fit_train.py) plus 5 points. A regression in the training classes, the
+classes of validation/fit/fit_train.py) plus 5 points. A regression in the training classes, the
 backward dispatch or the optimizer law shows here in under a minute; the full score is
-``python3 -m validation.train_accuracy``.
+``python3 -m validation.score.train_accuracy``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from gpusim import predict
 from gpusim.hw.spec import spec_for
-from validation.records import read_records
+from validation.records.store import read_records
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "validation", "results")
 
@@ -41,7 +41,7 @@ def _records(gpu: str) -> dict:
 @pytest.fixture(scope="module")
 def steps():
     """Each case's captured step (once: 5-15 s a capture) and its records per GPU."""
-    from validation.fit_train import step_graph
+    from validation.fit.fit_train import step_graph
     recs = {gpu: _records(gpu) for gpu in ("h100", "h200")}
     return {case: (step_graph(recs["h100"][case]), {gpu: recs[gpu][case] for gpu in recs})
             for case in BOUNDS}

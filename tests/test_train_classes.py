@@ -1,4 +1,4 @@
-"""Training kernel classes (validation/fit_train.py): the multi-tensor-apply optimizer class
+"""Training kernel classes (validation/fit/fit_train.py): the multi-tensor-apply optimizer class
 priced at its fitted fraction of the bandwidth, the neutral law without a figure, the fit
 and its leave-one-family-out on synthetic points, and the calibrated spec's provenance."""
 import dataclasses
@@ -10,7 +10,7 @@ import gpusim
 from gpusim.capture.tracing import capture
 from gpusim.hw.spec import load_spec, spec_for
 from gpusim.hw.schema import CLASS_FIGURES, FRACTIONS, TRAIN_FIGURES
-from validation.fit_train import fit_mta, leave_family_out, mta_point, mta_us
+from validation.fit.fit_train import fit_mta, leave_family_out, mta_point, mta_us
 
 
 def _adamw_step(width=512, depth=3):
@@ -116,7 +116,7 @@ def test_training_figures_are_fractions_with_their_records(gpu, who):
             continue
         source, ref = spec.provenance[key]
         assert source == "measured" and ref.startswith(who)
-        assert "validation/fit_train.py" in ref and f"validation/results/{gpu}/train.jsonl.gz" in ref
+        assert "validation/fit/fit_train.py" in ref and f"validation/results/{gpu}/train.jsonl.gz" in ref
         for name in ("h100-sxm", "h200-sxm", "a100"):
             assert getattr(load_spec(name), key) is None, name
 

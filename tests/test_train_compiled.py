@@ -117,7 +117,7 @@ def test_compiled_steps_against_their_h100_records(case):
     """Step kernel time within 16%: the errors when the rules landed (2026-11-25: ResNet-50
     -10.9%, DeiT-S -5.9%) plus 5 points (a prediction is deterministic; the margin covers
     later kernel-class refits); the optimizer's kernels exactly the record's count."""
-    from validation import train_accuracy as ta
+    from validation.score import train_accuracy as ta
     path = os.path.join(ROOT, "validation", "results", "h100", "train_compiled.jsonl.gz")
     rec = next(r for r in map(json.loads, gzip.open(path)) if r["case_id"] == case)
     got = ta.compare(rec, ta.predict_row(rec, "h100"))

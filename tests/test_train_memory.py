@@ -1,8 +1,8 @@
 """A training step's peak memory against the training zoo's records, on a few small steps.
 
 Each case rebuilds a recorded H100 step (``validation/results/h100/train.jsonl.gz``: the
-model, sizes, precision and optimizer of ``validation/train_step.py``) on ``meta`` tensors,
-predicts it as ``python3 -m validation.train_accuracy`` does, and compares gpusim's step
+model, sizes, precision and optimizer of ``validation/measure/train_step.py``) on ``meta`` tensors,
+predicts it as ``python3 -m validation.score.train_accuracy`` does, and compares gpusim's step
 peak (``memory.total_bytes``: weights, optimizer states, inputs, gradients, activations,
 autocast's weight copies, the cuBLAS workspaces and the allocator's rounding) with the
 measured ``torch.cuda.max_memory_allocated()`` of the step (``peak_step_case_bytes``),
@@ -25,8 +25,8 @@ import os
 
 import pytest
 
-from validation.records import read_records, zoo_available
-from validation.stats import ape
+from validation.records.store import read_records, zoo_available
+from validation.records.stats import ape
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORDS = os.path.join(ROOT, "validation", "results", "h100", "train.jsonl.gz")

@@ -7,14 +7,14 @@ import os
 import pytest
 import torch
 
-from validation.calibrate import fit_spec
+from validation.fit.calibrate import fit_spec
 from gpusim.capture.tracing import capture_full
 from gpusim.models.examples import build_example
 from gpusim.hw.spec import load_spec
 from gpusim.lower.lowering import realize
 from gpusim.predict.pipeline import predict
 from gpusim.fusion.search import search
-from validation.runner import _flat_inputs, _full_args, partitioned_callable
+from validation.measure.runner import _flat_inputs, _full_args, partitioned_callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

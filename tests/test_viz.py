@@ -1,4 +1,4 @@
-"""Picture outputs (gpusim.report.viz, validation.plot), the shared number formats
+"""Picture outputs (gpusim.report.viz, validation.reports.plot), the shared number formats
 (gpusim.util.fmt) and the progress line: trace, roofline, DOT, HTML report, accuracy plot, and
 the report opened in a real headless browser when one is installed."""
 
@@ -24,7 +24,7 @@ from gpusim.graph.opgraph import GraphBuilder, quotient
 from gpusim.predict.pipeline import predict
 from gpusim.util.progress import progress
 from gpusim.fusion.search import search
-from validation.plot import accuracy_plot
+from validation.reports.plot import accuracy_plot
 
 try:
     import matplotlib  # noqa: F401
@@ -420,7 +420,7 @@ def _results_dir(root, arm_graph, pred):
     rec = {"case": "add_relu_mul/small/float32", "graph": arm_graph.to_dict(),
            "runs": {"eager": {"profile": {"kernels": kernels + [{"name": "gpusim:r", "us": 1.0}]},
                               "wall": {"median_us": 30.0}}}}
-    from validation.records import write_records
+    from validation.records.store import write_records
     write_records(str(d / "classic.jsonl.gz"), [rec])
     return root
 

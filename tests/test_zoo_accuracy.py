@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from validation.stats import fail_if_worse, worse_than
-from validation.zoo_accuracy import zoo_available, zoo_report
+from validation.records.stats import fail_if_worse, worse_than
+from validation.score.zoo_accuracy import zoo_available, zoo_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")

@@ -16,7 +16,8 @@ echo "== smoke"
 timeout 90 python3 - <<'PY' || { echo "SMOKE FAILED"; exit 1; }
 import time, torch
 t = time.time()
-from validation import broad_run, zoo_run
+from validation.measure import broad_run
+from validation.measure import zoo_run
 import timm, transformers
 print("torch", torch.__version__, "timm", timm.__version__, "transformers", transformers.__version__,
       torch.cuda.get_device_name(0), len(timm.list_models()), "timm models")
@@ -30,9 +31,9 @@ PY
 L=$(left)
 BD=$(( L - ${MARGIN_S:-35} ))
 echo "== broad (left $L s, deadline $BD s)"
-timeout $(( L - 5 )) python3 -m validation.broad_run --out "$OUT/broad.jsonl.gz" --deadline-s $BD \
+timeout $(( L - 5 )) python3 -m validation.measure.broad_run --out "$OUT/broad.jsonl.gz" --deadline-s $BD \
   "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn\|FutureWarning"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
 ls -la "$OUT"
-python3 -m validation.broad_run --summary --out "$OUT/broad.jsonl.gz"
+python3 -m validation.measure.broad_run --summary --out "$OUT/broad.jsonl.gz"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -21,7 +21,7 @@ echo "host calibration done at $(( $(date +%s) - T0 )) s"
 grep -A20 "^\[host\]" "$OUT/host-$TAG.toml" | cut -c1-60
 echo "== warm ($W workers, $WARM_S s)"
 for i in $(seq 0 $(( W - 1 ))); do
-  timeout $WARM_S python3 -m validation.zoo_run --out /tmp/warm.jsonl.gz --compiled all \
+  timeout $WARM_S python3 -m validation.measure.zoo_run --out /tmp/warm.jsonl.gz --compiled all \
     --runs compiled,cudagraph --warm-only --shard $i/$W --cache-gb 3 --deadline-s $(( WARM_S - 50 )) \
     > /tmp/warm_$i.log 2>&1 &
 done
@@ -30,7 +30,7 @@ cat /tmp/warm_*.log | grep "^\[warm" | sort -t' ' -k2 | tail -80 > "$OUT/warm.lo
 grep -c "compile" "$OUT/warm.log"
 L=$(left); ZD=$(( L - 35 ))
 echo "== measure (left $L s, deadline $ZD s)"
-timeout $(( L - 8 )) python3 -m validation.zoo_run --out "$OUT/zoo.jsonl.gz" --compiled all \
+timeout $(( L - 8 )) python3 -m validation.measure.zoo_run --out "$OUT/zoo.jsonl.gz" --compiled all \
   --runs compiled,cudagraph --deadline-s $ZD 2>&1 | grep -v "^USDT\|^W1\|^ERROR:.*gpuGetDevice"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -8,7 +8,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
 RES=/tmp/gpusim_results/$TAG
 mkdir -p "$RES" "$OUT"
 [ -f "validation/results/$TAG/classic.jsonl.gz" ] && cp validation/results/$TAG/classic.jsonl.gz "$RES"/
-count() { python3 -c "from validation.records import read_records as r; print(len(r('$RES/classic.jsonl.gz')))"; }
+count() { python3 -c "from validation.records.store import read_records as r; print(len(r('$RES/classic.jsonl.gz')))"; }
 BEFORE=$(count)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/smi_before.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"

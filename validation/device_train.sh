@@ -19,8 +19,8 @@ echo "== smoke"
 timeout 90 python3 - <<'PY' || { echo "SMOKE FAILED"; exit 1; }
 import time, torch
 t = time.time()
-from gpusim.models.resolve import zoo
-from validation import measure
+from gpusim.models import zoo
+from validation.measure import timing as measure
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))
 m, a = zoo.build("tv:resnet18", device="cuda")
 m.train()
@@ -47,21 +47,21 @@ L=$(left)
 TD=$(( L - COMP - ${MARGIN_S:-45} ))
 if [ "${TRAIN:-1}" != "0" ]; then
   echo "== train zoo (left $L s, deadline $TD s)"
-  timeout $(( L - COMP - 10 )) python3 -m validation.train_run --out "$OUT/train.jsonl.gz" --deadline-s $TD \
+  timeout $(( L - COMP - 10 )) python3 -m validation.measure.train_run --out "$OUT/train.jsonl.gz" --deadline-s $TD \
     "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn"
 fi
 if [ "$COMP" -gt 0 ]; then
   L=$(left)
   echo "== competitors (left $L s)"
-  timeout $(( L - 10 )) python3 -m validation.train_run --competitors --out "$OUT/train_competitors.jsonl.gz" \
+  timeout $(( L - 10 )) python3 -m validation.measure.train_run --competitors --out "$OUT/train_competitors.jsonl.gz" \
     --deadline-s $(( L - 70 )) --case-timeout-s 60 --tiers ${COMPETITOR_TIERS:-0,2} 2>&1 \
     | grep -v "^USDT\|^ERROR:.*gpuGetDevice\|UserWarning\|warnings.warn"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
 ls -la "$OUT"
 python3 -c "
-from validation.records import read_records as r
+from validation.records.store import read_records as r
 rows = r('$OUT/train_competitors.jsonl.gz')
 if rows: print('train_competitors', len(rows), 'rows,', sum(1 for x in rows if x.get('failed')), 'failed')"
-[ -f "$OUT/train.jsonl.gz" ] && python3 -m validation.train_run --summary --out "$OUT/train.jsonl.gz"
+[ -f "$OUT/train.jsonl.gz" ] && python3 -m validation.measure.train_run --summary --out "$OUT/train.jsonl.gz"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -17,8 +17,8 @@ echo "== smoke"
 timeout 90 python3 - <<'PY' || { echo "SMOKE FAILED"; exit 1; }
 import time, torch
 t = time.time()
-from gpusim.models.resolve import zoo
-from validation import measure
+from gpusim.models import zoo
+from validation.measure import timing as measure
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))
 m, a = zoo.build("tv:resnet18", device="cuda", dtype=torch.float16)
 with torch.no_grad():
@@ -41,8 +41,8 @@ fi
 L=$(left)
 ZD=$(( L - ${MARGIN_S:-40} ))
 echo "== zoo (left $L s, deadline $ZD s)"
-timeout $(( L - 10 )) python3 -m validation.zoo_run --out "$OUT/zoo.jsonl.gz" --deadline-s $ZD \
+timeout $(( L - 10 )) python3 -m validation.measure.zoo_run --out "$OUT/zoo.jsonl.gz" --deadline-s $ZD \
   "$@" 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_after.txt"
-python3 -c "from validation.records import read_records as r; print(len(r('$OUT/zoo.jsonl.gz')), 'records')"
+python3 -c "from validation.records.store import read_records as r; print(len(r('$OUT/zoo.jsonl.gz')), 'records')"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -99,7 +99,7 @@ def bn_input_contiguous(graph: OpGraph, n: str) -> bool | None:
 
 def bn_eval_law(a: dict, contiguous: bool | None, spec) -> tuple[float, float] | None:
     """Eval batch norm's time as its kernels' own parallelism bounds it (``bn`` sweep,
-    ``validation/fit_bn.py``): ``(us, floor_us)``, or None where the GPU has no fitted
+    ``validation/fit/fit_bn.py``): ``(us, floor_us)``, or None where the GPU has no fitted
     figure for the layout (the stream with :func:`plane_padding`, the old law).
 
     * NCHW (cuDNN's ``bn_fw_inf_1C11_kernel_NCHW`` in fp32, ATen's

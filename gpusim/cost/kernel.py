@@ -18,7 +18,7 @@ from gpusim.graph.ops import packet_name
 
 
 #: backward kernel classes timed as their forward law times a fitted figure
-#: (validation/fit_train.py on the training records): (variant, direction, 16-bit?, 1x1?)
+#: (validation/fit/fit_train.py on the training records): (variant, direction, 16-bit?, 1x1?)
 #: -> field. Directions: a convolution's ``data`` / ``filter`` gradient (gpusim.lower.dispatch's
 #: conv_info), ``mm`` for a backward matrix product. Dense convolutions by geometry: 1x1
 #: filters (their gradients mostly cuBLAS GEMMs) and spatial ones (cuDNN's dgrad / wgrad)

@@ -66,7 +66,7 @@ def neutral(x: LawInput) -> KernelEstimate:
 def mta(x: LawInput) -> KernelEstimate:
     """Multi-tensor apply (foreach and fused optimizer kernels): the op's own bytes (every list
     read, every list written in place) over ``mta_efficiency x bandwidth``, floor ``kernel_min_us``
-    (figure fitted by validation/fit_train.py on the training records). A fused optimizer op
+    (figure fitted by validation/fit/fit_train.py on the training records). A fused optimizer op
     writes its lists without an output tensor, which the group's boundary count misses (GPT-2's
     ``_fused_adamw_``: 16 of its 28 bytes per element). Without the figure: the plain ATen stream."""
     spec = x.spec
@@ -162,7 +162,7 @@ def layer_norm(x: LawInput) -> KernelEstimate:
 def column_sum(x: LawInput) -> KernelEstimate:
     """A backward sum over the leading dim (:func:`gpusim.lower.dispatch_train.column_sum`): a fixed
     ``column_sum_us`` in place of ``kernel_fixed_us`` and its bytes at ``column_sum_efficiency`` of
-    the bandwidth (validation/fit_train.py); without the figures, the reduction stream."""
+    the bandwidth (validation/fit/fit_train.py); without the figures, the reduction stream."""
     spec = x.spec
     if not spec.column_sum_efficiency:
         return x.est
@@ -175,7 +175,7 @@ def column_sum(x: LawInput) -> KernelEstimate:
 def bn_train(x: LawInput) -> KernelEstimate:
     """Training batch norm (cuDNN's bn_fw_tr / bn_bw; ATen's native kernels for bf16): channel waves
     (:func:`gpusim.cost.classes.bn_train_us`) with ``bn_train_efficiency``, ``bn_backward_efficiency``
-    and their per-channel times (validation/fit_train.py); floor ``reduction_min_us``."""
+    and their per-channel times (validation/fit/fit_train.py); floor ``reduction_min_us``."""
     a, spec = x.a, x.spec
     eff, ch_us = bn_train_figures(spec, x.kernel, a["dtype"])
     mem = bn_train_us(x.est.bytes, _bn_channels(a), eff, ch_us or 0.0, spec) if eff else x.est.mem_us
@@ -292,7 +292,7 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
     if kernel.variant == "mta_launch" and spec.mta_launch_us:
-        # a multi-tensor-apply op's further launch (training records: validation/fit_train.py)
+        # a multi-tensor-apply op's further launch (training records: validation/fit/fit_train.py)
         us = spec.mta_launch_us
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)

@@ -311,7 +311,7 @@ def elementwise_fraction(a: dict, spec) -> float:
     of a transpose) makes half the accesses uncoalesced (``aten_permuted_efficiency``); a
     broadcast or sliced operand alone is the calibrated ``aten_strided_efficiency``. Each
     figure missing from a spec falls back to the law before it (broad H100 AMP records:
-    validation/fit_broad.py)."""
+    validation/fit/fit_broad.py)."""
     half = a.get("dtype") in HALF_DTYPES
     strided = spec.aten_strided_efficiency_16bit if half else spec.aten_strided_efficiency
     # a copy converts dtypes in its own vectorised kernels (float16_copy_kernel_cuda)

@@ -38,10 +38,10 @@ SAME_ARCH_RULE = "same-architecture rule"
 #: strided/reduction/norm kernels, skinny GEMMs, fp32 gemv) on any GPU without its own
 #: calibration: the DRAM stream and what the SMs keep in flight, combined as
 #: ``A^-p = (mem_efficiency x bandwidth)^-p + (SMs x clock x k)^-p``, ``k`` per class from
-#: the calibrated GPUs (``validation/derive_specs.py``, which also gives its
+#: the calibrated GPUs (``validation/fit/derive_specs.py``, which also gives its
 #: leave-one-GPU-out error against copying a fraction). The exponent ``p``
 #: (``rule_constant("bandwidth_sm", "exponent")``) is measured: 12 classes timed on 8 to
-#: 132 SMs of one GPU (CUDA green contexts, ``validation/sm_scaling.py``) bend from the SMs'
+#: 132 SMs of one GPU (CUDA green contexts, ``validation/measure/sm_scaling.py``) bend from the SMs'
 #: limit to the stream's more sharply than two limits in series (``p = 1``) do.
 BANDWIDTH_LATENCY_RULE = "bandwidth-latency rule"
 #: Large tensor-core GEMMs on a GPU without its own calibration: a kernel reaches ``e0`` of
@@ -57,7 +57,7 @@ TENSOR_LOAD_RULE = "tensor-load rule"
 #: fp32 convolutions without TF32, sm80-built implicit-GEMM and FFT kernels): the class
 #: reaches ``k`` FLOPs per SM-cycle, so its fraction of a GPU's fp32 peak is
 #: ``min(1, k x SMs x clock / fp32 peak)``, ``k`` the mean over the calibrated GPUs other
-#: than the target (``validation/derive_specs.py``). Evidence: the H200 has 1.43x the
+#: than the target (``validation/fit/derive_specs.py``). Evidence: the H200 has 1.43x the
 #: H100's bandwidth and the same SMs and clock, and the two measured the same fractions
 #: (depthwise 0.0272 / 0.0273, fp32 convolutions 0.4777 / 0.4771); the convolutions reach
 #: 122 FLOPs per SM-cycle, 0.48 of Hopper's 128 fp32 lanes per SM and 0.95 of the 64 that
@@ -139,7 +139,7 @@ def _rule(section: str, key: str) -> Mapping[str, Any]:
 
 def rule_constant(section: str, key: str) -> float:
     """A cross-generation rule's fitted constant (``hwspecs/arch/rules.toml``, written with
-    its provenance by ``validation/fit_sm_scaling.py``)."""
+    its provenance by ``validation/fit/fit_sm_scaling.py``)."""
     return float(_rule(section, key)["value"])
 
 
@@ -154,7 +154,7 @@ BANDWIDTH_FIELDS = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eva
                     "aten_strided_efficiency", "aten_strided_efficiency_16bit",
                     "aten_reduction_efficiency", "aten_norm_efficiency", "aten_norm_efficiency_16bit",
                     "gemm_mem_efficiency", "gemv_fp32_efficiency",
-                    # ATen's elementwise paths of the broad sample (validation/fit_broad.py)
+                    # ATen's elementwise paths of the broad sample (validation/fit/fit_broad.py)
                     "aten_cast_efficiency", "aten_strided_cast_efficiency",
                     "aten_permuted_efficiency", "aten_permuted_efficiency_16bit")
 

@@ -16,7 +16,7 @@ The model's own Python (``nn.Module.__call__``, attribute look-ups, library chec
 torch calls) is priced from what capture counts, never clocked on the machine running
 gpusim, so a prediction is the same on every run: ``python_module_call_us`` per
 ``nn.Module`` call plus ``python_torch_call_us`` per top-level torch call (the law
-:func:`python_us`; its coefficients are fitted in the lab, ``validation/host_accuracy.py``).
+:func:`python_us`; its coefficients are fitted in the lab, ``validation/score/host_accuracy.py``).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class HostProfile:
     cudagraph_tree_input_us: float | None = None  # reduce-overhead: per tensor input (copy in)
     kernel_launch_us: float | None = None      # one launch call: a library op's helper kernel
     # eager host time inside a real forward over what the tight-loop figures price
-    # (gpusim's reference forwards; validation.calibrate.forward_factor); None: 1
+    # (gpusim's reference forwards; validation.fit.calibrate.forward_factor); None: 1
     eager_forward_factor: float | None = None
     python_module_call_us: float | None = None  # the model's Python per nn.Module call
     python_torch_call_us: float | None = None   # the model's Python per top-level torch call

@@ -86,7 +86,7 @@ OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
 #: the query and key/value tile of the GPU's 16-bit fused attention kernel (cuDNN's
 #: ``..._64x128x64_...``): a sequence is computed in whole tiles
 OPTIONAL_MODEL += ("attention_tile_q", "attention_tile_kv")
-#: the eager kernel-class figures validation/fit_dispatch.py fits on one GPU's sweep: a
+#: the eager kernel-class figures validation/fit/fit_dispatch.py fits on one GPU's sweep: a
 #: GPU's own, or None (gpusim.cost.kernel's neutral law for the class); never another GPU's
 CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_efficiency_16bit",
                  "depthwise_aten_efficiency", "depthwise_us", "depthwise_tap_us",
@@ -97,7 +97,7 @@ CLASS_FIGURES = ("layout_transform_efficiency", "bn_eval_efficiency", "bn_eval_e
                  "conv_stem_tflops", "gemm_eager_min_us", "gemm_mem_efficiency",
                  "gemv_fp32_efficiency", "attention_efficiency", "attention_mask_efficiency",
                  "attention_min_us", "conv_simt_efficiency")
-#: the training kernel classes validation/fit_train.py fits on one GPU's training-step
+#: the training kernel classes validation/fit/fit_train.py fits on one GPU's training-step
 #: records (validation/results/<gpu>/train.jsonl.gz), not on a microbenchmark sweep: kept
 #: out of CLASS_FIGURES' every-calibrated-spec check because only the H100 has training
 #: records; a GPU without one (the H200) prices the class by its neutral law
@@ -108,7 +108,7 @@ TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_1
                  "bn_native_train_channel_us", "bn_native_backward_channel_us", "mta_launch_us",
                  "column_sum_efficiency", "column_sum_us") + BACKWARD_SCALE_FIGURES
 #: ATen's elementwise paths and pooling kernels as the broad sample ran them, fitted by
-#: validation/fit_broad.py on one GPU's broad AMP records
+#: validation/fit/fit_broad.py on one GPU's broad AMP records
 #: (validation/results/<gpu>/broad.jsonl.gz), so, like TRAIN_FIGURES, outside CLASS_FIGURES:
 #: a GPU without them prices the class by its old law (gpusim.cost.roofline.aten_fraction, the
 #: reduction stream). Fractions of a copy's bandwidth; pool rates in G outputs/s.
@@ -120,7 +120,7 @@ BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
                  "depthwise_nchw_output_tap_ps_fp16")
 OPTIONAL_MODEL += BROAD_FIGURES
 FRACTIONS += BROAD_FIGURES[:4]
-#: eval batch norm's parallelism (gpusim.cost.classes.bn_eval_law), fitted by validation/fit_bn.py
+#: eval batch norm's parallelism (gpusim.cost.classes.bn_eval_law), fitted by validation/fit/fit_bn.py
 #: on one GPU's ``bn`` sweep (validation/sweeps/<gpu>-bn.json): SM-cycles per NCHW plane
 #: (over all SMs) and per element of one plane (one block), cycles per element of one
 #: image of cuDNN's channels-last fp32 kernel, and the channels-last kernels' floors (us)

@@ -65,7 +65,7 @@ class GPUSpec:
     gemm_min_us: float | None = None           # floor of library GEMM/conv kernels
     compute_capability: float | None = None    # [compute] e.g. 9.0: library defaults that differ by generation
     # Eager kernel classes (gpusim.lower.dispatch): figures fitted per GPU by
-    # validation/fit_dispatch.py on that GPU's microbenchmark sweep. None: this GPU has no
+    # validation/fit/fit_dispatch.py on that GPU's microbenchmark sweep. None: this GPU has no
     # figure for the class, and cost prices it by the class's neutral law (the plain
     # roofline, mem_efficiency, the common kernel floor: gpusim.cost.kernel.estimate_kernel). A
     # figure fitted on one GPU is never another GPU's default (issue #21); a datasheet
@@ -389,7 +389,7 @@ def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
     out = source.replace(name=f"{source.name}-as-{ds.name}", provenance=prov,
                          peak_tflops=ds.peak_tflops, **{k: getattr(ds, k) for k in taken})
     # the memory-bound classes' fractions by the bandwidth-latency rule, as a datasheet
-    # spec's are derived (validation/derive_specs.py), from the source's constants alone
+    # spec's are derived (validation/fit/derive_specs.py), from the source's constants alone
     carried = carried_fractions(source, out)
     ref = f"{BANDWIDTH_LATENCY_RULE} (gpusim.hw.arch) from {source.name}'s fraction"
     return out.replace(provenance={**out.provenance, **{f: ("derived", ref) for f in carried}},

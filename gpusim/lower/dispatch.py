@@ -1,7 +1,7 @@
 """Eager dispatch: the kernels ATen, cuDNN and cuBLAS really launch for one op.
 
 Each rule below was read off the profiler's kernel lists in the microbenchmark sweeps
-(``validation/sweeps/<gpu>.json``, made by :mod:`validation.microbench`; H100 and
+(``validation/sweeps/<gpu>.json``, made by :mod:`validation.measure.microbench`; H100 and
 H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
 
 * **cuDNN layout transforms.** An NCHW convolution with tensor-core work (16-bit, or

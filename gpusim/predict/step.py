@@ -7,7 +7,7 @@ batch (activations, inputs), which the search assumes (a property test checks it
 
 :func:`standard_step` is what ``gpusim predict MODEL --train`` runs: ``zero_grad(set_to_none=
 True)``, the loss, ``backward()``, ``opt.step()``, as the training zoo measures it
-(``validation/train_step.py``). Losses: cross-entropy over 1,000 classes for vision
+(``validation/measure/train_step.py``). Losses: cross-entropy over 1,000 classes for vision
 classifiers (torchvision/timm, random targets), the model's own language-model loss for
 Hugging Face causal LMs (``labels=input_ids``: next-token cross-entropy) and
 sequence-to-sequence models (``labels`` = the decoder ids), the mean of the fp32 last
@@ -60,7 +60,7 @@ def max_batch(make, gpu="h100", start: int = 1, limit: int = 1 << 16, host=None)
 def make_optimizer(name: str, params):
     """``sgd`` (lr 0.01, momentum 0.9), ``adam``, ``adamw`` (lr 1e-3) or ``adamw_fused``
     (``fused=True``); PyTorch's defaults otherwise (the foreach implementation on CUDA).
-    The training zoo's records use the same (``validation/train_step.py``)."""
+    The training zoo's records use the same (``validation/measure/train_step.py``)."""
     import torch
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01, momentum=0.9)

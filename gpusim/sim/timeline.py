@@ -23,7 +23,7 @@ Modes
                   host's ``eager_forward_factor``: inside a real forward the host
                   issues ops 1.4-1.6x slower than in calibrate's tight loops (the H100
                   and H200 hosts' figures, measured on gpusim's reference forwards by the
-                  lab's ``validation.reference_forwards.forward_factor``;
+                  lab's ``validation.measure.reference_forwards.forward_factor``;
                   less for programs of fewer kernels, :func:`eager_forward_factor`).
     ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then
                   ``compiled_kernel_us`` per kernel launch (what torch.compile pays).

@@ -18,7 +18,7 @@ the optional ``plot`` extra. One module per picture:
 
 Numbers, bytes and times are written as :mod:`gpusim.util.fmt` writes them. The accuracy
 plot (``gpusim accuracy --plot``) lives with the accuracy data, in
-:mod:`validation.plot`.
+:mod:`validation.reports.plot`.
 """
 
 from gpusim.report.viz.common import (BOUND_COLOURS, BOUNDS, check_target, html_target, kernel_tip, ops_text,

@@ -1,0 +1,1 @@
+"""Measurement: runs on a GPU (a device lease) and writes records with their environment: microbenchmarks, the zoo and training steps, host timings, memory traces, collectives. Reads the predictor; never fits or scores."""

@@ -1,0 +1,98 @@
+"""gpusim's reference forwards and ``eager_forward_factor``: the host issues a real forward's
+ops slower than calibrate's tight loops, so calibrate times two small host-bound forwards
+(its own GPT-2 and ResNet-50) and fits their wall over gpusim's prediction of them.
+
+Apart from :mod:`validation.fit.calibrate` because scoring uses it without a GPU: the zoo's
+host-lease rows re-fit the factor from walls measured beside each case
+(:func:`validation.score.zoo_accuracy.lease_wall_rows`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from gpusim.util.errors import GpusimError
+from gpusim.hw.spec import GPUSpec
+from gpusim.hw.host import load_host
+from validation.measure import timing as measure
+
+
+def reference_forwards(device: str = "cuda") -> list[tuple[str, torch.nn.Module, tuple]]:
+    """gpusim's reference forwards for ``eager_forward_factor``: its own GPT-2 and
+    ResNet-50 (:mod:`gpusim.models.examples`, not models the accuracy tables score) in bf16 at
+    sizes so small that the host bounds them (6 blocks of d=64 over 32 tokens; a 32x32
+    image): a realistic mix of ops, views and module calls whose wall is host time."""
+    from gpusim.models.examples import GPT2, ResNet50, _module
+    gpt = _module(GPT2, device, torch.bfloat16, layers=6, d=64, heads=2, vocab=512, ctx=64)
+    res = _module(ResNet50, device, torch.bfloat16, classes=10)
+    with torch.device(device):
+        return [("gpt2", gpt, (torch.randint(0, 512, (1, 32)),)),
+                ("resnet50", res, (torch.randn(1, 3, 32, 32, dtype=torch.bfloat16),))]
+
+
+def reference_walls() -> dict:
+    """Steady-state eager wall per call of each reference forward on this machine."""
+    out = {}
+    for name, m, args in reference_forwards("cuda"):
+        with torch.no_grad():
+            out[name] = measure.time_wall(m, args)["median_us"]
+    return out
+
+
+def median_walls(rounds: list[dict]) -> dict:
+    """Each reference forward's median over several :func:`reference_walls` rounds."""
+    return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_graphs() -> dict:
+    """The reference forwards captured on meta tensors (as ``gpusim predict`` captures a
+    model: their Python priced from capture's counts)."""
+    from gpusim.capture.tracing import capture
+    return {name: capture(m, args, name=name) for name, m, args in reference_forwards("meta")}
+
+
+def reference_predictions(spec: GPUSpec, host) -> dict:
+    """``{name: (end-to-end us, device us)}``: gpusim's eager prediction of each reference
+    forward on ``spec`` with ``host``'s tight-loop figures (its own factor left out).
+    Pure: the forwards are captured on meta tensors."""
+    from gpusim.predict.pipeline import predict
+    plain = load_host(host).replace(eager_forward_factor=None)
+    out = {}
+    for name, g in _reference_graphs().items():
+        p = predict(g, gpu=spec, mode="eager", host=plain)
+        out[name] = (p.end_to_end_us, p.device_us)
+    return out
+
+
+def forward_factor(walls: dict, spec: GPUSpec, host, predicted: dict | None = None
+                   ) -> tuple[float, dict]:
+    """``eager_forward_factor``: the reference forwards' measured walls (``walls``:
+    :func:`reference_walls`) over gpusim's eager prediction of them with ``host``'s
+    tight-loop figures, summed. ``predicted``: :func:`reference_predictions` of
+    ``spec`` and ``host``, when the caller fits many walls against one host. Returns
+    (factor, per-forward predicted and measured)."""
+    predicted = predicted if predicted is not None else reference_predictions(spec, host)
+    diag, meas, pred = {}, 0.0, 0.0
+    for name, (e2e, device) in predicted.items():
+        if name not in walls:
+            continue
+        diag[name] = {"wall_us": walls[name], "predicted_us": e2e, "predicted_device_us": device}
+        meas += walls[name]
+        pred += e2e
+    if not pred:
+        raise GpusimError("no reference forward was measured: cannot fit eager_forward_factor")
+    return meas / pred, diag
+
+
+def fit_forward(h: dict, spec: GPUSpec, host, diag: dict) -> dict:
+    """``{"eager_forward_factor": ...}`` from raw host timings that timed the reference
+    forwards (``h["reference_walls"]``), against ``host``'s tight-loop figures on
+    ``spec``; {} when they did not. The per-forward fit goes into ``diag``."""
+    if not h.get("reference_walls"):
+        return {}
+    f, diag["reference_forwards"] = forward_factor(h["reference_walls"], spec, host)
+    return {"eager_forward_factor": float(f)}

@@ -1,0 +1,1 @@
+"""Reports: the docs, README sections and plots generated from records and scores."""
