@@ -238,7 +238,7 @@ def test_harness_plans_amp_cases_and_records_rebuild_their_graph():
     pytest.importorskip("torchvision")
     from gpusim.models import zoo
     from validation.records.store import record_graph
-    from validation.measure.zoo_run import plan_amp_cases
+    from validation.measure.zoo_plan import plan_amp_cases
     cases = plan_amp_cases({k: zoo.ZOO[k] for k in ("tv:resnet18", "hf:gpt2")}, "main",
                            compiled=("hf:gpt2",), runs=("eager", "compiled"))
     assert [(c.case_id, c.dtype, c.amp) for c in cases] == [

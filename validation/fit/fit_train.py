@@ -59,46 +59,19 @@ import sys
 import numpy as np
 
 from gpusim.cost.kernel import BACKWARD_SCALES, backward_scale_field
-from gpusim.cost.classes import bn_train_us, mta_bytes
+from gpusim.cost.classes import mta_bytes
 from gpusim.graph.opgraph import main_shape
 from gpusim.hw.spec import spec_for
 from gpusim.hw.spec_io import figure_line
 from gpusim.hw.schema import TRAIN_FIGURES
 from validation.records.store import read_records
 from validation.records.stats import _stats, ape
-from validation.score.train_accuracy import LAYOUT, RESULTS, amp_supported, usable
+from validation.score.train_accuracy import RESULTS, amp_supported, usable
+from validation.fit.train_classes import _median, grid_fit
+from validation.fit.fit_train_bn import BN_FIGURES, bn_channel_field, bn_points, bn_us, fit_bn
 
 FAMILIES = ("cnn", "vit", "encoder", "decoder", "encdec")
 DATE = "2026-11-25"
-
-
-def _median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if xs else None
-
-
-#: the profiler's kernel names by class (the first pattern that matches): training batch
-#: norm (cuDNN's and ATen's native kernels), depthwise convolutions (ATen's, cuDNN's
-#: ``*2d_c1_k1*`` and grouped direct kernels), cuDNN's backward-data and backward-filter,
-#: cuDNN's layout transforms (:data:`validation.score.train_accuracy.LAYOUT`), GEMMs
-KERNEL_CLASSES = (
-    ("bn_backward", re.compile(r"bn_bw|batch_norm_backward")),
-    ("bn_train", re.compile(r"bn_fw_tr|batch_norm_collect_statistics|batch_norm_transform_input"
-                            r"|elementwise_kernel_for_multi_outputs")),
-    ("depthwise", re.compile(r"conv_depthwise2d|depthwise|2d_c1_k1|grouped_direct")),
-    ("conv_dgrad", re.compile(r"dgrad")),
-    ("conv_wgrad", re.compile(r"wgrad|Wgrad")),
-    ("layout", LAYOUT),
-    ("gemm", re.compile(r"gemm|Kernel2|nvjet|splitKreduce|cutlass|xmma")),
-)
-
-
-def kernel_class(name: str) -> str:
-    """The class of a profiled kernel by its name (:data:`KERNEL_CLASSES`; else ``other``)."""
-    for cls, pat in KERNEL_CLASSES:
-        if pat.search(name):
-            return cls
-    return "other"
 
 
 class _Pickler(pickle.Pickler):
@@ -184,21 +157,6 @@ def mta_us(p: dict, figs, spec) -> float:
 #: further launch
 MTA_EFFS = [round(0.40 + 0.01 * i, 2) for i in range(61)]
 MTA_LAUNCH_US = [round(0.5 * i, 1) for i in range(1, 61)]
-
-
-def grid_fit(points: list[dict], spec, law, xs, ys) -> tuple | None:
-    """The pair ``(x, y)`` of the grid ``xs`` x ``ys`` whose ``law(point, (x, y), spec)`` has
-    the least mean absolute relative error against the points' ``us`` (the first such pair
-    in grid order); None without points."""
-    if not points:
-        return None
-    best = None
-    for x in xs:
-        for y in ys:
-            e = sum(abs(law(p, (x, y), spec) - p["us"]) / p["us"] for p in points)
-            if best is None or e < best[0] - 1e-12:
-                best = (e, x, y)
-    return best[1], best[2]
 
 
 def fit_mta(points: list[dict], spec) -> tuple | None:
@@ -364,73 +322,6 @@ def fit_scale(points: list[dict], spec) -> float | None:
 
 
 # ------------------------------------------------------------------ training batch norm
-
-#: the batch-norm figure of a kernel: (class, cuDNN?, 16-bit?) -> spec field
-BN_FIGURES = {("bn_train", True, False): "bn_train_efficiency",
-              ("bn_train", True, True): "bn_train_efficiency_16bit",
-              ("bn_backward", True, False): "bn_backward_efficiency",
-              ("bn_backward", True, True): "bn_backward_efficiency_16bit",
-              ("bn_train", False, False): "bn_native_train_efficiency",
-              ("bn_train", False, True): "bn_native_train_efficiency",
-              ("bn_backward", False, False): "bn_native_backward_efficiency",
-              ("bn_backward", False, True): "bn_native_backward_efficiency"}
-BN_PHASE = {"bn_train": "forward", "bn_backward": "backward"}
-
-
-def bn_figure(k: dict) -> str | None:
-    """The spec field that prices gpusim kernel ``k`` (None: not a training batch norm)."""
-    if k["variant"] not in BN_PHASE:
-        return None
-    return BN_FIGURES[(k["variant"], k["impl"] == "library", k["dtype"] in ("float16", "bfloat16"))]
-
-
-def bn_points(rec: dict, kernels: list[dict]) -> dict:
-    """Per batch-norm figure: the step's measured time of the class's kernels and gpusim's
-    kernels of it (bytes, main or aux)."""
-    out = {}
-    for k in kernels:
-        fig = bn_figure(k)
-        if fig:
-            out.setdefault(fig, []).append(k)
-    pts = {}
-    for fig, ks in out.items():
-        cls = ks[0]["variant"]
-        meas = sum(m["us"] for m in rec.get("kernels") or []
-                   if m.get("phase") == BN_PHASE[cls] and kernel_class(m.get("name", "")) == cls)
-        if meas:
-            pts[fig] = {"case_id": rec.get("case_id"), "family": rec.get("family"),
-                        "model": rec.get("model"), "us": meas,
-                        "kernels": [(k["bytes"], k["channels"], k["role"] == "main") for k in ks]}
-    return pts
-
-
-def bn_channel_field(fig: str) -> str:
-    """The per-channel figure beside efficiency ``fig`` (``bn_train_efficiency_16bit`` ->
-    ``bn_train_channel_us_16bit``)."""
-    return fig.replace("_efficiency", "_channel_us")
-
-
-def bn_us(p: dict, figs: tuple, spec) -> float:
-    """gpusim's time of point ``p``'s batch-norm kernels at (fraction, per-channel us)
-    ``figs`` (:func:`gpusim.cost.classes.bn_train_us`; fixed cost, at least the reduction floor for
-    the main kernel, the launch floor for the native path's aux kernels)."""
-    eff, ch = figs
-    t = 0.0
-    for b, c, main in p["kernels"]:
-        floor = (spec.reduction_min_us or spec.kernel_min_us) if main else spec.kernel_min_us
-        t += max(floor, spec.kernel_fixed_us + bn_train_us(b, c, eff, ch, spec)) if b else spec.kernel_min_us
-    return t
-
-
-#: the grid the batch-norm figures are fitted on: fraction of the bandwidth, us per channel wave
-BN_EFFS = [round(0.02 + 0.01 * i, 2) for i in range(99)]
-BN_CHANNEL_US = [round(0.05 * i, 2) for i in range(61)]
-
-
-def fit_bn(points: list[dict], spec) -> tuple | None:
-    """The (fraction, per-channel us) of the grid with the least mean absolute error over
-    the steps."""
-    return grid_fit(points, spec, bn_us, BN_EFFS, BN_CHANNEL_US)
 
 
 def main(argv=None) -> int:

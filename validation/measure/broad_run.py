@@ -44,8 +44,10 @@ import sys
 import time
 from dataclasses import replace
 
-from validation.measure.zoo_run import (Case, ModelCache, autocast_call, one_line, print_summary,
-                                run_case, time_limit, write_record)
+from validation.measure.zoo_run import autocast_call, print_summary, run_case, time_limit, write_record
+from validation.measure.zoo_plan import one_line
+from validation.measure.zoo_inputs import ModelCache
+from validation.measure.zoo_plan import Case
 
 SLOW_S = 0.25          # the fastest probe call slower than this halves the batch
 PROBE_CALLS = 3         # at most this many probe calls ...

@@ -114,7 +114,8 @@ def runtime_estimator(case, zoo_mod, desc, mode: str) -> dict:
 
 
 def _attempt(row: dict, key: str, fn, timeout_s=None) -> None:
-    from validation.measure.zoo_run import one_line, time_limit
+    from validation.measure.zoo_run import time_limit
+    from validation.measure.zoo_plan import one_line
     t0 = time.time()
     try:
         with time_limit(timeout_s):

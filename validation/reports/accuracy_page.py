@@ -5,8 +5,8 @@ import json
 import os
 import sys
 from gpusim.util.errors import UserError
-from validation.score.zoo_accuracy import (e2e_markdown, lease_walls_markdown, speedup_markdown,
-                                     zoo_available, zoo_markdown, zoo_report)
+from validation.score.zoo_accuracy import zoo_available, zoo_report
+from validation.score.zoo_tables import e2e_markdown, lease_walls_markdown, speedup_markdown, zoo_markdown
 from validation.score.accuracy import RESULTS_DIR, accuracy_report, markdown
 
 

@@ -19,7 +19,8 @@ import sys
 
 from gpusim.hw.spec import calibrated_name, datasheet_name, load_spec
 from validation.records.store import load_zoo_records
-from validation.score.zoo_accuracy import _by_family, case_rows, memory_rows, memory_summary
+from validation.score.zoo_accuracy import case_rows, memory_rows, memory_summary
+from validation.score.zoo_accuracy import _by_family
 
 RUN_SET = "zoo_amp"
 

@@ -24,8 +24,9 @@ import numpy as np
 from gpusim.hw.spec import calibrated_name, load_spec
 from validation.records.store import load_zoo_records
 from validation.records.stats import _cell, _stats
-from validation.score.zoo_accuracy import (_by_family, case_rows, memory_rows, memory_summary, speedup_rows,
-                                     speedup_summary)
+from validation.score.zoo_accuracy import (case_rows, memory_rows, memory_summary, speedup_rows,
+    speedup_summary)
+from validation.score.zoo_accuracy import _by_family
 
 
 def holdout_report(results_dir: str, gpu: str = "h100") -> dict:
