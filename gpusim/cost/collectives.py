@@ -70,8 +70,8 @@ def regimes(link: LinkSpec, collective: str, gpu: str | None = None) -> tuple[tu
 def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | None = None) -> CollectiveTime:
     """``base_us[r] + steps(n) x hop_us[protocol] + bytes x factor(n) / busbw[r]`` over one ring of ``world`` ranks.
 
-    Reads the link's regimes (:func:`regimes`) and ``[nccl].hop_us_ll`` / ``hop_us_simple``. One rank (or no
-    bytes) costs nothing: NCCL returns without a kernel of consequence."""
+    Reads the link's regimes (:func:`regimes`) and ``[nccl].hop_us_ll`` / ``hop_us_simple``; a message is never
+    priced below the largest message of a smaller regime. One rank (or no bytes) costs nothing."""
     if collective not in BUSBW_FACTOR:
         raise UserError(f"unknown collective {collective!r}; known: {', '.join(BUSBW_FACTOR)}")
     if world < 1 or nbytes < 0:
@@ -80,8 +80,12 @@ def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | 
         return CollectiveTime(collective, int(nbytes), world, 0.0, math.inf, math.inf, "ring", "none", "trivial")
     rs, source = regimes(link, collective, gpu)
     r = next((r for r in rs if nbytes <= r.max_bytes), rs[-1])
-    factor = BUSBW_FACTOR[collective](world)
-    us = r.base_us + RING_STEPS[collective](world) * link.hop_us[r.protocol] + nbytes * factor / (r.busbw_gbs * 1e3)
+    factor, steps = BUSBW_FACTOR[collective](world), RING_STEPS[collective](world)
+
+    def law(g, b):
+        return g.base_us + steps * link.hop_us[g.protocol] + b * factor / (g.busbw_gbs * 1e3)
+    # never faster than the largest message of a smaller regime (monotone in bytes across regime edges)
+    us = max([law(r, nbytes)] + [law(g, g.max_bytes) for g in rs if g.max_bytes < nbytes])
     algbw = nbytes / us / 1e3
     return CollectiveTime(collective, int(nbytes), world, us, algbw, algbw * factor, "ring", r.protocol, source)
 
