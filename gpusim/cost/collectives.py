@@ -3,16 +3,23 @@
 For a ring of ``n`` ranks over one link, a message of ``bytes`` (nccl-tests' size: the larger buffer; all-gather's
 gathered output, reduce-scatter's full input) in size regime ``r``::
 
-    time = base_us[r] + steps(n) x hop_us[protocol(r)] + bytes x factor(n) / busbw[r]
+    time = base_us[c, r] + (n-1) x rank_us[r] + bytes x factor(n) / link_gbs[r] + (bytes / n) / shard_gbs[c, r]
 
 - ``factor`` is nccl-tests' bus-bandwidth factor (all-reduce 2(n-1)/n; all-gather and reduce-scatter (n-1)/n;
-  broadcast and send/recv 1), so ``busbw`` is one figure per link across world sizes;
-- ``steps`` are the ring's steps as NCCL counts them (all-reduce 2(n-1); all-gather, reduce-scatter, broadcast n-1;
-  send/recv 1), each costing NCCL's per-hop latency for the protocol (``[nccl].hop_us_*`` of the link file);
-- the regimes (``base_us``, ``busbw``, up to ``max_bytes``) are fitted from our own sweeps of that GPU and link
-  (``[measured."<gpu>"]``, by ``validation/fit/fit_collectives.py``); a link or GPU never measured is priced from
-  the datasheet's one-direction bandwidth and NCCL's Simple-protocol base latency (``source="datasheet"``: a
-  ceiling, optimistic).
+  broadcast and send/recv 1): the bytes each rank moves over its link, so ``link_gbs`` is one figure of the link
+  (one direction of one GPU's NVLink), shared by every collective and world size;
+- ``rank_us`` is the latency each rank past the first adds, the same for every collective (fitted where the records
+  hold two world sizes or more: on 4 H200s a 1-8 KiB all-reduce (6 ring steps), all-gather (3) and send/recv (1)
+  all take 23-24 us, against 9-15 us on 2, so the growth is per rank, not per ring step); unfitted, the term is
+  NCCL's own, ``steps(n) x hop_us[protocol]`` (``[nccl]``; all-reduce 2(n-1) steps, all-gather, reduce-scatter and
+  broadcast n-1, send/recv 1);
+- ``bytes / n`` is the rank's own shard: all-reduce, all-gather and reduce-scatter pay for it once at a rate of
+  their own (``shard_gbs``; measured, not in NCCL's model: with it the link's bandwidth is one figure from 2 to 4
+  ranks, where nccl-tests' bus bandwidth climbs from 265 to 325 GB/s for all-gather on H200);
+- the regimes (by bytes: NCCL's LL protocol up to 1 MiB, Simple above) and their figures are fitted from our own
+  sweeps of that GPU and link (``[measured."<gpu>"]``, by ``validation/fit/fit_collectives.py``); a link or GPU
+  never measured is priced from the datasheet's one-direction bandwidth and NCCL's Simple-protocol latencies
+  (``source="datasheet"``: a ceiling, optimistic).
 
 Ring only. TODO: NCCL's tree all-reduce (chosen across hosts at mid sizes) and NVLS (off on the lent machines).
 Across hosts (``nnodes > 1``) a collective is a hierarchical composition (intra-host ring, inter-host ring over the
@@ -67,11 +74,21 @@ def regimes(link: LinkSpec, collective: str, gpu: str | None = None) -> tuple[tu
     return (Regime("datasheet", "simple", math.inf, link.base_us["simple"], link.unidirectional_gbs),), "datasheet"
 
 
-def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | None = None) -> CollectiveTime:
-    """``base_us[r] + steps(n) x hop_us[protocol] + bytes x factor(n) / busbw[r]`` over one ring of ``world`` ranks.
+def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: LinkSpec) -> float:
+    """One regime's law: ``base + (n-1) x rank_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs`` (us);
+    with no fitted ``rank_us``, the latency term is NCCL's ``steps(n) x hop_us[protocol]`` (the link's ``[nccl]``)."""
+    lat = (RING_STEPS[collective](world) * link.hop_us[regime.protocol] if regime.rank_us is None
+           else (world - 1) * regime.rank_us)
+    return (regime.base_us + lat
+            + nbytes * BUSBW_FACTOR[collective](world) / (regime.link_gbs * 1e3)
+            + nbytes / world / (regime.shard_gbs * 1e3))
 
-    Reads the link's regimes (:func:`regimes`) and ``[nccl].hop_us_ll`` / ``hop_us_simple``; a message is never
-    priced below the largest message of a smaller regime. One rank (or no bytes) costs nothing."""
+
+def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | None = None) -> CollectiveTime:
+    """:func:`law_us` of the regime that holds ``nbytes``, over one ring of ``world`` ranks.
+
+    Reads the link's regimes (:func:`regimes`); a message is never priced below the largest message of a smaller
+    regime. One rank (or no bytes) costs nothing."""
     if collective not in BUSBW_FACTOR:
         raise UserError(f"unknown collective {collective!r}; known: {', '.join(BUSBW_FACTOR)}")
     if world < 1 or nbytes < 0:
@@ -80,38 +97,38 @@ def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | 
         return CollectiveTime(collective, int(nbytes), world, 0.0, math.inf, math.inf, "ring", "none", "trivial")
     rs, source = regimes(link, collective, gpu)
     r = next((r for r in rs if nbytes <= r.max_bytes), rs[-1])
-    factor, steps = BUSBW_FACTOR[collective](world), RING_STEPS[collective](world)
-
-    def law(g, b):
-        return g.base_us + steps * link.hop_us[g.protocol] + b * factor / (g.busbw_gbs * 1e3)
     # never faster than the largest message of a smaller regime (monotone in bytes across regime edges)
-    us = max([law(r, nbytes)] + [law(g, g.max_bytes) for g in rs if g.max_bytes < nbytes])
+    us = max([law_us(collective, nbytes, world, r, link)]
+             + [law_us(collective, g.max_bytes, world, g, link) for g in rs if g.max_bytes < nbytes])
     algbw = nbytes / us / 1e3
-    return CollectiveTime(collective, int(nbytes), world, us, algbw, algbw * factor, "ring", r.protocol, source)
+    return CollectiveTime(collective, int(nbytes), world, us, algbw, algbw * BUSBW_FACTOR[collective](world), "ring",
+                          r.protocol, source)
 
 
 def all_reduce(nbytes, world, link, gpu=None) -> CollectiveTime:
-    """Ring all-reduce: ``base + 2(n-1) x hop + bytes x 2(n-1)/n / busbw`` (see :func:`ring`)."""
+    """Ring all-reduce: ``base + (n-1) x rank + bytes x 2(n-1)/n / link + bytes/n / shard`` (see :func:`ring`)."""
     return ring("all_reduce", nbytes, world, link, gpu)
 
 
 def all_gather(nbytes, world, link, gpu=None) -> CollectiveTime:
-    """Ring all-gather of ``bytes`` gathered in all: ``base + (n-1) x hop + bytes x (n-1)/n / busbw``."""
+    """Ring all-gather of ``bytes`` gathered in all: ``base + (n-1) x rank + bytes x (n-1)/n / link
+    + bytes/n / shard``."""
     return ring("all_gather", nbytes, world, link, gpu)
 
 
 def reduce_scatter(nbytes, world, link, gpu=None) -> CollectiveTime:
-    """Ring reduce-scatter of ``bytes`` input in all: ``base + (n-1) x hop + bytes x (n-1)/n / busbw``."""
+    """Ring reduce-scatter of ``bytes`` input in all: ``base + (n-1) x rank + bytes x (n-1)/n / link
+    + bytes/n / shard``."""
     return ring("reduce_scatter", nbytes, world, link, gpu)
 
 
 def broadcast(nbytes, world, link, gpu=None) -> CollectiveTime:
-    """Pipelined ring broadcast: ``base + (n-1) x hop + bytes / busbw``."""
+    """Pipelined ring broadcast: ``base + (n-1) x rank + bytes / link`` (see :func:`ring`)."""
     return ring("broadcast", nbytes, world, link, gpu)
 
 
 def send_recv(nbytes, link, gpu=None) -> CollectiveTime:
-    """One point-to-point transfer: ``base + hop + bytes / busbw``."""
+    """One point-to-point transfer: ``base + (n-1) x rank + bytes / link`` (n: the communicator's size) (see :func:`ring`)."""
     return ring("send_recv", nbytes, 2, link, gpu)
 
 

@@ -7,8 +7,8 @@ A link file gives, each figure as ``{ value = ..., source = ..., ref = ... }``:
 - ``[nccl]``: NCCL's own ring latencies for the link's class (``src/graph/tuning.cc``: a base latency and a latency
   per ring step, for the LL and Simple protocols);
 - ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, size
-  regimes (``protocol``, ``max_bytes``, ``base_us``, ``busbw_gbs``), and ``overlap`` (how much concurrent compute
-  slows while NCCL runs).
+  regimes (``protocol``, ``max_bytes``, ``base_us``, ``link_gbs``, and optionally ``rank_us`` and ``shard_gbs``), and
+  ``overlap`` (how much concurrent compute slows while NCCL runs).
 
 :func:`link_spec` finds a link by name, alias (``"nvlink4"``, ``"h100-sxm"``, ``"ib"``) or path; a bad file raises
 :class:`LinkError`, one line naming the file and field. The laws that read these live in
@@ -34,6 +34,7 @@ OVERLAP = ("gemm_slowdown", "copy_slowdown", "comm_slowdown")
 _TOP = {"name", "display_name", "aliases", "scope", "nccl_class", "datasheet", "nccl", "measured"}
 _DATASHEET = {"bandwidth_gbs": False, "unidirectional_gbs": False, "links": True}
 _NCCL = ("base_us_ll", "base_us_simple", "hop_us_ll", "hop_us_simple")
+_REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False}   # figure -> required
 
 
 class LinkError(GpusimError):
@@ -42,12 +43,20 @@ class LinkError(GpusimError):
 
 @dataclass(frozen=True)
 class Regime:
-    """One size regime of one collective: ``base_us + steps x hop + bytes x factor / busbw`` up to ``max_bytes``."""
+    """One size regime of one collective, up to ``max_bytes``:
+    ``base_us + (n-1) x rank_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs``.
+
+    ``link_gbs`` is one direction of one GPU's link (the ring moves ``bytes x factor(n)`` over it); ``rank_us`` is the
+    latency each rank past the first adds (None: unfitted; then NCCL's ``steps(n) x hop_us`` of the protocol, from
+    ``[nccl]``); both are figures of the link, shared by the collectives of a regime; ``shard_gbs`` (inf: none)
+    prices the rank's own shard, ``bytes / n``."""
     name: str
     protocol: str
     max_bytes: float
     base_us: float
-    busbw_gbs: float
+    link_gbs: float
+    rank_us: float | None = None
+    shard_gbs: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -105,17 +114,19 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
     out = []
     for rname, r in t.items():
         where = f"[measured.\"{gpu}\".{coll}.{rname}]"
-        if not isinstance(r, dict) or set(r) - {"protocol", "max_bytes", "base_us", "busbw_gbs"}:
-            raise LinkError(f"{path}: {where} must hold protocol, max_bytes, base_us, busbw_gbs")
+        if not isinstance(r, dict) or set(r) - {"protocol", "max_bytes", *_REGIME}:
+            raise LinkError(f"{path}: {where} must hold protocol, max_bytes, base_us, link_gbs (and optionally "
+                            "rank_us, shard_gbs)")
         if r.get("protocol") not in PROTOCOLS:
             raise LinkError(f"{path}: {where}.protocol must be one of {', '.join(PROTOCOLS)}, got {r.get('protocol')!r}")
         mb = r.get("max_bytes", math.inf)
         if isinstance(mb, bool) or not isinstance(mb, (int, float)) or mb <= 0:
             raise LinkError(f"{path}: {where}.max_bytes must be a positive number, got {mb!r}")
         k = f"measured.{gpu}.{coll}.{rname}"
-        out.append(Regime(rname, r["protocol"], float(mb),
-                          _figure(path, f"{where}.base_us", r.get("base_us"), prov, k + ".base_us"),
-                          _figure(path, f"{where}.busbw_gbs", r.get("busbw_gbs"), prov, k + ".busbw_gbs")))
+        fig = {f: _figure(path, f"{where}.{f}", r.get(f), prov, f"{k}.{f}") for f in _REGIME
+               if f in r or _REGIME[f]}
+        out.append(Regime(rname, r["protocol"], float(mb), fig["base_us"], fig["link_gbs"], fig.get("rank_us"),
+                          fig.get("shard_gbs", math.inf)))
     if not out:
         raise LinkError(f"{path}: [measured.\"{gpu}\".{coll}] has no regimes")
     return tuple(sorted(out, key=lambda r: r.max_bytes))
