@@ -1,0 +1,175 @@
+"""Cost: NCCL collectives, one small law each, in NCCL's own terms (its ``src/graph/tuning.cc``).
+
+For a ring of ``n`` ranks over one link, a message of ``bytes`` (nccl-tests' size: the larger buffer; all-gather's
+gathered output, reduce-scatter's full input) in size regime ``r``::
+
+    time = base_us[c, r] + (n-1) x rank_us[r] + bytes x factor(n) / link_gbs[r] + (bytes / n) / shard_gbs[c, r]
+
+- ``factor`` is nccl-tests' bus-bandwidth factor (all-reduce 2(n-1)/n; all-gather and reduce-scatter (n-1)/n;
+  broadcast and send/recv 1): the bytes each rank moves over its link, so ``link_gbs`` is one figure of the link
+  (one direction of one GPU's NVLink), shared by every collective and world size;
+- ``rank_us`` is the latency each rank past the first adds, the same for every collective (fitted where the records
+  hold two world sizes or more: on 4 H200s a 1-8 KiB all-reduce (6 ring steps), all-gather (3) and send/recv (1)
+  all take 23-24 us, against 9-15 us on 2, so the growth is per rank, not per ring step); unfitted, the term is
+  NCCL's own, ``steps(n) x hop_us[protocol]`` (``[nccl]``; all-reduce 2(n-1) steps, all-gather, reduce-scatter and
+  broadcast n-1, send/recv 1);
+- ``bytes / n`` is the rank's own shard: all-reduce, all-gather and reduce-scatter pay for it once at a rate of
+  their own (``shard_gbs``; measured, not in NCCL's model: with it the link's bandwidth is one figure from 2 to 4
+  ranks, where nccl-tests' bus bandwidth climbs from 265 to 325 GB/s for all-gather on H200);
+- the regimes (by bytes: NCCL's LL protocol up to 1 MiB, Simple above) and their figures are fitted from our own
+  sweeps of that GPU and link (``[measured."<gpu>"]``, by ``validation/fit/fit_collectives.py``); a link or GPU
+  never measured is priced from the datasheet's one-direction bandwidth and NCCL's Simple-protocol latencies
+  (``source="datasheet"``: a ceiling, optimistic).
+
+Ring only. TODO: NCCL's tree all-reduce (chosen across hosts at mid sizes) and NVLS (off on the lent machines).
+Across hosts (``nnodes > 1``) a collective is a hierarchical composition (intra-host ring, inter-host ring over the
+network link, intra-host ring), documented but unvalidated: no multi-host machine has been measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpusim.hw.links import LinkSpec, Regime
+from gpusim.hw.schema import ALIASES
+from gpusim.util.errors import UserError
+
+BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+                "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "send_recv": lambda n: 1.0}
+RING_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1,
+              "reduce_scatter": lambda n: n - 1, "broadcast": lambda n: n - 1, "send_recv": lambda n: 1}
+
+
+@dataclass(frozen=True)
+class CollectiveTime:
+    """One collective's predicted time; ``algbw``/``busbw`` in nccl-tests' sense (GB/s)."""
+    collective: str
+    bytes: int
+    world: int
+    us: float
+    algbw_gbs: float
+    busbw_gbs: float
+    algorithm: str   # "ring" or "hierarchical ring"
+    protocol: str    # "ll" or "simple" (of the regime used; the inter-host leg's for hierarchical)
+    source: str      # "measured", "measured on <gpu>" (same link, another GPU) or "datasheet"
+
+
+def _gpu_key(gpu: str | None) -> str | None:
+    if gpu is None:
+        return None
+    g = gpu.lower().removesuffix("-calibrated")
+    return ALIASES.get(g, g)
+
+
+def regimes(link: LinkSpec, collective: str, gpu: str | None = None) -> tuple[tuple, str]:
+    """The size regimes that price ``collective`` on ``link`` for ``gpu``, and their source: that GPU's measured
+    fit; else the same link measured on another GPU; else one Simple regime from the datasheet."""
+    key = _gpu_key(gpu)
+    if key in link.measured and collective in link.measured[key].regimes:
+        return link.measured[key].regimes[collective], "measured"
+    for other, m in sorted(link.measured.items()):
+        if collective in m.regimes:
+            return m.regimes[collective], f"measured on {other}"
+    return (Regime("datasheet", "simple", math.inf, link.base_us["simple"], link.unidirectional_gbs),), "datasheet"
+
+
+def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: LinkSpec) -> float:
+    """One regime's law: ``base + (n-1) x rank_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs`` (us);
+    with no fitted ``rank_us``, the latency term is NCCL's ``steps(n) x hop_us[protocol]`` (the link's ``[nccl]``)."""
+    lat = (RING_STEPS[collective](world) * link.hop_us[regime.protocol] if regime.rank_us is None
+           else (world - 1) * regime.rank_us)
+    return (regime.base_us + lat
+            + nbytes * BUSBW_FACTOR[collective](world) / (regime.link_gbs * 1e3)
+            + nbytes / world / (regime.shard_gbs * 1e3))
+
+
+def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | None = None) -> CollectiveTime:
+    """:func:`law_us` of the regime that holds ``nbytes``, over one ring of ``world`` ranks.
+
+    Reads the link's regimes (:func:`regimes`); a message is never priced below the largest message of a smaller
+    regime. One rank (or no bytes) costs nothing."""
+    if collective not in BUSBW_FACTOR:
+        raise UserError(f"unknown collective {collective!r}; known: {', '.join(BUSBW_FACTOR)}")
+    if world < 1 or nbytes < 0:
+        raise UserError(f"{collective}: world size must be >= 1 and bytes >= 0, got {world} and {nbytes}")
+    if world == 1 or nbytes == 0:
+        return CollectiveTime(collective, int(nbytes), world, 0.0, math.inf, math.inf, "ring", "none", "trivial")
+    rs, source = regimes(link, collective, gpu)
+    r = next((r for r in rs if nbytes <= r.max_bytes), rs[-1])
+    # never faster than the largest message of a smaller regime (monotone in bytes across regime edges)
+    us = max([law_us(collective, nbytes, world, r, link)]
+             + [law_us(collective, g.max_bytes, world, g, link) for g in rs if g.max_bytes < nbytes])
+    algbw = nbytes / us / 1e3
+    return CollectiveTime(collective, int(nbytes), world, us, algbw, algbw * BUSBW_FACTOR[collective](world), "ring",
+                          r.protocol, source)
+
+
+def all_reduce(nbytes, world, link, gpu=None) -> CollectiveTime:
+    """Ring all-reduce: ``base + (n-1) x rank + bytes x 2(n-1)/n / link + bytes/n / shard`` (see :func:`ring`)."""
+    return ring("all_reduce", nbytes, world, link, gpu)
+
+
+def all_gather(nbytes, world, link, gpu=None) -> CollectiveTime:
+    """Ring all-gather of ``bytes`` gathered in all: ``base + (n-1) x rank + bytes x (n-1)/n / link
+    + bytes/n / shard``."""
+    return ring("all_gather", nbytes, world, link, gpu)
+
+
+def reduce_scatter(nbytes, world, link, gpu=None) -> CollectiveTime:
+    """Ring reduce-scatter of ``bytes`` input in all: ``base + (n-1) x rank + bytes x (n-1)/n / link
+    + bytes/n / shard``."""
+    return ring("reduce_scatter", nbytes, world, link, gpu)
+
+
+def broadcast(nbytes, world, link, gpu=None) -> CollectiveTime:
+    """Pipelined ring broadcast: ``base + (n-1) x rank + bytes / link`` (see :func:`ring`)."""
+    return ring("broadcast", nbytes, world, link, gpu)
+
+
+def send_recv(nbytes, link, gpu=None) -> CollectiveTime:
+    """One point-to-point transfer: ``base + (n-1) x rank + bytes / link`` (n: the communicator's size) (see :func:`ring`)."""
+    return ring("send_recv", nbytes, 2, link, gpu)
+
+
+def hierarchical(collective: str, nbytes: float, nproc_per_node: int, nnodes: int, intra: LinkSpec,
+                 inter: LinkSpec, gpu: str | None = None) -> CollectiveTime:
+    """Across hosts, as a composition of rings (UNVALIDATED: no multi-host machine measured):
+
+    - all-reduce: reduce-scatter inside the host (bytes), all-reduce of bytes/g between hosts (one ring per local
+      rank, each on its own NIC), all-gather inside the host (bytes);
+    - all-gather / reduce-scatter: the inter-host ring on bytes/g, then (before, for reduce-scatter) the intra-host
+      ring on bytes;
+    - broadcast: between hosts (bytes), then inside each host (bytes); send/recv: the inter-host link alone.
+    Reads both links' figures as :func:`ring` does."""
+    g, m = nproc_per_node, nnodes
+    if m == 1:
+        return ring(collective, nbytes, g, intra, gpu)
+    parts = {"all_reduce": [("reduce_scatter", nbytes, g, intra), ("all_reduce", nbytes / g, m, inter),
+                            ("all_gather", nbytes, g, intra)],
+             "all_gather": [("all_gather", nbytes / g, m, inter), ("all_gather", nbytes, g, intra)],
+             "reduce_scatter": [("reduce_scatter", nbytes, g, intra), ("reduce_scatter", nbytes / g, m, inter)],
+             "broadcast": [("broadcast", nbytes, m, inter), ("broadcast", nbytes, g, intra)],
+             "send_recv": [("send_recv", nbytes, 2, inter)]}[collective]
+    legs = [ring(c, b, n, lk, gpu) for c, b, n, lk in parts]
+    us = sum(leg.us for leg in legs)
+    n = g * m
+    algbw = nbytes / us / 1e3 if us else math.inf
+    net = next(leg for leg, part in zip(legs, parts) if part[3] is inter)
+    return CollectiveTime(collective, int(nbytes), n, us, algbw, algbw * BUSBW_FACTOR[collective](n),
+                          "hierarchical ring", net.protocol, "unvalidated: " + ", ".join(sorted({x.source for x in legs})))
+
+
+def concurrent_compute_slowdown(link: LinkSpec, gpu: str | None = None, bound: str = "compute") -> tuple[float, str]:
+    """How much a kernel slows while NCCL runs beside it (NCCL's kernels take SMs and memory bandwidth):
+    ``[measured."<gpu>".overlap].gemm_slowdown`` for compute-bound kernels, ``copy_slowdown`` for memory-bound
+    ones; 1.0 (``"unmeasured"``) where no sweep measured it."""
+    key = {"compute": "gemm_slowdown", "memory": "copy_slowdown"}.get(bound)
+    if key is None:
+        raise UserError(f"bound must be 'compute' or 'memory', got {bound!r}")
+    g = _gpu_key(gpu)
+    order = ([g] if g in link.measured else []) + sorted(k for k in link.measured if k != g)
+    for k in order:
+        if key in link.measured[k].overlap:
+            return link.measured[k].overlap[key], ("measured" if k == g else f"measured on {k}")
+    return 1.0, "unmeasured"

@@ -1,0 +1,207 @@
+"""The collective laws (gpusim.cost.collectives) on recorded NCCL sweeps, their properties, and the link files."""
+
+import dataclasses
+import glob
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gpusim.cost import collectives as C
+from gpusim.hw.links import COLLECTIVES, LinkError, link_spec, known_links, read_link
+from validation.fit import fit_collectives as F
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = sorted(glob.glob(str(ROOT / "validation/results/collectives/*.jsonl")))
+#: the law's median error over a sweep may exceed the run-to-run noise (the median over every recorded size of
+#: |run A - run B| / mean between two clean runs of one world size: 6.9% on the H200 records, where sizes of 1 MiB
+#: and below differ by tens of percent from run to run) by at most this margin: the issue's 5% target
+MARGIN = 0.05
+#: leave-one-world-size-out medians as measured when the world-aware law was fitted (docs/collectives.md): the
+#: issue's target is 5%, not met at 1 MiB and below (a one-world fit cannot resolve the latency per rank);
+#: (world left out, collective) -> (median over every size, median over sizes above 1 MiB)
+LOO_MEASURED = {
+    (2, "all_reduce"): (0.352, 0.109), (2, "all_gather"): (0.793, 0.044), (2, "reduce_scatter"): (0.528, 0.079),
+    (2, "broadcast"): (1.089, 0.030), (2, "send_recv"): (0.269, 0.164),
+    (4, "all_reduce"): (0.129, 0.056), (4, "all_gather"): (0.369, 0.018), (4, "reduce_scatter"): (0.268, 0.025),
+    (4, "broadcast"): (0.447, 0.041), (4, "send_recv"): (0.191, 0.101),
+}
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    runs = F.load_runs(RECORDS)
+    gpu_name = "NVIDIA H200"
+    return runs, F.points(runs, gpu_name), F.noise(runs, gpu_name)
+
+
+def _noise(noise):
+    """Median run-to-run |difference| / mean over every size, between clean runs of one world size."""
+    return statistics.median(e for _, e in noise["clean"])
+
+
+def _bound(noise):
+    return _noise(noise) + MARGIN
+
+
+def test_records_exist_and_are_clean(recorded):
+    runs, data, noise = recorded
+    assert any(r["clean"] for r in runs), "no clean run (NCCL_DEBUG unset) in the records"
+    assert {c for c, _ in data} == set(COLLECTIVES)
+    assert len(noise["between"]) >= 20 and len(noise["clean"]) >= 100
+    assert _noise(noise) < 0.10, "run-to-run noise grew: the bounds below rest on it"
+
+
+def test_shipped_figures_predict_the_records(recorded):
+    """The figures in hwspecs/links/nvlink4.toml, through the library's law, on every recorded size."""
+    _, data, noise = recorded
+    link = link_spec("nvlink4")
+    errs = F.errors(link, "h200-sxm", data, sorted({n for _, n in data}))
+    for coll in COLLECTIVES:
+        assert statistics.median(errs[coll]) <= _bound(noise), (coll, statistics.median(errs[coll]))
+
+
+def test_sizes_left_out_are_predicted(recorded):
+    """Fit on 1 KiB x 4^k, predict the sizes between (interpolation across the sweep)."""
+    _, data, noise = recorded
+    base = link_spec("nvlink4")
+    worlds = sorted({n for _, n in data})
+    sizes = {b for d in data.values() for b in d}
+    even = {b for b in sizes if round(math.log(b / 1024, 4), 6).is_integer()}
+    link = F.with_fit(base, "h200-sxm", F.fit(data, base, worlds, even))
+    errs = F.errors(link, "h200-sxm", data, worlds, sizes - even)
+    for coll in COLLECTIVES:
+        assert statistics.median(errs[coll]) <= _bound(noise), (coll, statistics.median(errs[coll]))
+
+
+def test_world_size_left_out_guard(recorded):
+    """Guard at the measured leave-one-world-out error; the issue's target is 5%.
+
+    Fit on one world size, predict the other (2 -> 4, 4 -> 2): the medians over the sweep may not exceed those
+    measured when the world-aware law was fitted (LOO_MEASURED, docs/collectives.md) by more than the run-to-run
+    noise (every size) or, above 1 MiB, than the noise there (p90 of |run A - run B| / mean). The 5% target is not
+    met at 1 MiB and below; this test keeps that from getting worse and says so, it does not claim the target."""
+    _, data, noise = recorded
+    worlds = sorted({n for _, n in data})
+    if len(worlds) < 2:
+        pytest.skip(f"records hold world size(s) {worlds} only: nothing to leave out")
+    base = link_spec("nvlink4")
+    big = F.q(noise["between"], 0.9)
+    for w in worlds:
+        link = F.with_fit(base, "h200-sxm", F.fit(data, base, [x for x in worlds if x != w]))
+        errs, errs_big = F.scored(link, "h200-sxm", data, [w])
+        for coll in COLLECTIVES:
+            every, above = LOO_MEASURED[(w, coll)]
+            assert statistics.median(errs[coll]) <= every + _noise(noise), (w, coll, statistics.median(errs[coll]))
+            assert statistics.median(errs_big[coll]) <= above + big, (w, coll, statistics.median(errs_big[coll]))
+    if all(v <= 0.05 for v, _ in LOO_MEASURED.values()):
+        pytest.fail("the issue's 5% target is met: assert it here instead of the guard")
+
+
+def test_link_figures_are_shared():
+    """The link's figures (bandwidth of one direction, latency per rank) are one per regime, whichever the
+    collective; base latency and shard rate are the collective's own."""
+    m = link_spec("nvlink4").measured["h200-sxm"]
+    by_regime = {}
+    for rs in m.regimes.values():
+        for r in rs:
+            by_regime.setdefault(r.name, set()).add((r.link_gbs, r.rank_us))
+    assert by_regime and all(len(v) == 1 for v in by_regime.values()), by_regime
+
+
+def test_world_size_changes_time_both_ways():
+    """World-aware: small messages cost more on more ranks (latency per rank); at 1 GiB the bus bandwidth of
+    all-gather climbs with the world size towards the link's (the rank's own shard weighs less), as measured."""
+    nv = link_spec("nvlink4")
+    for coll in COLLECTIVES:
+        small = [C.ring(coll, 4096, n, nv, "h200-sxm").us for n in (2, 4, 8)]
+        assert small[0] < small[1] < small[2], (coll, small)
+    bw = [C.all_gather(1 << 30, n, nv, "h200-sxm").busbw_gbs for n in (2, 4, 8)]
+    top = nv.measured["h200-sxm"].regimes["all_gather"][-1].link_gbs
+    assert bw[0] < bw[1] < bw[2] < top, bw
+
+
+def test_a_wrong_law_fails(recorded):
+    """The checks can fail: half the fitted bandwidths (link and shard) miss the records above 1 MiB by far more than
+    the bound."""
+    _, data, noise = recorded
+    link = link_spec("nvlink4")
+    m = link.measured["h200-sxm"]
+    halved = {c: tuple(dataclasses.replace(r, link_gbs=r.link_gbs / 2, shard_gbs=r.shard_gbs / 2) for r in rs)
+              for c, rs in m.regimes.items()}
+    bad = dataclasses.replace(link, measured={"h200-sxm": dataclasses.replace(m, regimes=halved)})
+    _, errs = F.scored(bad, "h200-sxm", data, [2, 4])
+    assert statistics.median(errs["all_reduce"]) > _bound(noise)
+
+
+def test_link_file_is_up_to_date():
+    assert not F.run(RECORDS, check=True)["stale"], "run python3 validation/fit/fit_collectives.py"
+
+
+LINKS = [link_spec(n) for n in known_links()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(COLLECTIVES), st.integers(2, 64), st.integers(1, 1 << 31), st.integers(1, 1 << 31),
+       st.sampled_from(LINKS), st.sampled_from(["h200-sxm", "h100", None]))
+def test_monotone_in_bytes(coll, n, a, b, link, gpu):
+    lo, hi = sorted((a, b))
+    assert C.ring(coll, lo, n, link, gpu).us <= C.ring(coll, hi, n, link, gpu).us + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(COLLECTIVES), st.integers(2, 64), st.integers(1, 1 << 31), st.floats(1.0, 10.0),
+       st.sampled_from(LINKS))
+def test_more_bandwidth_is_never_slower(coll, n, nbytes, scale, link):
+    faster = dataclasses.replace(
+        link, unidirectional_gbs=link.unidirectional_gbs * scale,
+        measured={g: dataclasses.replace(m, regimes={c: tuple(dataclasses.replace(r, link_gbs=r.link_gbs * scale,
+                                                                                  shard_gbs=r.shard_gbs * scale)
+                                                              for r in rs) for c, rs in m.regimes.items()})
+                  for g, m in link.measured.items()})
+    assert C.ring(coll, nbytes, n, faster, "h200-sxm").us <= C.ring(coll, nbytes, n, link, "h200-sxm").us + 1e-9
+
+
+def test_result_fields_and_sources():
+    nv = link_spec("nvlink-4")
+    r = C.all_reduce(1 << 30, 2, nv, "h200-sxm-calibrated")
+    assert (r.algorithm, r.protocol, r.source) == ("ring", "simple", "measured")
+    assert r.busbw_gbs == pytest.approx(r.algbw_gbs * 2 * (2 - 1) / 2)
+    assert C.all_gather(1 << 30, 4, nv, "h100-sxm").source == "measured on h200-sxm"
+    assert C.broadcast(1 << 20, 4, link_spec("nvlink3"), "a100").source == "datasheet"
+    assert C.all_reduce(1 << 20, 1, nv).us == 0.0
+    h = C.hierarchical("all_reduce", 1 << 30, 8, 2, nv, link_spec("ib"), "h100")
+    assert h.world == 16 and h.algorithm == "hierarchical ring" and h.source.startswith("unvalidated")
+    assert h.us > C.all_reduce(1 << 30, 8, nv, "h100").us   # the network leg only adds
+    assert C.concurrent_compute_slowdown(nv, "h200-sxm")[0] > 1.0
+
+
+def test_aliases_resolve():
+    assert link_spec("h100-sxm").name == link_spec("NVLink4").name == "nvlink4"
+    assert link_spec("ib").name == "ib-ndr400" and link_spec("pcie4").name == "pcie4-x16"
+    with pytest.raises(LinkError, match="unknown link"):
+        link_spec("nvlink9")
+
+
+GOOD = (ROOT / "hwspecs/links/nvlink3.toml").read_text()
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda s: s.replace('source = "datasheet"', 'source = "guess"', 1), "bandwidth_gbs"),
+    (lambda s: s.replace("value = 600.0", "value = -600.0"), "bandwidth_gbs"),
+    (lambda s: s.replace('scope = "intra-host"', 'scope = "nearby"'), "scope"),
+    (lambda s: s.replace("hop_us_ll = ", "hop_us_lx = "), "hop_us_ll"),
+    (lambda s: s + '\n[measured."a100"]\ngpu = "A100"\nrecord = "x"\n[measured."a100".all_reduce.ll]\n'
+                   'protocol = "ll"\nbase_us = 1.0\n', "base_us"),
+    (lambda s: s.replace("[nccl]", "[nccl"), "not valid TOML"),
+])
+def test_bad_link_file_is_one_line_error(tmp_path, edit, field):
+    p = tmp_path / "bad.toml"
+    p.write_text(edit(GOOD))
+    with pytest.raises(LinkError) as e:
+        read_link(p)
+    msg = str(e.value)
+    assert "\n" not in msg and str(p) in msg and field in msg
+    assert read_link(ROOT / "hwspecs/links/nvlink3.toml").unidirectional_gbs == 300.0
