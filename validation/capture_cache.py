@@ -1,0 +1,240 @@
+"""Captured record graphs kept on disk, so scoring the committed records need not re-trace
+every model (a zoo capture is ~1 s of ``make_fx`` on fake tensors; the test suite scores
+several hundred records).
+
+:func:`validation.records.record_graph` asks :func:`get` before it captures. The cache is one
+file, ``validation/capture_cache/graphs.pkl.xz``: the pickled :class:`~gpusim.graph.opgraph.OpGraph`
+of every record graph the scoring code asks for, under the *stamp* it was made with:
+
+- the versions of torch, torchvision, timm, transformers and networkx (the models are built
+  by those libraries, the graph is a networkx graph);
+- a SHA-256 of every source file of ``gpusim/capture``, ``gpusim/graph`` and ``gpusim/models``,
+  and of ``validation/records.py`` and ``validation/broad_zoo.py`` (which build the models).
+
+A file whose stamp differs from the current one is never used: :func:`get` warns once
+(:class:`StaleCaptureCache`, naming the command below) and every graph is captured afresh,
+as without a cache. So a change to capture, to the graph or to a model shows in the scores
+at once; only the time the tests take says the cache wants regenerating:
+
+    python3 -m validation.capture_cache regenerate     # captures every record graph (~10 min)
+    python3 -m validation.capture_cache check          # exit 1 when stale or missing
+
+``GPUSIM_CAPTURE_CACHE=off`` ignores the file (every graph captured);
+``GPUSIM_CAPTURE_CACHE=<path>`` reads another file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import lzma
+import os
+import pickle
+import sys
+import threading
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_PATH = os.path.join(ROOT, "validation", "capture_cache", "graphs.pkl.xz")
+#: source the graphs depend on (directories: every ``*.py`` below them)
+SOURCES = ("gpusim/capture", "gpusim/graph", "gpusim/models",
+           "validation/records.py", "validation/broad_zoo.py")
+#: libraries whose versions the graphs depend on
+LIBRARIES = ("torch", "torchvision", "timm", "transformers", "networkx")
+FORMAT = 1
+
+
+class StaleCaptureCache(UserWarning):
+    """The committed capture cache was made by other sources or library versions."""
+
+
+def source_files(root: str = ROOT) -> list[str]:
+    """The files :data:`SOURCES` names, relative to ``root``, sorted."""
+    out = []
+    for s in SOURCES:
+        p = os.path.join(root, s)
+        if os.path.isfile(p):
+            out.append(s)
+            continue
+        for d, dirs, files in os.walk(p):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            out += [os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+                    for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
+def source_hash(root: str = ROOT) -> str:
+    h = hashlib.sha256()
+    for rel in source_files(root):
+        with open(os.path.join(root, rel), "rb") as f:
+            data = f.read()
+        h.update(rel.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return h.hexdigest()
+
+
+def _version(lib: str) -> str | None:
+    try:
+        return importlib.metadata.version(lib)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def stamp(root: str = ROOT) -> dict:
+    """What a cache file must have been made with to be used here."""
+    import torch
+    libs = {lib: _version(lib) for lib in LIBRARIES}
+    libs["torch"] = torch.__version__
+    return {"format": FORMAT, "libraries": libs, "source_sha256": source_hash(root)}
+
+
+def key_of(args: tuple) -> str:
+    """The cache key of :func:`validation.records._graph`'s arguments (model, sorted sizes,
+    dtype, channels_last, compiling, amp, hf_config json): their ``repr``."""
+    return repr(tuple(args))
+
+
+class _State:
+    lock = threading.Lock()
+    loaded: dict | None = None     # path -> {key: pickled bytes} or None when unusable
+    path: str | None = None
+    warned = False
+    hits = 0
+    misses = 0
+    recording: dict | None = None  # regenerate: key -> pickled bytes of every capture
+
+
+def cache_path() -> str | None:
+    env = os.environ.get("GPUSIM_CAPTURE_CACHE", "")
+    if env.lower() in ("off", "0", "no", "false"):
+        return None
+    return env or DEFAULT_PATH
+
+
+def read_file(path: str) -> dict:
+    """``{"stamp": .., "graphs": {key: pickled OpGraph}}`` of a cache file."""
+    with lzma.open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def _entries() -> dict | None:
+    """The usable cache's ``{key: pickled graph}``, or None (no file, off, or stale)."""
+    path = cache_path()
+    if path is None:
+        return None
+    with _State.lock:
+        if _State.path == path:
+            return _State.loaded
+        _State.path, _State.loaded = path, None
+        if not os.path.exists(path):
+            return None
+        doc = read_file(path)
+        here = stamp()
+        if doc.get("stamp") != here:
+            if not _State.warned:
+                _State.warned = True
+                old = doc.get("stamp") or {}
+                why = [k for k in here if old.get(k) != here[k]]
+                warnings.warn(StaleCaptureCache(
+                    f"{os.path.relpath(path, ROOT)} is stale ({', '.join(why)} changed): it is "
+                    "not used, every record graph is captured afresh (slow); regenerate it with "
+                    "`python3 -m validation.capture_cache regenerate`"), stacklevel=3)
+            return None
+        _State.loaded = doc["graphs"]
+        return _State.loaded
+
+
+def get(args: tuple):
+    """The cached graph of :func:`validation.records._graph`'s ``args``, or None."""
+    entries = _entries()
+    blob = entries.get(key_of(args)) if entries else None
+    if blob is None:
+        _State.misses += 1
+        return None
+    _State.hits += 1
+    return pickle.loads(blob)
+
+
+def put(args: tuple, graph) -> None:
+    """Record a fresh capture while :func:`regenerate` runs (nothing otherwise)."""
+    if _State.recording is not None:
+        _State.recording[key_of(args)] = pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def write_file(path: str, graphs: dict) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    doc = {"stamp": stamp(), "graphs": dict(sorted(graphs.items()))}
+    tmp = path + ".tmp"
+    with lzma.open(tmp, "wb", preset=9 | lzma.PRESET_EXTREME) as f:
+        pickle.dump(doc, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+    return path
+
+
+def score_everything(results_dir: str) -> None:
+    """Run the scoring the tests run on the committed records (so every graph it asks for
+    is captured): zoo (time, end to end, host leases, speed-ups, memory, MemTracker's
+    cases, fresh-process memory) on every GPU, the held-out models, the broad rows."""
+    from validation.broad_accuracy import predict_records
+    from validation.holdout_accuracy import holdout_report
+    from validation.zoo_accuracy import zoo_report
+    gpus = sorted(d for d in os.listdir(results_dir) if os.path.isdir(os.path.join(results_dir, d)))
+    zoo_report(results_dir, gpus)
+    for gpu in gpus:
+        holdout_report(results_dir, gpu) if _has(results_dir, gpu, "holdout") else None
+        predict_records(results_dir, gpu) if _has(results_dir, gpu, "broad") else None
+
+
+def _has(results_dir: str, gpu: str, name: str) -> bool:
+    from validation.records import load_zoo_records
+    return bool(load_zoo_records(results_dir, gpu, name))
+
+
+def regenerate(path: str = DEFAULT_PATH, results_dir: str | None = None) -> dict:
+    """Capture every graph the scoring asks for (afresh: no cache read) and write them,
+    stamped, to ``path``."""
+    from validation import records
+    results_dir = results_dir or os.path.join(ROOT, "validation", "results")
+    old = os.environ.get("GPUSIM_CAPTURE_CACHE")
+    os.environ["GPUSIM_CAPTURE_CACHE"] = "off"
+    _State.recording, _State.path = {}, None
+    records._graph.cache_clear()
+    try:
+        score_everything(results_dir)
+        graphs = _State.recording
+    finally:
+        _State.recording, _State.path = None, None
+        if old is None:
+            os.environ.pop("GPUSIM_CAPTURE_CACHE", None)
+        else:
+            os.environ["GPUSIM_CAPTURE_CACHE"] = old
+    write_file(path, graphs)
+    return {"path": path, "graphs": len(graphs), "bytes": os.path.getsize(path)}
+
+
+def check(path: str = DEFAULT_PATH) -> str | None:
+    """None when ``path`` exists and matches :func:`stamp`; else why not."""
+    if not os.path.exists(path):
+        return f"{path}: missing"
+    old, here = read_file(path).get("stamp") or {}, stamp()
+    why = [k for k in here if old.get(k) != here[k]]
+    return f"{path}: stale ({', '.join(why)} changed)" if why else None
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cmd = argv[0] if argv else ""
+    path = argv[1] if len(argv) > 1 else DEFAULT_PATH
+    if cmd == "regenerate":
+        r = regenerate(path)
+        print(f"{os.path.relpath(r['path'])}: {r['graphs']} graphs, {r['bytes'] / 2**20:.1f} MiB")
+        return 0
+    if cmd == "check":
+        why = check(path)
+        print(why or f"{os.path.relpath(path)}: current")
+        return 1 if why else 0
+    print("usage: python3 -m validation.capture_cache regenerate|check [PATH]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
