@@ -4,7 +4,7 @@ several hundred records).
 
 :func:`validation.records.record_graph` asks :func:`get` before it captures. The cache is one
 file, ``validation/capture_cache/graphs.pkl.xz``: the pickled :class:`~gpusim.graph.opgraph.OpGraph`
-of every record graph the scoring code asks for, under the *stamp* it was made with:
+of every record graph the tests in :data:`TESTS` ask for, under the *stamp* it was made with:
 
 - the versions of torch, torchvision, timm, transformers and networkx (the models are built
   by those libraries, the graph is a networkx graph);
@@ -16,7 +16,7 @@ A file whose stamp differs from the current one is never used: :func:`get` warns
 as without a cache. So a change to capture, to the graph or to a model shows in the scores
 at once; only the time the tests take says the cache wants regenerating:
 
-    python3 -m validation.capture_cache regenerate     # captures every record graph (~10 min)
+    python3 -m validation.capture_cache regenerate     # runs TESTS capturing afresh (~15 min)
     python3 -m validation.capture_cache check          # exit 1 when stale or missing
 
 ``GPUSIM_CAPTURE_CACHE=off`` ignores the file (every graph captured);
@@ -100,7 +100,6 @@ class _State:
     warned = False
     hits = 0
     misses = 0
-    recording: dict | None = None  # regenerate: key -> pickled bytes of every capture
 
 
 def cache_path() -> str | None:
@@ -154,13 +153,30 @@ def get(args: tuple):
     return pickle.loads(blob)
 
 
+#: the tests whose record scoring asks for the graphs (the cache holds what they ask for)
+TESTS = ("tests/test_holdout_accuracy.py", "tests/test_memory.py", "tests/test_memtracker.py",
+         "tests/test_zoo_accuracy.py", "tests/test_broad_accuracy.py", "tests/test_amp.py",
+         "tests/test_e2e.py")
+#: ``GPUSIM_CAPTURE_CACHE_RECORD=<dir>``: every fresh capture is also written there
+RECORD_ENV = "GPUSIM_CAPTURE_CACHE_RECORD"
+
+
 def put(args: tuple, graph) -> None:
-    """Record a fresh capture while :func:`regenerate` runs (nothing otherwise)."""
-    if _State.recording is not None:
-        _State.recording[key_of(args)] = pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL)
+    """With :data:`RECORD_ENV` set (:func:`regenerate`), keep a fresh capture as one file
+    of that directory; nothing otherwise."""
+    d = os.environ.get(RECORD_ENV)
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    key = key_of(args)
+    name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".pkl"
+    with open(os.path.join(d, name + ".tmp"), "wb") as f:
+        pickle.dump((key, pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL)), f)
+    os.replace(os.path.join(d, name + ".tmp"), os.path.join(d, name))
 
 
 def write_file(path: str, graphs: dict) -> str:
+    """``graphs`` (``{key: pickled graph}``) stamped with :func:`stamp`, as ``path``."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     doc = {"stamp": stamp(), "graphs": dict(sorted(graphs.items()))}
     tmp = path + ".tmp"
@@ -170,45 +186,28 @@ def write_file(path: str, graphs: dict) -> str:
     return path
 
 
-def score_everything(results_dir: str) -> None:
-    """Run the scoring the tests run on the committed records (so every graph it asks for
-    is captured): zoo (time, end to end, host leases, speed-ups, memory, MemTracker's
-    cases, fresh-process memory) on every GPU, the held-out models, the broad rows."""
-    from validation.broad_accuracy import predict_records
-    from validation.holdout_accuracy import holdout_report
-    from validation.zoo_accuracy import zoo_report
-    gpus = sorted(d for d in os.listdir(results_dir) if os.path.isdir(os.path.join(results_dir, d)))
-    zoo_report(results_dir, gpus)
-    for gpu in gpus:
-        holdout_report(results_dir, gpu) if _has(results_dir, gpu, "holdout") else None
-        predict_records(results_dir, gpu) if _has(results_dir, gpu, "broad") else None
-
-
-def _has(results_dir: str, gpu: str, name: str) -> bool:
-    from validation.records import load_zoo_records
-    return bool(load_zoo_records(results_dir, gpu, name))
-
-
-def regenerate(path: str = DEFAULT_PATH, results_dir: str | None = None) -> dict:
-    """Capture every graph the scoring asks for (afresh: no cache read) and write them,
-    stamped, to ``path``."""
-    from validation import records
-    results_dir = results_dir or os.path.join(ROOT, "validation", "results")
-    old = os.environ.get("GPUSIM_CAPTURE_CACHE")
-    os.environ["GPUSIM_CAPTURE_CACHE"] = "off"
-    _State.recording, _State.path = {}, None
-    records._graph.cache_clear()
-    try:
-        score_everything(results_dir)
-        graphs = _State.recording
-    finally:
-        _State.recording, _State.path = None, None
-        if old is None:
-            os.environ.pop("GPUSIM_CAPTURE_CACHE", None)
-        else:
-            os.environ["GPUSIM_CAPTURE_CACHE"] = old
+def bundle(record_dir: str, path: str = DEFAULT_PATH) -> dict:
+    """The captures recorded in ``record_dir`` written, stamped, to ``path``."""
+    graphs = {}
+    for name in sorted(os.listdir(record_dir)):
+        if name.endswith(".pkl"):
+            with open(os.path.join(record_dir, name), "rb") as f:
+                key, blob = pickle.load(f)
+            graphs[key] = blob
     write_file(path, graphs)
     return {"path": path, "graphs": len(graphs), "bytes": os.path.getsize(path)}
+
+
+def regenerate(path: str = DEFAULT_PATH, tests=TESTS) -> dict:
+    """Run ``tests`` with no cache read, recording every graph they capture, and write the
+    captures, stamped, to ``path`` (their pass or fail is theirs to report)."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="gpusim-captures-") as d:
+        env = dict(os.environ, GPUSIM_CAPTURE_CACHE="off", **{RECORD_ENV: d})
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+                       cwd=ROOT, env=env, check=False)
+        return bundle(d, path)
 
 
 def check(path: str = DEFAULT_PATH) -> str | None:
