@@ -80,6 +80,23 @@ def test_a_stale_file_is_never_used(tmp_path, monkeypatch, fresh_state):
     assert cc.get(key) is None
 
 
+def test_a_graph_made_with_another_version_of_its_models_library_is_not_used(
+        tmp_path, monkeypatch, fresh_state):
+    keys = {m: (m, (), "float32", False, False, None, None) for m in ("timm:x", "tv:y", "hf:z")}
+    path = str(tmp_path / "graphs.pkl.xz")
+    cc.write_file(path, {cc.key_of(k): pickle.dumps(_tiny()) for k in keys.values()})
+    doc = cc.read_file(path)
+    doc["stamp"]["libraries"]["timm"] = "0.0.1"
+    import lzma
+    with lzma.open(path, "wb") as f:
+        pickle.dump(doc, f)
+    monkeypatch.setenv("GPUSIM_CAPTURE_CACHE", path)
+    assert "timm" in cc.check(path)
+    with pytest.warns(cc.StaleCaptureCache, match="timm changed"):
+        assert cc.get(keys["timm:x"]) is None
+    assert cc.get(keys["tv:y"]) is not None and cc.get(keys["hf:z"]) is not None
+
+
 @pytest.mark.skipif(not zoo_available(), reason="zoo extra not installed")
 def test_committed_graphs_equal_fresh_captures(fresh_state):
     """Where the committed file is current, what it returns is what capture returns now

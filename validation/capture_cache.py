@@ -6,14 +6,14 @@ several hundred records).
 file, ``validation/capture_cache/graphs.pkl.xz``: the pickled :class:`~gpusim.graph.opgraph.OpGraph`
 of every record graph the tests in :data:`TESTS` ask for, under the *stamp* it was made with:
 
-- the versions of torch, torchvision, timm, transformers and networkx (the models are built
-  by those libraries, the graph is a networkx graph);
 - a SHA-256 of every source file of ``gpusim/capture``, ``gpusim/graph`` and ``gpusim/models``,
-  and of ``validation/records.py`` and ``validation/broad_zoo.py`` (which build the models).
+  and of ``validation/records.py`` and ``validation/broad_zoo.py`` (which build the models);
+- the versions of torch and networkx (every graph), of torchvision, timm and transformers
+  (the graphs of the models each builds: ``tv:``, ``timm:``, ``hf:``/``hfcfg:``).
 
-A file whose stamp differs from the current one is never used: :func:`get` warns once
-(:class:`StaleCaptureCache`, naming the command below) and every graph is captured afresh,
-as without a cache. So a change to capture, to the graph or to a model shows in the scores
+A file whose source hash, torch or networkx differs from here is never used, nor a graph
+whose model's library differs: :func:`get` warns once (:class:`StaleCaptureCache`, naming
+the command below) and those graphs are captured afresh, as without a cache. So a change to capture, to the graph or to a model shows in the scores
 at once; only the time the tests take says the cache wants regenerating:
 
     python3 -m validation.capture_cache regenerate     # runs TESTS capturing afresh (~15 min)
@@ -39,8 +39,12 @@ DEFAULT_PATH = os.path.join(ROOT, "validation", "capture_cache", "graphs.pkl.xz"
 #: source the graphs depend on (directories: every ``*.py`` below them)
 SOURCES = ("gpusim/capture", "gpusim/graph", "gpusim/models",
            "validation/records.py", "validation/broad_zoo.py")
-#: libraries whose versions the graphs depend on
+#: libraries whose versions the graphs depend on: every graph on torch and networkx, a
+#: model's graphs on the library that builds it (name prefix; any other name: on all)
 LIBRARIES = ("torch", "torchvision", "timm", "transformers", "networkx")
+COMMON_LIBRARIES = ("torch", "networkx")
+MODEL_LIBRARIES = {"tv:": ("torchvision",), "timm:": ("timm",), "hf:": ("transformers",),
+                   "hfcfg:": ("transformers",)}
 FORMAT = 1
 
 
@@ -95,7 +99,7 @@ def key_of(args: tuple) -> str:
 
 class _State:
     lock = threading.Lock()
-    loaded: dict | None = None     # path -> {key: pickled bytes} or None when unusable
+    loaded: dict | None = None     # the file's {"stamp", "graphs", "here"}; None: unusable
     path: str | None = None
     warned = False
     hits = 0
@@ -115,8 +119,32 @@ def read_file(path: str) -> dict:
         return pickle.load(f)
 
 
-def _entries() -> dict | None:
-    """The usable cache's ``{key: pickled graph}``, or None (no file, off, or stale)."""
+def _warn(msg: str) -> None:
+    if not _State.warned:
+        _State.warned = True
+        warnings.warn(StaleCaptureCache(msg + ": regenerate it with "
+                                        "`python3 -m validation.capture_cache regenerate`"),
+                      stacklevel=4)
+
+
+def stale_reasons(old: dict, here: dict, model: str | None = None) -> list[str]:
+    """What differs between a file's stamp ``old`` and ``here`` that matters to the file
+    (``model`` None) or to one graph of ``model``: the format, the source hash, torch and
+    networkx for every graph; the library the model comes from (:data:`MODEL_LIBRARIES`)
+    for that model's graphs."""
+    if model is None:
+        why = [k for k in ("format", "source_sha256") if old.get(k) != here.get(k)]
+        libs = COMMON_LIBRARIES
+    else:
+        why = []
+        libs = next((v for k, v in MODEL_LIBRARIES.items() if model.startswith(k)), LIBRARIES)
+    have = old.get("libraries") or {}
+    return why + [lib for lib in libs if have.get(lib) != here["libraries"].get(lib)]
+
+
+def _doc() -> dict | None:
+    """The cache file read once, with its ``here`` stamp; None when off, missing or stale
+    as a whole."""
     path = cache_path()
     if path is None:
         return None
@@ -128,24 +156,26 @@ def _entries() -> dict | None:
             return None
         doc = read_file(path)
         here = stamp()
-        if doc.get("stamp") != here:
-            if not _State.warned:
-                _State.warned = True
-                old = doc.get("stamp") or {}
-                why = [k for k in here if old.get(k) != here[k]]
-                warnings.warn(StaleCaptureCache(
-                    f"{os.path.relpath(path, ROOT)} is stale ({', '.join(why)} changed): it is "
-                    "not used, every record graph is captured afresh (slow); regenerate it with "
-                    "`python3 -m validation.capture_cache regenerate`"), stacklevel=3)
+        why = stale_reasons(doc.get("stamp") or {}, here)
+        if why:
+            _warn(f"{os.path.relpath(path, ROOT)} is stale ({', '.join(why)} changed): it is "
+                  "not used, every record graph is captured afresh (slow)")
             return None
-        _State.loaded = doc["graphs"]
+        _State.loaded = dict(doc, here=here)
         return _State.loaded
 
 
 def get(args: tuple):
-    """The cached graph of :func:`validation.records._graph`'s ``args``, or None."""
-    entries = _entries()
-    blob = entries.get(key_of(args)) if entries else None
+    """The cached graph of :func:`validation.records._graph`'s ``args``, or None (not
+    cached, or made with another version of the model's library)."""
+    doc = _doc()
+    blob = doc["graphs"].get(key_of(args)) if doc else None
+    if blob is not None:
+        why = stale_reasons(doc["stamp"], doc["here"], args[0])
+        if why:
+            _warn(f"{os.path.relpath(_State.path, ROOT)}: {', '.join(why)} changed: its "
+                  "models' graphs are captured afresh (slow)")
+            blob = None
     if blob is None:
         _State.misses += 1
         return None
@@ -211,11 +241,12 @@ def regenerate(path: str = DEFAULT_PATH, tests=TESTS) -> dict:
 
 
 def check(path: str = DEFAULT_PATH) -> str | None:
-    """None when ``path`` exists and matches :func:`stamp`; else why not."""
+    """None when ``path`` exists and matches :func:`stamp` in full; else why not."""
     if not os.path.exists(path):
         return f"{path}: missing"
     old, here = read_file(path).get("stamp") or {}, stamp()
-    why = [k for k in here if old.get(k) != here[k]]
+    why = stale_reasons(old, here) + [lib for lib in LIBRARIES if lib not in COMMON_LIBRARIES
+                                      and (old.get("libraries") or {}).get(lib) != here["libraries"][lib]]
     return f"{path}: stale ({', '.join(why)} changed)" if why else None
 
 
