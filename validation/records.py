@@ -109,7 +109,7 @@ def zoo_available() -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=1024)    # ~0.7 MB a zoo graph; the suite asks for ~700
+@functools.lru_cache(maxsize=1024)    # ~0.7 MB a zoo graph; the tests ask for ~270
 def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
            amp: str | None = None, hf_config: str | None = None):
     from validation import capture_cache
