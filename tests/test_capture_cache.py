@@ -1,4 +1,4 @@
-"""The committed capture cache (validation.capture_cache): used only when made by this very
+"""The committed capture cache (validation.records.capture_cache): used only when made by this very
 source and these library versions, and then equal to a fresh capture."""
 
 import os
@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from validation import capture_cache as cc
-from validation.records import _capture, load_zoo_records, record_graph, zoo_available
+from validation.records import capture_cache as cc
+from validation.records.store import _capture, load_zoo_records, record_graph, zoo_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "validation", "results")
@@ -43,7 +43,7 @@ def test_stamp_covers_the_capture_graph_and_model_source():
 
 def test_source_hash_changes_with_any_source_byte(tmp_path):
     for rel in ("gpusim/capture/a.py", "gpusim/graph/b.py", "gpusim/models/c.py",
-                "validation/records.py", "validation/broad_zoo.py"):
+                "validation/records/store.py", "validation/records/broad_zoo.py"):
         os.makedirs(tmp_path / os.path.dirname(rel), exist_ok=True)
         (tmp_path / rel).write_text("x = 1\n")
     h = cc.source_hash(str(tmp_path))
@@ -103,7 +103,7 @@ def test_committed_graphs_equal_fresh_captures(fresh_state):
     (a compiled and an eager record; the pickles byte for byte)."""
     why = cc.check(cc.DEFAULT_PATH)
     if why:
-        pytest.skip(why + ": regenerate with python3 -m validation.capture_cache regenerate")
+        pytest.skip(why + ": regenerate with python3 -m validation.records.capture_cache regenerate")
     recs = load_zoo_records(RESULTS, "h100")
     picked = [next(r for r in recs if r["run"] == "compiled"),
               next(r for r in recs if r["run"] == "eager" and r["family"] == "cnn")]

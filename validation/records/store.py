@@ -112,7 +112,7 @@ def zoo_available() -> bool:
 @functools.lru_cache(maxsize=1024)    # ~0.7 MB a zoo graph; the tests ask for ~270
 def _graph(model: str, sizes: tuple, dtype: str, channels_last: bool, compiling: bool = False,
            amp: str | None = None, hf_config: str | None = None):
-    from validation import capture_cache
+    from validation.records import capture_cache
     args = (model, sizes, dtype, channels_last, compiling, amp, hf_config)
     g = capture_cache.get(args)       # the committed captures, when made by this very source
     if g is None:

@@ -7,7 +7,7 @@ file, ``validation/capture_cache/graphs.pkl.xz``: the pickled :class:`~gpusim.gr
 of every record graph the tests in :data:`TESTS` ask for, under the *stamp* it was made with:
 
 - a SHA-256 of every source file of ``gpusim/capture``, ``gpusim/graph`` and ``gpusim/models``,
-  and of ``validation/records.py`` and ``validation/broad_zoo.py`` (which build the models);
+  and of ``validation/records/store.py`` and ``validation/records/broad_zoo.py`` (which build the models);
 - the versions of torch and networkx (every graph), of torchvision, timm and transformers
   (the graphs of the models each builds: ``tv:``, ``timm:``, ``hf:``/``hfcfg:``).
 
@@ -16,8 +16,8 @@ whose model's library differs: :func:`get` warns once (:class:`StaleCaptureCache
 the command below) and those graphs are captured afresh, as without a cache. So a change to capture, to the graph or to a model shows in the scores
 at once; only the time the tests take says the cache wants regenerating:
 
-    python3 -m validation.capture_cache regenerate     # runs TESTS capturing afresh (~15 min)
-    python3 -m validation.capture_cache check          # exit 1 when stale or missing
+    python3 -m validation.records.capture_cache regenerate     # runs TESTS capturing afresh (~15 min)
+    python3 -m validation.records.capture_cache check          # exit 1 when stale or missing
 
 ``GPUSIM_CAPTURE_CACHE=off`` ignores the file (every graph captured);
 ``GPUSIM_CAPTURE_CACHE=<path>`` reads another file.
@@ -34,11 +34,11 @@ import sys
 import threading
 import warnings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_PATH = os.path.join(ROOT, "validation", "capture_cache", "graphs.pkl.xz")
 #: source the graphs depend on (directories: every ``*.py`` below them)
 SOURCES = ("gpusim/capture", "gpusim/graph", "gpusim/models",
-           "validation/records.py", "validation/broad_zoo.py")
+           "validation/records/store.py", "validation/records/broad_zoo.py")
 #: libraries whose versions the graphs depend on: every graph on torch and networkx, a
 #: model's graphs on the library that builds it (name prefix; any other name: on all)
 LIBRARIES = ("torch", "torchvision", "timm", "transformers", "networkx")
@@ -123,7 +123,7 @@ def _warn(msg: str) -> None:
     if not _State.warned:
         _State.warned = True
         warnings.warn(StaleCaptureCache(msg + ": regenerate it with "
-                                        "`python3 -m validation.capture_cache regenerate`"),
+                                        "`python3 -m validation.records.capture_cache regenerate`"),
                       stacklevel=4)
 
 
@@ -262,7 +262,7 @@ def main(argv=None) -> int:
         why = check(path)
         print(why or f"{os.path.relpath(path)}: current")
         return 1 if why else 0
-    print("usage: python3 -m validation.capture_cache regenerate|check [PATH]", file=sys.stderr)
+    print("usage: python3 -m validation.records.capture_cache regenerate|check [PATH]", file=sys.stderr)
     return 2
 
 
