@@ -8,9 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from validation.measure import timing as measure
-
 from validation.measure import train_run
-
+from validation.measure import train_plan
 from validation.measure import zoo_run
 from validation.records.store import read_records
 
@@ -61,21 +60,21 @@ class TinyZoo:
 
 def test_plan_covers_models_precisions_optimizers_most_valuable_first():
     zoo = pytest.importorskip("gpusim.models.zoo")
-    cases = train_run.plan_cases(zoo)
+    cases = train_plan.plan_cases(zoo)
     ids = [c.case_id for c in cases]
     assert len(ids) == len(set(ids))
-    n = len(train_run.MODELS)
+    n = len(train_plan.MODELS)
     # 2 sizes x 3 precisions x (SGD, AdamW) per model, fused AdamW for FUSED, compiled:
     # bf16 at both sizes and fp32 small
-    assert len(cases) == n * 12 + 6 * len(train_run.FUSED) + 3 * len(train_run.COMPILED)
+    assert len(cases) == n * 12 + 6 * len(train_plan.FUSED) + 3 * len(train_plan.COMPILED)
     first = cases[:n]
-    assert {c.model for c in first} == set(train_run.MODELS)
+    assert {c.model for c in first} == set(train_plan.MODELS)
     assert all(c.extra["precision"] == "bf16" and c.extra["optimizer"] == "adamw"
                and c.size == "small" and c.run == "eager" for c in first)
     assert [c.tier for c in cases] == sorted(c.tier for c in cases)
-    k = 3 * len(train_run.COMPILED)
+    k = 3 * len(train_plan.COMPILED)
     assert [c.run for c in cases[-k:]] == ["compiled"] * k
-    assert [c.tier for c in cases if c.run == "compiled"][:len(train_run.COMPILED)] == [6] * len(train_run.COMPILED)
+    assert [c.tier for c in cases if c.run == "compiled"][:len(train_plan.COMPILED)] == [6] * len(train_plan.COMPILED)
     fp16 = [c for c in cases if c.extra["precision"] == "fp16"]
     assert fp16 and all(c.extra["grad_scaler"] and c.extra["amp"] == "float16" for c in fp16)
     assert all(not c.extra["grad_scaler"] for c in cases if c.extra["precision"] != "fp16")
@@ -84,7 +83,7 @@ def test_plan_covers_models_precisions_optimizers_most_valuable_first():
     assert losses["hf:t5-small"] == "lm" and losses["hf:bert-base"] == "mean_last_hidden"
     llama = [c for c in cases if c.model == "hf:llama-3.2-1b"]
     assert max(c.sizes["batch"] for c in llama) <= 2
-    assert train_run.plan_cases(zoo, patterns=["*__fp16__sgd__*"]) == [
+    assert train_plan.plan_cases(zoo, patterns=["*__fp16__sgd__*"]) == [
         c for c in cases if c.extra["precision"] == "fp16" and c.extra["optimizer"] == "sgd"]
 
 
@@ -93,7 +92,7 @@ def test_cpu_run_writes_one_record_per_case_with_phases(tmp_path):
     models = {"tiny:cnn": ({"batch": 2, "hw": 16}, {"batch": 3, "hw": 16}),
               "tiny:broken": ({"batch": 2, "hw": 16}, {"batch": 3, "hw": 16}),
               "tiny:t5": ({"batch": 2, "seq": 8, "tgt": 4}, {"batch": 2, "seq": 8, "tgt": 4})}
-    cases = train_run.plan_cases(zoo, models=models, fused=(), compiled=())
+    cases = train_plan.plan_cases(zoo, models=models, fused=(), compiled=())
     pick = ["tiny:cnn__batch2_hw16__fp32__sgd__eager", "tiny:broken__batch2_hw16__bf16__adamw__eager",
             "tiny:t5__batch2_seq8_tgt4__fp32__adamw__eager", "tiny:cnn__batch2_hw16__fp16__adamw__eager"]
     cases = [c for c in cases if c.case_id in pick]
@@ -159,7 +158,7 @@ def test_phase_kernels_follow_the_launch_not_the_device_time():
 def test_competitors_memtracker_on_fake_tensors_and_failures_in_one_line():
     zoo = TinyZoo()
     models = {"tiny:cnn": ({"batch": 2, "hw": 16}, {"batch": 3, "hw": 16})}
-    case = next(c for c in train_run.plan_cases(zoo, models=models, fused=(), compiled=())
+    case = next(c for c in train_plan.plan_cases(zoo, models=models, fused=(), compiled=())
                 if c.extra["precision"] == "fp32" and c.extra["optimizer"] == "adamw")
     from validation.measure.train_competitors import run_competitors
     row = run_competitors(case, zoo, train_run.describe(case, zoo.get(case.model)), "cpu")
@@ -208,7 +207,6 @@ def test_estimator_output_sink_keeps_an_encoding_for_triton_nvsmi():
     # roofline estimate on the H100
     import contextlib
     import sys
-
     from validation.measure.train_competitors import _Quiet
     with contextlib.redirect_stdout(_Quiet()):
         print("Estimated total_time: 1.000 ms")

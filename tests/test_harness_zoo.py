@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from validation.measure import timing as measure
-
 from validation.measure import zoo_run
+from validation.measure import zoo_inputs
+from validation.measure import zoo_plan
 from validation.measure.microbench import SWEEPS, sdpa_backend
 
 
@@ -29,7 +30,7 @@ FAKE_ZOO = {
 
 
 def test_plan_order_large_main_dtype_first_then_batch1_then_rest_compiled_last():
-    cases = zoo_run.plan_cases(FAKE_ZOO, compiled=("hf:gpt2", "tv:resnet50", "nope"))
+    cases = zoo_plan.plan_cases(FAKE_ZOO, compiled=("hf:gpt2", "tv:resnet50", "nope"))
     ids = [c.case_id for c in cases]
     assert ids[:3] == ["tv:resnet50__large__float16__nchw__eager",
                        "hf:bert-base__large__bfloat16__nchw__eager",
@@ -55,29 +56,29 @@ def test_plan_order_large_main_dtype_first_then_batch1_then_rest_compiled_last()
 
 
 def test_plan_filters_by_pattern():
-    cases = zoo_run.plan_cases(FAKE_ZOO, compiled=(), patterns=["hf:*__large__*"])
+    cases = zoo_plan.plan_cases(FAKE_ZOO, compiled=(), patterns=["hf:*__large__*"])
     assert {c.model for c in cases} == {"hf:bert-base", "hf:gpt2"}
     assert all(c.size == "large" for c in cases)
-    cases = zoo_run.plan_cases(FAKE_ZOO, compiled=(), patterns=["tv:resnet50"])
+    cases = zoo_plan.plan_cases(FAKE_ZOO, compiled=(), patterns=["tv:resnet50"])
     assert len(cases) == 2 * 3 * 2
 
 
 def test_next_case_deadline_and_compiled_reserve():
-    cases = zoo_run.plan_cases(FAKE_ZOO, compiled=("hf:gpt2",))
-    assert zoo_run.next_case(cases, 0, 100, 30) is cases[0]
-    assert zoo_run.next_case(cases, 80, 100, 30).run == "compiled"
-    assert zoo_run.next_case(cases, 80, 100, 0) is cases[0]
-    assert zoo_run.next_case(cases, 100, 100, 30) is None
-    assert zoo_run.next_case([], 0, 100, 30) is None
+    cases = zoo_plan.plan_cases(FAKE_ZOO, compiled=("hf:gpt2",))
+    assert zoo_plan.next_case(cases, 0, 100, 30) is cases[0]
+    assert zoo_plan.next_case(cases, 80, 100, 30).run == "compiled"
+    assert zoo_plan.next_case(cases, 80, 100, 0) is cases[0]
+    assert zoo_plan.next_case(cases, 100, 100, 30) is None
+    assert zoo_plan.next_case([], 0, 100, 30) is None
 
 
 def test_safe_names():
     for cid in ("timm:deit_small_patch16_224__large__bfloat16__nchw__eager",
                 "hf:llama-3.2-1b__default__float32__cl__compiled", "a/b c:*?"):
-        s = zoo_run.safe_name(cid)
+        s = zoo_plan.safe_name(cid)
         assert re.fullmatch(r"[A-Za-z0-9._-]+", s), s
-    assert zoo_run.safe_name("hf:gpt2__large") == "hf_gpt2__large"
-    assert zoo_run.safe_name("::") == "case"
+    assert zoo_plan.safe_name("hf:gpt2__large") == "hf_gpt2__large"
+    assert zoo_plan.safe_name("::") == "case"
 
 
 def test_top_level_aten_ops_nest_by_time_per_thread():
@@ -186,5 +187,5 @@ def test_inputs_match_zoo_build_on_meta():
                         ("hf:t5-small", {"batch": 2, "seq": 16, "tgt": 8})):
         e = zoo.ZOO[name]
         m, args = zoo.build(name, device="meta", dtype=torch.bfloat16, **sizes)
-        mine = zoo_run.make_inputs(e, m, sizes, "meta", torch.bfloat16, False)
+        mine = zoo_inputs.make_inputs(e, m, sizes, "meta", torch.bfloat16, False)
         assert [(a.shape, a.dtype) for a in args] == [(a.shape, a.dtype) for a in mine]

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 from gpusim.models import zoo  # noqa: E402
 from gpusim.capture.tracing import capture  # noqa: E402
 from gpusim.predict.pipeline import predict  # noqa: E402
-from validation.measure import zoo_run  # noqa: E402
+from validation.measure import zoo_plan  # noqa: E402
 
 
 def test_holdout_is_separate_from_the_zoo():
@@ -38,12 +38,12 @@ def test_holdout_is_separate_from_the_zoo():
 
 
 def test_holdout_plan_runs_only_holdout_models():
-    cases = zoo_run.plan_cases(zoo.HOLDOUT, zoo_run.HOLDOUT_COMPILED)
+    cases = zoo_plan.plan_cases(zoo.HOLDOUT, zoo_plan.HOLDOUT_COMPILED)
     assert {c.model for c in cases} == set(zoo.HOLDOUT)
-    assert set(zoo_run.HOLDOUT_COMPILED) <= set(zoo.HOLDOUT)
+    assert set(zoo_plan.HOLDOUT_COMPILED) <= set(zoo.HOLDOUT)
     eager = [c for c in cases if c.run == "eager"]
     assert len(eager) == len(zoo.HOLDOUT) * 2 * 2          # 2 sizes x 2 dtypes
-    assert sum(c.run == "compiled" for c in cases) == len(zoo_run.HOLDOUT_COMPILED)
+    assert sum(c.run == "compiled" for c in cases) == len(zoo_plan.HOLDOUT_COMPILED)
 
 
 @pytest.mark.parametrize("name", list(zoo.HOLDOUT))

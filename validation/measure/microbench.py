@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from gpusim.util.atomic import atomic_write
 from validation.measure import timing as measure
 from validation.measure.microbench_cnn import bn_points, cnn_points, conv_simt_points, gemm_mid_points, norm_points
-
 from validation.measure.bench_common import DTYPES, _t
 
 
