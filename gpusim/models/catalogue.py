@@ -2,26 +2,8 @@
 Read through :mod:`gpusim.models.zoo` (``get``, ``build``, ``inputs``); names a library lists beyond
 the catalogue are registered here on first use by :mod:`gpusim.models.zoo_any`.
 
-The model zoo: real architectures from torchvision, timm and Hugging Face transformers.
-
-Every model is built from its configuration with random weights: nothing is downloaded
-(no ``from_pretrained``, no hub access). Hugging Face models use the explicit config of
-the checkpoint they are named after (hidden size, layers, heads, vocabulary written out
-below); timm models come from ``timm.create_model(name, pretrained=False)`` and
-torchvision models from ``torchvision.models.<name>(weights=None)``. Models over ~2B
-parameters keep their real dimensions but fewer layers, and say so in the description.
-
-``build(name, device="meta", ...)`` constructs the module directly on ``device`` (on
-``meta`` nothing is allocated) in eval mode, with random inputs on that device:
-
-* vision models take one image batch ``(batch, 3, hw, hw)``;
-* encoders take ``(input_ids, attention_mask)`` with a mask of ones, as users pass it;
-* decoders take ``(input_ids,)`` and run without a KV cache (``use_cache=False``);
-* encoder-decoders take ``(input_ids, attention_mask, decoder_input_ids)``.
-
-The libraries are the optional ``zoo`` extra (``pip install 'gpusim[zoo]'``); the
-machines that validate these models run torch 2.11, torchvision 0.26, timm 1.0 and
-transformers 5.17, so only APIs present there are used.
+Every model is built from its configuration with random weights, nothing downloaded; Hugging Face
+models carry the explicit config of the checkpoint they are named after (:mod:`gpusim.models.zoo` says more).
 """
 
 from __future__ import annotations
