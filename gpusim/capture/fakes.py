@@ -62,3 +62,24 @@ def _explain_trace_failure(e: Exception) -> str:
                 "unknown; use fixed sizes or torch.where")
     return (f"could not trace the model: {name}: {msg[:200]}; check that it runs on the "
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
+
+
+def plain(v):
+    """``v`` with torch's symbolic numbers (``SymInt``, ``SymFloat``, ``SymBool``: what a compiled
+    trace's fake tensors carry in their shapes) turned into the numbers they stand for, through
+    dicts, lists and tuples, so that a graph, and every prediction made from it, holds plain
+    numbers only."""
+    if isinstance(v, torch.SymInt):
+        return int(v)
+    if isinstance(v, torch.SymFloat):
+        return float(v)
+    if isinstance(v, torch.SymBool):
+        return bool(v)
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, tuple):
+        items = [plain(x) for x in v]
+        return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+    return v

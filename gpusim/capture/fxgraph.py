@@ -11,7 +11,7 @@ import torch
 
 from gpusim.graph import ops
 from gpusim.graph.opgraph import OpGraph
-from gpusim.capture.fakes import _flatten_tensors
+from gpusim.capture.fakes import _flatten_tensors, plain
 from gpusim.graph.ops import SYNC_OPS   # host reads: capture records them as sync nodes
 from gpusim.capture.fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
                       _attention_heads_swap, _conv_layout, _dtype_name, _flatten_nodes, _meta,
@@ -236,5 +236,9 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
     # host syncs (``.item()``, ``bool(t)``), in program order: ``syncs`` names the aten op
     # whose value the host reads, ``sync_nodes`` the graph nodes that read it
     sync_nodes = [n for n in g.nodes if g.nodes[n].get("sync")]
+    for _, a in g.nodes(data=True):         # plain numbers, not a compiled trace's SymInts
+        a.update(plain(dict(a)))
+    for _, _, e in g.edges(data=True):
+        e.update(plain(dict(e)))
     return OpGraph(g, name, meta={"syncs": [g.nodes[n]["sync"]["reads_op"] for n in sync_nodes],
                                   "sync_nodes": sync_nodes, "unpriced_ops": dropped})
