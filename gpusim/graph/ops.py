@@ -257,11 +257,27 @@ def host_read_flops(ctx: OpCtx) -> float:
 
 
 @register("_to_copy", "copy", "clone", "_copy", "contiguous_copy", "expand_copy",
-          "repeat", "repeat_interleave", "constant_pad_nd", "pad", "flip", "roll", "index_copy",
+          "repeat", "repeat_interleave", "constant_pad_nd", "pad", "flip", "roll",
           "im2col", "col2im", kind="copy")
 def copy_flops(ctx: OpCtx) -> float:
     """Copies and casts move bytes, compute nothing: 0 FLOPs (``im2col``/``col2im``,
     ``nn.Unfold``/``nn.Fold``, rearrange windows; col2im's overlap adds are not counted)."""
+    return 0.0
+
+
+def _index_copy_bytes(ctx: OpCtx) -> tuple[float, float]:
+    """``x.index_copy_(dim, index, source)`` (a static KV cache's update) writes only the
+    source's rows into ``x``: reads source and index, writes source-sized. The
+    out-of-place ``index_copy`` also copies all of ``x`` first: every input read, the
+    output written."""
+    if not packet_name(ctx.name).endswith("_") or len(ctx.ins) < 3:
+        return default_bytes(ctx)
+    return float(ctx.ins[1].ubytes + ctx.ins[2].ubytes), float(ctx.ins[2].nbytes)
+
+
+@register("index_copy", kind="copy", bytes=_index_copy_bytes)
+def index_copy_flops(ctx: OpCtx) -> float:
+    """A scatter of whole rows: 0 FLOPs (bytes: :func:`_index_copy_bytes`)."""
     return 0.0
 
 
