@@ -266,19 +266,12 @@ def copy_flops(ctx: OpCtx) -> float:
 
 
 def _index_copy_bytes(ctx: OpCtx) -> tuple[float, float]:
-    """``x.index_copy_(dim, index, source)`` (a static KV cache's update) writes only the
-    source's rows into ``x``: reads source and index, writes source-sized. The
-    out-of-place ``index_copy`` also copies all of ``x`` first: every input read, the
-    output written."""
+    """In place (a StaticCache update) it reads source and index and writes the source's
+    rows; out of place it also copies all of ``self``: every input read, the output written."""
     if not packet_name(ctx.name).endswith("_") or len(ctx.ins) < 3:
         return default_bytes(ctx)
     return float(ctx.ins[1].ubytes + ctx.ins[2].ubytes), float(ctx.ins[2].nbytes)
-
-
-@register("index_copy", kind="copy", bytes=_index_copy_bytes)
-def index_copy_flops(ctx: OpCtx) -> float:
-    """A scatter of whole rows: 0 FLOPs (bytes: :func:`_index_copy_bytes`)."""
-    return 0.0
+REGISTRY["index_copy"] = OpDef("index_copy", "copy", copy_flops, _index_copy_bytes)  # noqa: E305
 
 
 def _gather_bytes(ctx: OpCtx) -> tuple[float, float]:
