@@ -271,7 +271,7 @@ def _index_copy_bytes(ctx: OpCtx) -> tuple[float, float]:
     if not packet_name(ctx.name).endswith("_") or len(ctx.ins) < 3:
         return default_bytes(ctx)
     return float(ctx.ins[1].ubytes + ctx.ins[2].ubytes), float(ctx.ins[2].nbytes)
-REGISTRY["index_copy"] = OpDef("index_copy", "copy", copy_flops, _index_copy_bytes)  # noqa: E305
+REGISTRY["index_copy"] = OpDef("index_copy", "copy", copy_flops, _index_copy_bytes)
 
 
 def _gather_bytes(ctx: OpCtx) -> tuple[float, float]:
