@@ -167,3 +167,13 @@ def test_decode_prediction_is_deterministic(llama):
     a = decode(model, dynamic_cache(cfg, 256)).to_dict()
     b = decode(model, dynamic_cache(cfg, 256)).to_dict()
     assert a == b
+
+
+def test_docs_llm_snippet_runs():
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "llm.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert code
+    for c in code:
+        exec(compile(c, "docs/llm.md", "exec"), {"__name__": "__docs__"})
