@@ -177,3 +177,29 @@ def test_docs_llm_snippet_runs():
     assert code
     for c in code:
         exec(compile(c, "docs/llm.md", "exec"), {"__name__": "__docs__"})
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_sliding_window_cache_update_is_bounded_by_the_window(kind):
+    window = 64
+    cfg = hf.MistralConfig(num_hidden_layers=LAYERS, hidden_size=HIDDEN, intermediate_size=512,
+                           num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+                           vocab_size=1000, sliding_window=window)
+    with torch.device("meta"):
+        model = hf.MistralForCausalLM(cfg).eval()
+    seen = []
+    for n in (128, 1024):
+        cache = hf.DynamicCache(config=cfg) if kind == "dynamic" else \
+            hf.StaticCache(config=cfg, max_cache_len=2048)
+        for layer in range(LAYERS):
+            cache.update(meta(1, KV_HEADS, n, HEAD_DIM), meta(1, KV_HEADS, n, HEAD_DIM), layer)
+        g = decode(model, cache).graph
+        win = [g.node(k) for k in g.compute_nodes
+               if tuple(g.node(k)["shape"]) == (1, KV_HEADS, window, HEAD_DIM)
+               and g.node(k)["kind"] == "copy"]
+        # DynamicSlidingWindowLayer: cat of the window - 1 kept plus the new one (K and V);
+        # StaticSlidingWindowLayer: roll and copy_ of the window (K and V)
+        assert len(win) == (2 if kind == "dynamic" else 4) * LAYERS
+        assert all(a["bytes_written"] == window * KV_HEADS * HEAD_DIM * F32 for a in win)
+        seen.append(len(g.compute_nodes))
+    assert seen[0] == seen[1]            # the same step at either context
