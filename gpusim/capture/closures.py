@@ -119,11 +119,13 @@ def _prefixed(modules) -> bool:
                or next(m.buffers(), None) is not None) > 1
 
 
-def closure_wrap(fn, args):
+def closure_wrap(fn, args, rebuild=None):
     """For inference capture (:func:`gpusim.capture.tracing._wrap`): a callable that reaches modules
     through its closure or globals (``lambda x: model(x)``) as a pure function of
     ``(params, buffers, *args)``, as a module is captured: its parameters are weights,
-    not constants copied from the host. None when it reaches no module."""
+    not constants copied from the host. None when it reaches no module. ``rebuild``
+    (:func:`gpusim.capture.pytrees.split_inputs`) gives back the arguments from their
+    traced tensors (a Hugging Face cache, passed as its tensors)."""
     from torch.nn.utils.stateless import _reparametrize_module
     modules, _ = reachable(fn)
     if not modules:
@@ -146,6 +148,6 @@ def closure_wrap(fn, args):
                 stack.enter_context(_reparametrize_module(
                     m, {k: (p if kind == "p" else b)[key] for k, (kind, key) in names.items()},
                     tie_weights=True))
-            return fn(*a)
+            return fn(*(rebuild(*a) if rebuild is not None else a))
     names = [f"p:{k}" for k in params] + [f"b:{k}" for k in buffers]
     return pure, (params, buffers, *args), names

@@ -173,6 +173,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         for a, t in zip(tensor_nodes, in_tensors):
             if pname in ops.LIKE_FACTORIES and a is tensor_nodes[0]:
                 continue    # new_zeros/ones_like take only dtype and device from it
+            if pname == "index_copy_" and a is tensor_nodes[0]:
+                continue    # a static KV cache's update writes rows of it, reads none
             # a tensor mutated in place earlier is read from the op that mutated it
             base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
             b = _meta(t).ubytes

@@ -57,7 +57,7 @@ def _wrap_plain(fn_or_module, args, rebuild=None):
         raise CaptureError(f"cannot capture a {type(fn_or_module).__name__}: pass a function "
                            "or an nn.Module")
     from gpusim.capture.closures import closure_wrap
-    wrapped = closure_wrap(fn_or_module, args)   # modules it reaches are weights, not constants
+    wrapped = closure_wrap(fn_or_module, args, rebuild)   # modules it reaches are weights, not constants
     if wrapped is not None:
         return wrapped
     fn = fn_or_module

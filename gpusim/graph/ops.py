@@ -257,12 +257,21 @@ def host_read_flops(ctx: OpCtx) -> float:
 
 
 @register("_to_copy", "copy", "clone", "_copy", "contiguous_copy", "expand_copy",
-          "repeat", "repeat_interleave", "constant_pad_nd", "pad", "flip", "roll", "index_copy",
+          "repeat", "repeat_interleave", "constant_pad_nd", "pad", "flip", "roll",
           "im2col", "col2im", kind="copy")
 def copy_flops(ctx: OpCtx) -> float:
     """Copies and casts move bytes, compute nothing: 0 FLOPs (``im2col``/``col2im``,
     ``nn.Unfold``/``nn.Fold``, rearrange windows; col2im's overlap adds are not counted)."""
     return 0.0
+
+
+def _index_copy_bytes(ctx: OpCtx) -> tuple[float, float]:
+    """In place (a StaticCache update) it reads source and index and writes the source's
+    rows; out of place it also copies all of ``self``: every input read, the output written."""
+    if not packet_name(ctx.name).endswith("_") or len(ctx.ins) < 3:
+        return default_bytes(ctx)
+    return float(ctx.ins[1].ubytes + ctx.ins[2].ubytes), float(ctx.ins[2].nbytes)
+REGISTRY["index_copy"] = OpDef("index_copy", "copy", copy_flops, _index_copy_bytes)
 
 
 def _gather_bytes(ctx: OpCtx) -> tuple[float, float]:
