@@ -30,7 +30,7 @@ assert r["kernel_count"] > 10
 PY
 echo "== sweeps (left $(left) s)"
 S0=$(date +%s)
-timeout 170 python3 -m validation.sweeps --out "$OUT/sweeps-$TAG.json" --deadline-s ${SWEEP_S:-110} 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice" | tail -8
+timeout 170 python3 -m validation.measure.microbench --out "$OUT/sweeps-$TAG.json" --deadline-s ${SWEEP_S:-110} 2>&1 | grep -v "^USDT\|^ERROR:.*gpuGetDevice" | tail -8
 echo "sweeps took $(( $(date +%s) - S0 )) s"
 if [ "$CAL" = "calibrate" ]; then
   echo "== calibrate (left $(left) s)"
