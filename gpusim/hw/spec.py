@@ -27,9 +27,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from gpusim.hw.schema import (FRACTIONS, INTS, OPTIONAL_MODEL,
-                              OVER_PEAK, REQUIRED_UNITS, SECTIONS, SOURCES, UNITS,
-                              USER_SOURCE, ALIASES, SpecError, builtin_dir, read_toml)
+from gpusim.hw.schema import (ALIASES, FRACTIONS, INTS, OPTIONAL_MODEL, OVER_PEAK, REQUIRED_UNITS, SECTIONS,
+                              SOURCES, UNITS, USER_SOURCE, SpecError, builtin_dir, read_toml)
+
 
 @dataclass(frozen=True)
 class GPUSpec:

@@ -29,10 +29,9 @@ import dataclasses
 
 from dataclasses import dataclass
 
-from gpusim.graph.opgraph import group_io
 from gpusim.lower.dispatch import attention_variant, eager_kernels, gemm_variant
 from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
-from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, kernel_order
+from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
 from gpusim.lower.inductor import (conv_has_bias, decompose_norms, inductor_groups, pad_mm_operands,
                        split_reduction)
 from gpusim.lower.legality import check_partition

@@ -305,13 +305,6 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
         resident_overhead_bytes=max(0, base - weights - inputs - ws_bytes))
 
 
-def estimate_memory(graph: OpGraph, mode: str = "eager", partition=None, spec=None) -> MemoryEstimate:
-    """Lower ``graph`` in ``mode`` (and ``partition``) and simulate its memory."""
-    from gpusim.cost.kernel import kernel_us
-    from gpusim.lower.lowering import lower
-    return simulate_memory(lower(graph, mode, partition, spec=spec, price=kernel_us), spec=spec)
-
-
 def capacity_bytes(spec) -> float:
     """The GPU's memory in bytes (``capacity_gib`` of its spec file)."""
     return float(spec.capacity_gib) * (1 << 30)
