@@ -37,6 +37,7 @@ from gpusim.lower.inductor import (conv_has_bias, decompose_norms, inductor_grou
 from gpusim.lower.legality import check_partition
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
+from gpusim.lower.layout import inductor_layout_opt
 
 @dataclass(frozen=True)
 class Kernel:
@@ -144,37 +145,6 @@ def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
     unpadded = price(graph, Kernel((n,), "library", variant=v if v in ("align1", "align2") else ""), spec)
     padded = price(graph, Kernel((n,), "library"), spec) + sum(price(graph, k, spec) for k in pads)
     return pads if unpadded > 1.1 * padded else []
-
-
-# Inductor's measured channels-last speed-up per conv class (inference), from its
-# scheduler's own table (torch/_inductor/graph.py, decide_layout_opt): < 1 is faster.
-LAYOUT_OPT_MULTIPLIER = {"grouped": 1.358, "default": 0.823, "in_out": 0.725, "small": 0.783}
-
-
-def _conv_class(c: dict) -> str:
-    cout, cin_g, kh = c["Cout"], c["Cin"] // c["groups"], c["kh"]
-    if c["groups"] > 1 and cin_g > 1:
-        return "grouped"
-    if cout <= 64 and cin_g <= 64:
-        return "small"
-    if cout * 2 <= cin_g and kh > 1:
-        return "in_out"
-    return "default"
-
-
-def inductor_layout_opt(graph: OpGraph, nodes=None) -> bool:
-    """Whether Inductor runs this graph's convolutions channels-last (inference rule of
-    ``decide_layout_opt``): some conv, not a few convs in a large graph, and the
-    FLOP-weighted class multipliers predict a speed-up."""
-    nodes = graph.compute_nodes if nodes is None else nodes
-    convs = [(n, conv_info(graph, n)) for n in nodes if graph.g.nodes[n]["kind"] == "conv"]
-    convs = [(n, c) for n, c in convs if c is not None]
-    if not convs or len(graph.order) >= 300 * len(convs):
-        return False
-    total = sum(graph.g.nodes[n]["flops"] for n, _ in convs)
-    weighted = sum(graph.g.nodes[n]["flops"] * LAYOUT_OPT_MULTIPLIER[_conv_class(c)]
-                   for n, c in convs)
-    return weighted <= total
 
 
 def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
