@@ -116,13 +116,17 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
                 v = gemm_variant(graph, n)
                 variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else variant
             out.append(Kernel((n,), "library", variant=variant))
-        if conv_has_bias(graph, n) and not any(
-                graph.g.nodes[s]["kind"] not in GEMM_KINDS for s in graph.dataflow.successors(n)):
-            # the bias Inductor peels off cuDNN, with no Triton kernel to add it
+        users = [graph.g.nodes[s]["kind"] in GEMM_KINDS for s in graph.dataflow.successors(n)]
+        if conv_has_bias(graph, n) and (not users or any(users)):
+            # the bias Inductor peels off cuDNN: a kernel of its own where no Triton
+            # kernel reads the conv, or where a library call reads it (the biased output
+            # is realised for it: ConvNeXt's downsampling conv feeding the depthwise conv,
+            # H100 records, ``triton_poi_fused_..._convolution`` between the two)
             out.append(Kernel((n,), "generated", role="aux", bytes=3.0 * a["bytes_written"]))
     if rest:
         out.append(Kernel(tuple(rest), "generated"))
-        red = [n for n in rest if graph.g.nodes[n]["kind"] in REDUCING_KINDS and split_reduction(graph, n, spec)]
+        red = [n for n in rest if graph.g.nodes[n]["kind"] in REDUCING_KINDS
+               and split_reduction(graph, n, spec, True if layout_opt else None)]
         if red:      # the split reduction's second kernel: reduce the partials
             out.append(Kernel((red[0],), "generated", role="aux", bytes=2.0 * graph.g.nodes[red[0]]["bytes_written"]))
     return out
@@ -148,19 +152,23 @@ def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
 
 
 def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
-    """Inductor's layout optimisation: it runs NCHW convolutions channels-last, so a
-    generated kernel copies each conv's weight (every call: parameters are not frozen by
-    default) and, where the conv reads a graph input, that input to NHWC; its own
+    """Inductor's layout optimisation: it runs convolutions channels-last, so a generated
+    kernel copies each conv's NCHW weight (every call: parameters are not frozen by
+    default) and, where an NCHW conv reads a graph input, that input to NHWC; its own
     kernels then produce and consume NHWC, and cuDNN launches no transform. Measured:
-    conv_bn_relu records (H200), ``triton_poi_fused_convolution_0/1`` before the conv."""
+    conv_bn_relu records (H200), ``triton_poi_fused_convolution_0/1`` before the conv. A
+    conv whose input is channels-last already (ConvNeXt's downsampling conv after a
+    permuted layer norm) still has its weight copied, unless the user converted the model
+    (its image conv reads a channels-last input): H100 ConvNeXt-V2 and ConvNeXt records,
+    one ``triton_poi_fused_convolution`` before each downsampling conv."""
     if graph.g.nodes[n]["kind"] != "conv":
         return []
     c = conv_info(graph, n)
-    if c is None or c["layout"] != "nchw":
+    if c is None or (c["layout"] != "nchw" and user_channels_last(graph)):
         return []
     x = next(iter(graph.g.nodes[n]["reads"]))
     out = []
-    if graph.g.nodes[x]["kind"] == "input":
+    if graph.g.nodes[x]["kind"] == "input" and c["layout"] == "nchw":
         # a transpose into fewer than 16 bytes of channels: each write uses a fraction of
         # its 32-byte sector (ResNet's 3-channel image: 35 us for 19 MB on the H100)
         size = c["x_bytes"] / max(1, c["N"] * c["Cin"] * c["H"] * c["W"])
@@ -170,6 +178,19 @@ def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
         # a 1x1 or depthwise weight is already channels-last contiguous: no copy
         out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["w_bytes"]))
     return out
+
+
+def user_channels_last(graph: OpGraph) -> bool:
+    """Whether the user ran the model channels-last (``model.to(memory_format=...)``): a
+    convolution reading a graph input runs NHWC. Its weights are then channels-last too."""
+    for n in graph.compute_nodes:
+        if graph.g.nodes[n]["kind"] == "conv":
+            x = next(iter(graph.g.nodes[n]["reads"]), None)
+            if x is not None and graph.g.nodes[x]["kind"] == "input":
+                c = conv_info(graph, n)
+                if c is not None and c["layout"] != "nchw":
+                    return True
+    return False
 
 
 def lower(graph: OpGraph, mode: str = "eager", partition=None,
