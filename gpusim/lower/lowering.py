@@ -33,7 +33,7 @@ from gpusim.lower.dispatch import attention_variant, eager_kernels, gemm_variant
 from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
 from gpusim.lower.inductor import (conv_has_bias, decompose_norms, inductor_groups, pad_mm_operands,
-                       split_reduction)
+                       region_copies, split_reduction)
 from gpusim.lower.legality import check_partition
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
@@ -125,6 +125,9 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
             out.append(Kernel((n,), "generated", role="aux", bytes=3.0 * a["bytes_written"]))
     if rest:
         out.append(Kernel(tuple(rest), "generated"))
+        if mode != "eager":      # a view-picked copy: one more kernel per view (bytes: its share)
+            out += [Kernel((rest[-1],), "generated", role="aux", bytes=0.0)
+                    for _ in range(region_copies(graph, rest[-1]) - 1)]
         red = [n for n in rest if graph.g.nodes[n]["kind"] in REDUCING_KINDS
                and split_reduction(graph, n, spec, True if layout_opt else None)]
         if red:      # the split reduction's second kernel: reduce the partials
