@@ -244,41 +244,6 @@ def read_region(graph: OpGraph, n: str, p: str) -> tuple:
     return tuple(out)
 
 
-def region_copies(graph: OpGraph, n: str) -> int:
-    """How many kernels compute pointwise node ``n`` when library calls read it only
-    through part-picking views (``qkv[0]``, ``qkv[1]``, ``qkv[2]`` of a ``contiguous()``
-    copy): Inductor never realises ``n`` whole; each call's ``realize_input`` copies its
-    view into a buffer of its own, one kernel per distinct view (H100 torchvision ViT-B/16
-    records: three ``triton_poi_fused__scaled_dot_product_cudnn_attention_..`` kernels
-    per layer, where ``nn.MultiheadAttention`` picks q, k and v of its packed projection).
-    1 otherwise."""
-    a = graph.g.nodes[n]
-    if a["is_output"] or fusion_class(graph, n) != "pointwise":
-        return 1
-    nodes = graph.g.nodes
-    regions = set()
-    for u in graph.dataflow.successors(n):
-        if nodes[u]["kind"] not in GEMM_KINDS:
-            return 1
-        for i in nodes[u]["inputs"]:
-            if i in nodes and nodes[i]["base"] == n:
-                r = read_region(graph, u, n) if i == n else _view_region(graph, i, n)
-                if not r:
-                    return 1
-                regions.add(r)
-    return max(1, len(regions))
-
-
-def _view_region(graph: OpGraph, v: str, p: str) -> tuple:
-    """The part-picking views on the chain from view ``v`` down to its base ``p``."""
-    nodes, out = graph.g.nodes, []
-    while v != p and nodes[v]["kind"] == "view" and nodes[v]["inputs"]:
-        if packet_name(nodes[v]["op"]) in REGION_VIEWS:
-            out.append(v)
-        v = nodes[v]["inputs"][0]
-    return tuple(out)
-
-
 def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = frozenset()) -> None:
     """Rule 3, in place: merge Triton groups that share buffers, most bytes first.
     Horizontal partners share bytes only where they read the same elements: Inductor's

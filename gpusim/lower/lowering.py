@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from gpusim.lower.dispatch import attention_variant, eager_kernels, gemm_variant
 from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
-from gpusim.lower.inductor import (conv_has_bias, decompose_norms, inductor_groups, pad_mm_operands,
-                       region_copies, split_reduction)
-from gpusim.lower.legality import check_partition
+from gpusim.graph.ops import packet_name
+from gpusim.lower.inductor import (REGION_VIEWS, conv_has_bias, decompose_norms, inductor_groups,
+                                   pad_mm_operands, read_region, split_reduction)
+from gpusim.lower.legality import check_partition, fusion_class
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
 from gpusim.lower.layout import inductor_layout_opt
@@ -133,6 +134,41 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         if red:      # the split reduction's second kernel: reduce the partials
             out.append(Kernel((red[0],), "generated", role="aux", bytes=2.0 * graph.g.nodes[red[0]]["bytes_written"]))
     return out
+
+
+def region_copies(graph: OpGraph, n: str) -> int:
+    """How many kernels compute pointwise node ``n`` when library calls read it only
+    through part-picking views (``qkv[0]``, ``qkv[1]``, ``qkv[2]`` of a ``contiguous()``
+    copy): Inductor never realises ``n`` whole; each call's ``realize_input`` copies its
+    view into a buffer of its own, one kernel per distinct view (H100 torchvision ViT-B/16
+    records: three ``triton_poi_fused__scaled_dot_product_cudnn_attention_..`` kernels
+    per layer, where ``nn.MultiheadAttention`` picks q, k and v of its packed projection).
+    1 otherwise."""
+    a = graph.g.nodes[n]
+    if a["is_output"] or fusion_class(graph, n) != "pointwise":
+        return 1
+    nodes = graph.g.nodes
+    regions = set()
+    for u in graph.dataflow.successors(n):
+        if nodes[u]["kind"] not in GEMM_KINDS:
+            return 1
+        for i in nodes[u]["inputs"]:
+            if i in nodes and nodes[i]["base"] == n:
+                r = read_region(graph, u, n) if i == n else _view_region(graph, i, n)
+                if not r:
+                    return 1
+                regions.add(r)
+    return max(1, len(regions))
+
+
+def _view_region(graph: OpGraph, v: str, p: str) -> tuple:
+    """The part-picking views on the chain from view ``v`` down to its base ``p``."""
+    nodes, out = graph.g.nodes, []
+    while v != p and nodes[v]["kind"] == "view" and nodes[v]["inputs"]:
+        if packet_name(nodes[v]["op"]) in REGION_VIEWS:
+            out.append(v)
+        v = nodes[v]["inputs"][0]
+    return tuple(out)
 
 
 def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
