@@ -24,7 +24,7 @@ from gpusim.hw.schema import SOURCES, SpecError, builtin_dir
 FACTS = ("name", "tensor_core_dtypes", "cudnn_conv_tf32", "matmul_tf32", "mma_family",
          "max_smem_per_sm_kib", "max_smem_per_block_kib", "registers_per_sm",
          "max_registers_per_thread", "attention_backends", "cp_async", "tma",
-         "cublas_workspace_kib")
+         "cublas_workspace_kib", "max_threads_per_sm")
 #: The rule a datasheet spec's kernel-class figures are derived by (source ``derived``):
 #: GPUs of one architecture row run the same cuDNN, cuBLAS and ATen kernels, so a class
 #: figure (a fraction of the datasheet peaks, or a floor) is taken from a calibrated GPU of

@@ -37,6 +37,7 @@ import networkx as nx
 from gpusim.graph.opgraph import GEMM_KINDS, HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.lower.legality import domain, fusion_class
 from gpusim.graph.ops import WINDOW_POOLS, packet_name
+from gpusim.lower.reductions import channels_last, reduction_split
 
 REALIZE_READS = 4          # config.realize_reads_threshold
 REALIZE_ACC_READS = 8      # config.realize_acc_reads_threshold
@@ -47,8 +48,6 @@ MAX_DISTANCE = 64          # scheduler: horizontal fusion of "long distant" node
 #: tensor it returns (the H100 BERT allocator trace: four per cuDNN attention call). With
 #: them, BERT's per-layer mask conversions fuse five layers at a time, as in that trace.
 ATTENTION_OUTPUTS = 4
-SPLIT_INNER = 8192         # ir.Reduction.num_splits: no split under this many (sm < 100)
-SPLIT_OUTER = 1024         # an outer reduction (over a strided axis) splits from here
 
 
 def _out_numel(graph: OpGraph, n: str) -> int:
@@ -80,23 +79,21 @@ def _signature(graph: OpGraph, n: str, cls: str) -> tuple[int, int]:
     return _out_numel(graph, n), (_rnumel(graph, n) if cls == "reduction" else 1)
 
 
-def split_reduction(graph: OpGraph, n: str, spec) -> bool:
+def split_reduction(graph: OpGraph, n: str, spec, nhwc: bool | None = None) -> bool:
     """Whether Inductor splits reduction ``n`` into two kernels (partials, then their
-    reduction): few outputs (fewer than 2 x 32 x SMs) over a long reduction, past 8192
-    elements for a reduction over the innermost axis or 1024 over a strided one (a
-    spatial mean of channels-last activations: RegNet's squeeze-excite records)."""
+    reduction): :func:`gpusim.lower.reductions.reduction_split` (few outputs over a long
+    reduction; an outer one, such as the spatial mean of a channels-last activation, splits
+    from a few hundred elements). ``nhwc``: the graph's 4-D activations are channels-last
+    (:func:`gpusim.lower.reductions.channels_last`, asked when not given)."""
     if spec is None:
         return False
     if graph.g.nodes[n].get("two_stage"):
         return True
-    r = _rnumel(graph, n)
-    if _out_numel(graph, n) >= 2 * 32 * spec.sm_count or r < UNROLL_REDUCTION:
+    if _rnumel(graph, n) < UNROLL_REDUCTION or _out_numel(graph, n) >= 2 * 32 * spec.sm_count:
         return False
-    a = graph.g.nodes[n]
-    shape = main_shape(a["shape"])
-    inner = not shape or shape[-1] == 1 or len(shape) < 2 or packet_name(a["op"]) not in (
-        "mean", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "sum")
-    return r > (SPLIT_INNER if inner else SPLIT_OUTER)
+    if nhwc is None:
+        nhwc = channels_last(graph)
+    return reduction_split(graph, n, spec, nhwc) > 1
 
 
 def _compatible(a: tuple, b: tuple) -> bool:
@@ -163,6 +160,7 @@ def inductor_groups(graph: OpGraph, spec=None, nodes=None) -> list[list[str]]:
     region = [n for n in graph.compute_nodes if keep is None or n in keep]
     cls = {n: node_class(graph, n) for n in region}
     stored = stored_nodes(graph, cls)
+    nhwc = channels_last(graph, region) if spec is not None else False
     owner: dict = {}
     groups: dict[int, list] = {}
     sig: dict[int, tuple] = {}
@@ -184,7 +182,7 @@ def inductor_groups(graph: OpGraph, spec=None, nodes=None) -> list[list[str]]:
                     stack.append(p)
         groups[gid] = members
         sig[gid] = _signature(graph, n, cls[n])
-        if cls[n] == "reduction" and split_reduction(graph, n, spec) \
+        if cls[n] == "reduction" and split_reduction(graph, n, spec, nhwc) \
                 and not graph.g.nodes[n].get("two_stage"):
             sig[gid] = sig[gid] + ("split",)       # fuses with nothing
     _break_cycles(graph, groups, sig, owner)

@@ -32,11 +32,13 @@ from dataclasses import dataclass
 from gpusim.lower.dispatch import attention_variant, eager_kernels, gemm_variant
 from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
-from gpusim.lower.inductor import (conv_has_bias, decompose_norms, inductor_groups, pad_mm_operands,
-                       split_reduction)
-from gpusim.lower.legality import check_partition
+from gpusim.graph.ops import packet_name
+from gpusim.lower.inductor import (REGION_VIEWS, conv_has_bias, decompose_norms, inductor_groups,
+                                   pad_mm_operands, read_region, split_reduction)
+from gpusim.lower.legality import check_partition, fusion_class
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
+from gpusim.lower.layout import inductor_layout_opt
 
 @dataclass(frozen=True)
 class Kernel:
@@ -115,16 +117,58 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
                 v = gemm_variant(graph, n)
                 variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else variant
             out.append(Kernel((n,), "library", variant=variant))
-        if conv_has_bias(graph, n) and not any(
-                graph.g.nodes[s]["kind"] not in GEMM_KINDS for s in graph.dataflow.successors(n)):
-            # the bias Inductor peels off cuDNN, with no Triton kernel to add it
+        users = [graph.g.nodes[s]["kind"] in GEMM_KINDS for s in graph.dataflow.successors(n)]
+        if conv_has_bias(graph, n) and (not users or any(users)):
+            # the bias Inductor peels off cuDNN: a kernel of its own where no Triton
+            # kernel reads the conv, or where a library call reads it (the biased output
+            # is realised for it: ConvNeXt's downsampling conv feeding the depthwise conv,
+            # H100 records, ``triton_poi_fused_..._convolution`` between the two)
             out.append(Kernel((n,), "generated", role="aux", bytes=3.0 * a["bytes_written"]))
     if rest:
         out.append(Kernel(tuple(rest), "generated"))
-        red = [n for n in rest if graph.g.nodes[n]["kind"] in REDUCING_KINDS and split_reduction(graph, n, spec)]
+        if mode != "eager":      # a view-picked copy: one more kernel per view (bytes: its share)
+            out += [Kernel((rest[-1],), "generated", role="aux", bytes=0.0)
+                    for _ in range(region_copies(graph, rest[-1]) - 1)]
+        red = [n for n in rest if graph.g.nodes[n]["kind"] in REDUCING_KINDS
+               and split_reduction(graph, n, spec, True if layout_opt else None)]
         if red:      # the split reduction's second kernel: reduce the partials
             out.append(Kernel((red[0],), "generated", role="aux", bytes=2.0 * graph.g.nodes[red[0]]["bytes_written"]))
     return out
+
+
+def region_copies(graph: OpGraph, n: str) -> int:
+    """How many kernels compute pointwise node ``n`` when library calls read it only
+    through part-picking views (``qkv[0]``, ``qkv[1]``, ``qkv[2]`` of a ``contiguous()``
+    copy): Inductor never realises ``n`` whole; each call's ``realize_input`` copies its
+    view into a buffer of its own, one kernel per distinct view (H100 torchvision ViT-B/16
+    records: three ``triton_poi_fused__scaled_dot_product_cudnn_attention_..`` kernels
+    per layer, where ``nn.MultiheadAttention`` picks q, k and v of its packed projection).
+    1 otherwise."""
+    a = graph.g.nodes[n]
+    if a["is_output"] or fusion_class(graph, n) != "pointwise":
+        return 1
+    nodes = graph.g.nodes
+    regions = set()
+    for u in graph.dataflow.successors(n):
+        if nodes[u]["kind"] not in GEMM_KINDS:
+            return 1
+        for i in nodes[u]["inputs"]:
+            if i in nodes and nodes[i]["base"] == n:
+                r = read_region(graph, u, n) if i == n else _view_region(graph, i, n)
+                if not r:
+                    return 1
+                regions.add(r)
+    return max(1, len(regions))
+
+
+def _view_region(graph: OpGraph, v: str, p: str) -> tuple:
+    """The part-picking views on the chain from view ``v`` down to its base ``p``."""
+    nodes, out = graph.g.nodes, []
+    while v != p and nodes[v]["kind"] == "view" and nodes[v]["inputs"]:
+        if packet_name(nodes[v]["op"]) in REGION_VIEWS:
+            out.append(v)
+        v = nodes[v]["inputs"][0]
+    return tuple(out)
 
 
 def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
@@ -146,51 +190,24 @@ def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
     return pads if unpadded > 1.1 * padded else []
 
 
-# Inductor's measured channels-last speed-up per conv class (inference), from its
-# scheduler's own table (torch/_inductor/graph.py, decide_layout_opt): < 1 is faster.
-LAYOUT_OPT_MULTIPLIER = {"grouped": 1.358, "default": 0.823, "in_out": 0.725, "small": 0.783}
-
-
-def _conv_class(c: dict) -> str:
-    cout, cin_g, kh = c["Cout"], c["Cin"] // c["groups"], c["kh"]
-    if c["groups"] > 1 and cin_g > 1:
-        return "grouped"
-    if cout <= 64 and cin_g <= 64:
-        return "small"
-    if cout * 2 <= cin_g and kh > 1:
-        return "in_out"
-    return "default"
-
-
-def inductor_layout_opt(graph: OpGraph, nodes=None) -> bool:
-    """Whether Inductor runs this graph's convolutions channels-last (inference rule of
-    ``decide_layout_opt``): some conv, not a few convs in a large graph, and the
-    FLOP-weighted class multipliers predict a speed-up."""
-    nodes = graph.compute_nodes if nodes is None else nodes
-    convs = [(n, conv_info(graph, n)) for n in nodes if graph.g.nodes[n]["kind"] == "conv"]
-    convs = [(n, c) for n, c in convs if c is not None]
-    if not convs or len(graph.order) >= 300 * len(convs):
-        return False
-    total = sum(graph.g.nodes[n]["flops"] for n, _ in convs)
-    weighted = sum(graph.g.nodes[n]["flops"] * LAYOUT_OPT_MULTIPLIER[_conv_class(c)]
-                   for n, c in convs)
-    return weighted <= total
-
-
 def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
-    """Inductor's layout optimisation: it runs NCHW convolutions channels-last, so a
-    generated kernel copies each conv's weight (every call: parameters are not frozen by
-    default) and, where the conv reads a graph input, that input to NHWC; its own
+    """Inductor's layout optimisation: it runs convolutions channels-last, so a generated
+    kernel copies each conv's NCHW weight (every call: parameters are not frozen by
+    default) and, where an NCHW conv reads a graph input, that input to NHWC; its own
     kernels then produce and consume NHWC, and cuDNN launches no transform. Measured:
-    conv_bn_relu records (H200), ``triton_poi_fused_convolution_0/1`` before the conv."""
+    conv_bn_relu records (H200), ``triton_poi_fused_convolution_0/1`` before the conv. A
+    conv whose input is channels-last already (ConvNeXt's downsampling conv after a
+    permuted layer norm) still has its weight copied, unless the user converted the model
+    (its image conv reads a channels-last input): H100 ConvNeXt-V2 and ConvNeXt records,
+    one ``triton_poi_fused_convolution`` before each downsampling conv."""
     if graph.g.nodes[n]["kind"] != "conv":
         return []
     c = conv_info(graph, n)
-    if c is None or c["layout"] != "nchw":
+    if c is None or (c["layout"] != "nchw" and user_channels_last(graph)):
         return []
     x = next(iter(graph.g.nodes[n]["reads"]))
     out = []
-    if graph.g.nodes[x]["kind"] == "input":
+    if graph.g.nodes[x]["kind"] == "input" and c["layout"] == "nchw":
         # a transpose into fewer than 16 bytes of channels: each write uses a fraction of
         # its 32-byte sector (ResNet's 3-channel image: 35 us for 19 MB on the H100)
         size = c["x_bytes"] / max(1, c["N"] * c["Cin"] * c["H"] * c["W"])
@@ -200,6 +217,19 @@ def inductor_layout_copies(graph: OpGraph, n: str) -> list[Kernel]:
         # a 1x1 or depthwise weight is already channels-last contiguous: no copy
         out.append(Kernel((n,), "generated", role="aux", bytes=2.0 * c["w_bytes"]))
     return out
+
+
+def user_channels_last(graph: OpGraph) -> bool:
+    """Whether the user ran the model channels-last (``model.to(memory_format=...)``): a
+    convolution reading a graph input runs NHWC. Its weights are then channels-last too."""
+    for n in graph.compute_nodes:
+        if graph.g.nodes[n]["kind"] == "conv":
+            x = next(iter(graph.g.nodes[n]["reads"]), None)
+            if x is not None and graph.g.nodes[x]["kind"] == "input":
+                c = conv_info(graph, n)
+                if c is not None and c["layout"] != "nchw":
+                    return True
+    return False
 
 
 def lower(graph: OpGraph, mode: str = "eager", partition=None,
