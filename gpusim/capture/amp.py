@@ -79,17 +79,27 @@ def under_autocast(fn, amp):
 class GpuAutocast(contextlib.ContextDecorator):
     """While tracing: ``torch.autocast("cuda", ...)`` enables itself as on a GPU (torch
     disables it, with a warning, when ``torch.cuda.is_available()`` is False, and asks the
-    device whether it supports bf16). Nothing runs on a device: the tensors are fake."""
+    device whether it supports bf16). Nothing runs on a device: the tensors are fake. On a
+    CPU-only build of torch, the Python entry points that need a CUDA device guard
+    (indexing, ``.to("cuda")``) run on fake CUDA tensors as their ATen ops
+    (:class:`gpusim.capture.fake_cuda.FakeCudaEntryPoints`)."""
 
     def __enter__(self):
         import torch.cuda.amp.common as common
+
+        from gpusim.capture.fake_cuda import FakeCudaEntryPoints, cuda_guard_missing
         self._saved = (common.amp_definitely_not_available, torch.cuda.is_bf16_supported)
         common.amp_definitely_not_available = lambda: False
         torch.cuda.is_bf16_supported = lambda *a, **k: True
+        self._entry = FakeCudaEntryPoints() if cuda_guard_missing() else None
+        if self._entry is not None:
+            self._entry.__enter__()
         return self
 
     def __exit__(self, *exc):
         import torch.cuda.amp.common as common
+        if self._entry is not None:
+            self._entry.__exit__(*exc)
         common.amp_definitely_not_available, torch.cuda.is_bf16_supported = self._saved
         return False
 

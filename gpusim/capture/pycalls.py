@@ -55,6 +55,27 @@ class Compiling:
 #: every other host-read boolean is assumed True (``if mask.all():``, padding absent).
 _FALSE_BY_DEFAULT = ("any", "isnan", "isinf", "isneginf", "isposinf")
 
+#: Draws uniform on [0, 1) (``torch.rand([]) < p``: LayerDrop, stochastic depth drawn on the host)
+_UNIFORM = ("rand", "rand_like", "uniform", "uniform_")
+#: comparisons ``x OP c``: whether a uniform draw's outcome is True when ``c`` is ``p``
+_UNIFORM_TRUE = {"lt": lambda c: c, "le": lambda c: c, "gt": lambda c: 1 - c, "ge": lambda c: 1 - c}
+
+
+def uniform_draw_answer(node) -> "bool | None":
+    """The likelier answer to a host read of ``node`` when it compares a uniform draw on [0, 1)
+    with a number (``if torch.rand([]) < self.layerdrop: continue``, OPT's and Whisper's
+    LayerDrop; 0.0 by default, so the branch is never taken and every layer runs); None when
+    ``node`` is not such a comparison. Eager takes the branch with probability ``c`` (``lt``,
+    ``le``) or ``1 - c`` (``gt``, ``ge``): the answer is whether that exceeds one half."""
+    if not isinstance(node, torch.fx.Node) or len(node.args) != 2:
+        return None
+    name = ops.packet_name(str(node.target))
+    src, c = node.args
+    if name not in _UNIFORM_TRUE or not isinstance(c, (int, float)) or \
+            not isinstance(src, torch.fx.Node) or ops.packet_name(str(src.target)) not in _UNIFORM:
+        return None
+    return _UNIFORM_TRUE[name](float(c)) > 0.5
+
 
 class HostReads:
     """Context for tracing: answers host reads of device values as eager PyTorch meets them.
@@ -123,19 +144,27 @@ class HostReads:
         return False
 
     @staticmethod
-    def _producer(t) -> str:
+    def _producer_node(t):
+        """The FX node that made ``t`` in the trace under way (None: not known)."""
         try:
             from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
             mode = get_proxy_mode()
-            node = get_proxy_slot(t, mode.tracer).proxy.node
-            return str(node.target)
+            return get_proxy_slot(t, mode.tracer).proxy.node
         except Exception:  # noqa: BLE001 - the producer is a nicety, not a need
-            return "?"
+            return None
+
+    @classmethod
+    def _producer(cls, t) -> str:
+        node = cls._producer_node(t)
+        return "?" if node is None else str(node.target)
 
     def _answer(self, t) -> bool:
         i = len(self.sites)
-        op = self._producer(t)
-        default = ops.packet_name(op) not in _FALSE_BY_DEFAULT
+        node = self._producer_node(t)
+        op = "?" if node is None else str(node.target)
+        default = uniform_draw_answer(node)
+        if default is None:
+            default = ops.packet_name(op) not in _FALSE_BY_DEFAULT
         answer = self.forced.get(i, default)
         self.sites.append({"op": op, "answer": answer})
         return answer

@@ -98,6 +98,13 @@ class LiveAutocast(TorchFunctionMode):
             parts = _cross_entropy_parts(args, kwargs)
             if parts is not None:
                 return self._cross_entropy(*parts)
+        if func in _COMPOSITES:     # the body's torch functions come to this mode again
+            TorchFunctionMode.__enter__(self)        # pushed as is: no second cache hook
+            try:
+                with _own_check_passes(func):
+                    return func(*args, **kwargs)
+            finally:
+                TorchFunctionMode.__exit__(self, None, None, None)
         flat, spec = tree_flatten((args, kwargs))
         if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in flat):
             return func(*args, **kwargs)
@@ -141,6 +148,32 @@ class LiveAutocast(TorchFunctionMode):
         return self.__torch_function__(
             torch.nn.functional.nll_loss, (), (logp, target),
             {"weight": weight, "ignore_index": ignore_index, "reduction": reduction})
+
+
+#: Python functions whose inner torch functions autocast casts one by one, unlike the inputs of
+#: the whole: ``nn.MultiheadAttention``'s forward (torchvision's ViT, DETR, CLIP...) projects
+#: q, k, v, runs attention and the output projection, each in 16 bits under autocast; cast at
+#: its inputs only, its attention and output projection ran in fp32 (math attention: fp32
+#: batched GEMMs, fp32 scores held for the backward)
+_COMPOSITES = (torch.nn.functional.multi_head_attention_forward,)
+
+
+@contextlib.contextmanager
+def _own_check_passes(func):
+    """``func``'s own first ``has_torch_function`` check answers False, so that ``func`` runs its
+    body (under the modes now on) instead of handing itself to them again; its inner
+    functions' checks are untouched."""
+    g = func.__globals__
+    orig = g["has_torch_function"]
+
+    def once(*a):
+        g["has_torch_function"] = orig
+        return False
+    g["has_torch_function"] = once
+    try:
+        yield
+    finally:
+        g["has_torch_function"] = orig
 
 
 def _cross_entropy_parts(args, kwargs):
