@@ -29,6 +29,7 @@ from gpusim.cli.sweep import cmd_sweep, sweep_report_parser
 from gpusim.cli.info import cmd_examples, cmd_hosts, cmd_specs
 from gpusim.cli.lab import cmd_accuracy, cmd_calibrate, cmd_validate
 from gpusim.cli.parser import _Parser
+from gpusim.cli.generate import add_parser as add_generate
 
 # Everything else is imported inside the command that needs it, so that `gpusim --help`
 # and argument errors never import torch. The lab (``validation``: calibrate, validate,
@@ -375,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--algo", default="auto", type=str.lower, help="auto | greedy | bytes | exact")
     _depth_arg(r)
     r.set_defaults(fn=cmd_report, outputs=("out",))
+    add_generate(sub)
     sw = sub.add_parser("sweep", help="many models x sizes x GPUs x modes into one table, on "
                         "Dask; `gpusim sweep report RESULTS --out F.html` answers from it",
                         description="Predict every model x size x dtype on every GPU x mode "

@@ -1,0 +1,221 @@
+"""``gpusim.generate``: a whole Hugging Face ``generate()`` call, predicted from its parts.
+
+What runs (:mod:`gpusim.predict.decode` has the transformers source it follows): one eager
+prefill over the prompt (``logits_to_keep=1``), then per output token generate's own tail
+(logits processors, argmax, stopping criteria, the host's read of the stop flag), and N-1
+decode steps over a cache that grows by one token each. Each part is an ordinary
+prediction of a captured graph on the GPU spec and host profile asked.
+
+**The decode curve.** A step's cost depends on its context only through the attention over
+the cache and the cache update (``DynamicCache``'s ``cat`` copies the whole cache; a static
+cache attends over all ``max_cache_len`` positions whatever the context): bytes affine in
+the context, the GEMMs that stream the weights constant. So the step is predicted at a few
+contexts (``samples``: the first and last step's context and evenly between) and the time
+of every other step is the **piecewise-linear interpolation** between its neighbours: exact
+at the sampled contexts, exact everywhere if the step is affine in the context, and
+monotone wherever the sampled times are.
+
+**One token's wall.** The forward (its host issue ``host_us``, its GPU finishing
+``latency_us`` after the call starts) is followed by generate's tail, whose last act is a
+sync: the host waits for the GPU before the next step. So a token takes
+``max(forward.host_us + tail.host_us, forward.latency_us + tail.device_us)`` plus the tail's
+wait, which is what the simulation of the two in sequence gives when the tail's only sync
+is its last op (:func:`token_us`).
+
+**Memory.** Weights and the cache at its largest (the last step's context; static: all
+``max_cache_len`` positions from the start) plus the larger activation peak of the prefill
+and the last step. A ``DynamicCache`` step replaces each layer's tensors with the ``cat``
+of old and new, and eager frees the old one as soon as the layer's ``cat`` is done, so the
+step's peak holds one layer's old tensors beside the grown cache, not a second cache
+(:func:`decode_peak_bytes`). Activations and the cache grow linearly in the batch; the
+largest batch that fits divides the free memory by the per-sequence bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from gpusim.capture.tracing import capture
+from gpusim.hw.host import load_host
+from gpusim.predict import decode
+from gpusim.predict.pipeline import Prediction, as_spec, lower, predict_lowering
+from gpusim.sim.memory import capacity_bytes
+
+#: generate's mode -> the runtime that runs the decode step (prefill and tail stay eager)
+STEP_MODES = {"eager": "eager", "compiled": "cudagraph"}
+
+
+@dataclass
+class GenerateResult:
+    """A predicted ``generate()`` call; every figure a plain number (µs, bytes)."""
+
+    model: str
+    gpu: str
+    host: str
+    dtype: str
+    batch: int
+    prompt: int
+    new: int
+    cache: str
+    mode: str
+    ttft_us: float                  # prefill + generate's tail of the first token
+    token_us: list[float]           # wall of output tokens 2..new (index 0: the second token)
+    sample_contexts: list[int]      # contexts at which the decode step was predicted
+    sample_token_us: list[float]    # the token wall predicted there
+    sample_device_us: list[float]   # the step's device time there (forward + tail)
+    step_kernels: int               # kernels per decode step (forward + tail)
+    prefill_us: float
+    prefill_device_us: float
+    prefill_kernels: int
+    tail_host_us: float             # generate's own host work per token (tail dispatch + its sync)
+    tail_device_us: float
+    tail_kernels: int
+    kv_cache_bytes: int             # at the end of the call
+    weights_bytes: int
+    peak_bytes: int                 # weights + cache + activations at the worst moment
+    capacity_bytes: int
+    max_batch: int                  # the largest batch whose peak fits (at this prompt + new)
+    parts: dict = field(default_factory=dict, repr=False)   # the Predictions composed
+
+    @property
+    def tpot_us(self) -> float:
+        """Mean time per output token after the first."""
+        return sum(self.token_us) / len(self.token_us) if self.token_us else 0.0
+
+    @property
+    def total_us(self) -> float:
+        return self.ttft_us + sum(self.token_us)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens (all sequences) per second of the whole call."""
+        return self.batch * self.new / self.total_us * 1e6
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens per second while decoding (batch / mean time per output token)."""
+        return self.batch / self.tpot_us * 1e6 if self.token_us else 0.0
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.capacity_bytes
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "parts"}
+        d.update(tpot_us=self.tpot_us, total_us=self.total_us, tokens_per_s=self.tokens_per_s,
+                 decode_tokens_per_s=self.decode_tokens_per_s, fits=self.fits)
+        return d
+
+
+def interpolate(xs: list[int], ys: list[float], x: float) -> float:
+    """Piecewise-linear through ``(xs, ys)`` (xs increasing); constant beyond the ends."""
+    if len(xs) == 1 or x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, x) - 1
+    t = (x - xs[i]) / (xs[i + 1] - xs[i])
+    return ys[i] + t * (ys[i + 1] - ys[i])
+
+
+def sample_contexts(first: int, last: int, samples: int) -> list[int]:
+    """``samples`` contexts from ``first`` to ``last`` inclusive, evenly spaced, distinct."""
+    if last <= first or samples <= 1:
+        return [first]
+    n = min(samples, last - first + 1)
+    return sorted({first + round(i * (last - first) / (n - 1)) for i in range(n)})
+
+
+def token_us(forward: Prediction, tail: Prediction) -> float:
+    """One token's wall: the forward, then generate's tail ending in the host's sync."""
+    f, t = forward.timeline, tail.timeline
+    return max(f.host_us + t.host_us, f.latency_us + t.device_us)
+
+
+def decode_peak_bytes(step: Prediction, layer_cache_bytes: int, dynamic: bool) -> int:
+    """A decode step's activation peak above weights and cache. A ``DynamicCache`` step's
+    captured graph keeps the old cache resident (a graph input) while the ``cat``s build the
+    new one, but eager frees each layer's old tensors once its ``cat`` has run: the new
+    cache replaces the old one, so the peak is the step's other activations plus one
+    layer's old keys and values; the grown cache itself is counted as the resident cache."""
+    peak = step.memory.peak_bytes
+    if not dynamic:
+        return peak
+    grown = step.memory.inputs_bytes                    # ~ the new cache, resident after the step
+    return max(0, peak - grown) + layer_cache_bytes
+
+
+def _predict(fn, args, spec, mode, host, name) -> Prediction:
+    g = capture(fn, args, name=name)
+    return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+
+
+def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
+             cache: str = "dynamic", mode: str = "eager", host=None, dtype="bfloat16",
+             samples: int = 3) -> GenerateResult:
+    """Predict ``model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+    cache_implementation=cache)`` for ``batch`` prompts of ``prompt`` tokens.
+
+    Parameters
+    ----------
+    model : ``"hf:NAME"`` (the zoo), ``"path/file.py:NAME"`` (``NAME()`` returns a Hugging Face
+        causal LM) or the module itself
+    cache : ``"dynamic"`` (HF's default) | ``"static"`` (``cache_implementation="static"``)
+    mode : ``"eager"`` | ``"compiled"``: the decode step as generate compiles it for a static
+        cache (``torch.compile(mode="reduce-overhead")``: CUDA graphs); the prefill stays eager
+    samples : contexts at which the decode step is predicted (interpolated between)
+
+    >>> r = generate("hf:qwen2-0.5b", batch=1, prompt=128, new=16)   # doctest: +SKIP
+    >>> r.ttft_us, r.tpot_us, r.kv_cache_bytes                        # doctest: +SKIP
+    """
+    from gpusim.models.resolve import parse_dtype
+    decode.check_request(batch, prompt, new, cache, mode)
+    dt = parse_dtype(dtype)
+    spec, hp = as_spec(gpu), load_host(host)
+    module, label = decode.load_lm(model, dt)
+    max_len = prompt + new
+    has_eos = bool(decode.eos_ids(module))
+    fwd = decode.forward_fn(module)
+    step_mode = STEP_MODES[mode]
+    tail_at = lambda length: _predict(decode.tail_fn(prompt, new, has_eos),  # noqa: E731
+                                      decode.tail_args(module, batch, length), spec, "eager", hp,
+                                      f"{label} generate tail")
+    prefill = _predict(fwd, decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
+                       spec, "eager", hp, f"{label} prefill {prompt}")
+    tail0 = tail_at(prompt)
+    ttft = token_us(prefill, tail0)
+    contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
+    steps, s_us, s_dev = [], [], []
+    for c in contexts:
+        s = _predict(fwd, decode.forward_args(module, cache, batch, 1, c, max_len, dt), spec,
+                     step_mode, hp, f"{label} decode {cache} at {c}")
+        steps.append(s)
+        s_us.append(token_us(s, tail0))
+        s_dev.append(s.device_us + tail0.device_us)
+    tokens = [interpolate(contexts, s_us, prompt + k - 1) for k in range(1, new)]
+
+    final = prompt + new - 1                       # cached tokens when the call returns
+    kv = decode.kv_cache_bytes(module, cache, batch, final, max_len, dt)
+    weights = prefill.memory.weights_bytes
+    layer_kv = kv // max(1, module.config.num_hidden_layers)
+    acts = [prefill.memory.peak_bytes + (kv if cache == "static" else 0)]
+    if steps:
+        acts.append(kv + decode_peak_bytes(steps[-1], layer_kv, cache == "dynamic"))
+    peak = weights + max(acts) + tail0.memory.peak_bytes
+    cap = int(capacity_bytes(spec))
+    per_seq = (peak - weights) / batch
+    max_b = int((cap - weights) // per_seq) if per_seq > 0 and cap > weights else 0
+    return GenerateResult(
+        model=label, gpu=spec.name, host=hp.name, dtype=str(dt).replace("torch.", ""),
+        batch=batch, prompt=prompt, new=new, cache=cache, mode=mode, ttft_us=ttft,
+        token_us=tokens, sample_contexts=contexts, sample_token_us=s_us, sample_device_us=s_dev,
+        step_kernels=(steps[0].kernel_count + tail0.kernel_count) if steps else 0,
+        prefill_us=prefill.end_to_end_us, prefill_device_us=prefill.device_us,
+        prefill_kernels=prefill.kernel_count, tail_host_us=tail0.timeline.host_us,
+        tail_device_us=tail0.device_us, tail_kernels=tail0.kernel_count, kv_cache_bytes=kv,
+        weights_bytes=weights, peak_bytes=int(peak), capacity_bytes=cap, max_batch=max_b,
+        parts={"prefill": prefill, "tail": tail0, "steps": dict(zip(contexts, steps))})
+
+
+__all__ = ["generate", "GenerateResult", "interpolate", "sample_contexts", "token_us"]
