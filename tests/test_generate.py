@@ -110,13 +110,17 @@ def test_peak_holds_weights_and_cache(dyn, static, model):
 
 
 def test_dynamic_step_peak_not_a_second_cache(dyn):
-    # eager frees each layer's old tensors once its cat has run: the step's peak above the
-    # resident (grown) cache is far below a whole second cache
-    from gpusim.predict.generate import decode_peak_bytes
+    # the captured step holds the old cache resident and the grown one alive (a second
+    # cache); eager frees each layer's old tensors as its cat replaces them
+    from gpusim.predict.generate import dynamic_step_bytes
     last = dyn.parts["steps"][dyn.sample_contexts[-1]]
-    layer = dyn.kv_cache_bytes // LAYERS
-    assert decode_peak_bytes(last, layer, True) < last.memory.peak_bytes
-    assert decode_peak_bytes(last, layer, True) < dyn.kv_cache_bytes
+    old = kv_formula(dyn.sample_contexts[-1], 2)
+    assert last.memory.peak_bytes > old                      # the graph's view: two caches
+    step = dynamic_step_bytes(last, old, LAYERS)
+    assert step < last.memory.inputs_bytes + last.memory.peak_bytes - old / 2 + 1
+    assert step >= kv_formula(dyn.sample_contexts[-1] + 1, 2)     # the grown cache is there
+    # the prefill keeps the cache it fills: its peak holds the whole prompt's cache
+    assert dyn.parts["prefill"].memory.peak_bytes >= kv_formula(256, 2)
 
 
 def test_plain_numbers(dyn):

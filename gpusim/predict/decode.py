@@ -180,11 +180,17 @@ def tail_args(module, batch: int, length: int):
             torch.zeros(batch, length, dtype=torch.long, **m))
 
 
-def forward_fn(module):
-    """The model's forward as generate calls it (prefill or decode: the inputs say which)."""
+def forward_fn(module, keep_cache: bool = False):
+    """The model's forward as generate calls it (prefill or decode: the inputs say which).
+
+    ``keep_cache``: return the cache too, so that its tensors are graph outputs alive when
+    the call returns (the prefill: the cache it fills outlives it). A decode step returns
+    the logits; its grown cache lives to the end of the call anyway (capture observes the
+    cache object holding it, :mod:`gpusim.capture.lifetimes`)."""
     def forward(ids, cache, attention_mask, position_ids):
-        return module(input_ids=ids, past_key_values=cache, attention_mask=attention_mask,
-                      position_ids=position_ids, use_cache=True, logits_to_keep=1).logits
+        out = module(input_ids=ids, past_key_values=cache, attention_mask=attention_mask,
+                     position_ids=position_ids, use_cache=True, logits_to_keep=1)
+        return (out.logits, out.past_key_values) if keep_cache else out.logits
     return forward
 
 

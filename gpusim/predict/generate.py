@@ -22,13 +22,14 @@ sync: the host waits for the GPU before the next step. So a token takes
 wait, which is what the simulation of the two in sequence gives when the tail's only sync
 is its last op (:func:`token_us`).
 
-**Memory.** Weights and the cache at its largest (the last step's context; static: all
-``max_cache_len`` positions from the start) plus the larger activation peak of the prefill
-and the last step. A ``DynamicCache`` step replaces each layer's tensors with the ``cat``
-of old and new, and eager frees the old one as soon as the layer's ``cat`` is done, so the
-step's peak holds one layer's old tensors beside the grown cache, not a second cache
-(:func:`decode_peak_bytes`). Activations and the cache grow linearly in the batch; the
-largest batch that fits divides the free memory by the per-sequence bytes.
+**Memory.** Weights plus the larger of the prefill's (its activations and the cache it
+fills, returned so that it stays alive; a static cache is resident from the start) and the
+last decode step's, plus generate's per-token tail. A ``DynamicCache`` step replaces each
+layer's tensors with the ``cat`` of old and new and eager frees the old ones then, but the
+captured step holds the old cache as a resident input to the end: the step counts the old
+cache less one layer's share off its peak (:func:`dynamic_step_bytes`). Activations and the
+cache grow linearly in the batch; the largest batch that fits divides the free memory by
+the per-sequence bytes.
 """
 
 from __future__ import annotations
@@ -133,17 +134,13 @@ def token_us(forward: Prediction, tail: Prediction) -> float:
     return max(f.host_us + t.host_us, f.latency_us + t.device_us)
 
 
-def decode_peak_bytes(step: Prediction, layer_cache_bytes: int, dynamic: bool) -> int:
-    """A decode step's activation peak above weights and cache. A ``DynamicCache`` step's
-    captured graph keeps the old cache resident (a graph input) while the ``cat``s build the
-    new one, but eager frees each layer's old tensors once its ``cat`` has run: the new
-    cache replaces the old one, so the peak is the step's other activations plus one
-    layer's old keys and values; the grown cache itself is counted as the resident cache."""
-    peak = step.memory.peak_bytes
-    if not dynamic:
-        return peak
-    grown = step.memory.inputs_bytes                    # ~ the new cache, resident after the step
-    return max(0, peak - grown) + layer_cache_bytes
+def dynamic_step_bytes(step: Prediction, old_cache_bytes: int, layers: int) -> int:
+    """A ``DynamicCache`` step's memory above the weights at its peak: its resident inputs
+    and activation peak, less the old cache that eager has freed by then (all layers but
+    the one whose ``cat`` may be running: the old tensors go as each layer replaces them;
+    the captured graph keeps graph inputs resident, gpusim.sim.memory)."""
+    freed = old_cache_bytes * (layers - 1) // max(1, layers)
+    return step.memory.inputs_bytes + step.memory.peak_bytes - freed
 
 
 def _predict(fn, args, spec, mode, host, name) -> Prediction:
@@ -181,7 +178,7 @@ def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100
     tail_at = lambda length: _predict(decode.tail_fn(prompt, new, has_eos),  # noqa: E731
                                       decode.tail_args(module, batch, length), spec, "eager", hp,
                                       f"{label} generate tail")
-    prefill = _predict(fwd, decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
+    prefill = _predict(decode.forward_fn(module, keep_cache=True), decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
                        spec, "eager", hp, f"{label} prefill {prompt}")
     tail0 = tail_at(prompt)
     ttft = token_us(prefill, tail0)
@@ -198,10 +195,13 @@ def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100
     final = prompt + new - 1                       # cached tokens when the call returns
     kv = decode.kv_cache_bytes(module, cache, batch, final, max_len, dt)
     weights = prefill.memory.weights_bytes
-    layer_kv = kv // max(1, module.config.num_hidden_layers)
-    acts = [prefill.memory.peak_bytes + (kv if cache == "static" else 0)]
+    layers = module.config.num_hidden_layers
+    acts = [prefill.memory.inputs_bytes + prefill.memory.peak_bytes]
     if steps:
-        acts.append(kv + decode_peak_bytes(steps[-1], layer_kv, cache == "dynamic"))
+        last = steps[-1]
+        acts.append(dynamic_step_bytes(last, decode.kv_cache_bytes(module, cache, batch, contexts[-1],
+                                                                    max_len, dt), layers)
+                    if cache == "dynamic" else last.memory.inputs_bytes + last.memory.peak_bytes)
     peak = weights + max(acts) + tail0.memory.peak_bytes
     cap = int(capacity_bytes(spec))
     per_seq = (peak - weights) / batch
