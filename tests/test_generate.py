@@ -79,6 +79,7 @@ def test_static_step_independent_of_context(static):
     # a static cache attends over all max_cache_len positions whatever the context: only the
     # mask's few bytes move with it
     d = static.sample_device_us
+    assert static.sample_contexts == [256, 256 + 1498]     # flat: the first and last step
     assert max(d) - min(d) < 0.01 * min(d)
     assert static.step_kernels < 0.6 * static.parts["steps"][256].kernel_count + 100  # CUDA graph of fused kernels
 

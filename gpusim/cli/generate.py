@@ -63,10 +63,10 @@ def cmd_generate(a) -> int:
     parse_dtype(a.dtype)
     load_spec(a.gpu)
     load_host(a.host)
-    from gpusim.predict.generate import generate
+    from gpusim.predict.generate import generate_runs
     from gpusim.report.llm import generate_text
     from gpusim.report.text import dumps
-    res = [generate(a.model, batch, prompt, new, gpu=a.gpu, cache=c, mode=m, host=a.host,
-                    dtype=a.dtype, samples=samples) for c, m in pairs]
+    res = generate_runs(a.model, pairs, batch, prompt, new, gpu=a.gpu, host=a.host,
+                        dtype=a.dtype, samples=samples)
     print(dumps({"runs": [r.to_dict() for r in res]}) if a.json else generate_text(res))
     return 0

@@ -161,32 +161,46 @@ def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100
     cache : ``"dynamic"`` (HF's default) | ``"static"`` (``cache_implementation="static"``)
     mode : ``"eager"`` | ``"compiled"``: the decode step as generate compiles it for a static
         cache (``torch.compile(mode="reduce-overhead")``: CUDA graphs); the prefill stays eager
-    samples : contexts at which the decode step is predicted (interpolated between)
+    samples : contexts at which the decode step is predicted (interpolated between); a static
+        cache's step is flat in the context (it attends over all ``max_cache_len`` positions),
+        so it takes at most 2 (the first and last step)
 
     >>> r = generate("hf:qwen2-0.5b", batch=1, prompt=128, new=16)   # doctest: +SKIP
     >>> r.ttft_us, r.tpot_us, r.kv_cache_bytes                        # doctest: +SKIP
     """
+    return generate_runs(model, [(cache, mode)], batch, prompt, new, gpu, host, dtype, samples)[0]
+
+
+def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", host=None,
+                  dtype="bfloat16", samples: int = 3) -> list[GenerateResult]:
+    """:func:`generate` for each ``(cache, mode)`` of ``runs``, the model built once and
+    generate's tail (the same for every cache) predicted once."""
     from gpusim.models.resolve import parse_dtype
-    decode.check_request(batch, prompt, new, cache, mode)
+    for cache, mode in runs:
+        decode.check_request(batch, prompt, new, cache, mode)
     dt = parse_dtype(dtype)
     spec, hp = as_spec(gpu), load_host(host)
     module, label = decode.load_lm(model, dt)
+    tail = _predict(decode.tail_fn(prompt, new, bool(decode.eos_ids(module))),
+                    decode.tail_args(module, batch, prompt), spec, "eager", hp,
+                    f"{label} generate tail")
+    return [_one(module, label, cache, mode, batch, prompt, new, spec, hp, dt,
+                 min(samples, 2) if cache == "static" else samples, tail)
+            for cache, mode in runs]
+
+
+def _one(module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0):
     max_len = prompt + new
-    has_eos = bool(decode.eos_ids(module))
     fwd = decode.forward_fn(module)
-    step_mode = STEP_MODES[mode]
-    tail_at = lambda length: _predict(decode.tail_fn(prompt, new, has_eos),  # noqa: E731
-                                      decode.tail_args(module, batch, length), spec, "eager", hp,
-                                      f"{label} generate tail")
-    prefill = _predict(decode.forward_fn(module, keep_cache=True), decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
+    prefill = _predict(decode.forward_fn(module, keep_cache=True),
+                       decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
                        spec, "eager", hp, f"{label} prefill {prompt}")
-    tail0 = tail_at(prompt)
     ttft = token_us(prefill, tail0)
     contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
     steps, s_us, s_dev = [], [], []
     for c in contexts:
         s = _predict(fwd, decode.forward_args(module, cache, batch, 1, c, max_len, dt), spec,
-                     step_mode, hp, f"{label} decode {cache} at {c}")
+                     STEP_MODES[mode], hp, f"{label} decode {cache} at {c}")
         steps.append(s)
         s_us.append(token_us(s, tail0))
         s_dev.append(s.device_us + tail0.device_us)
@@ -218,4 +232,4 @@ def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100
         parts={"prefill": prefill, "tail": tail0, "steps": dict(zip(contexts, steps))})
 
 
-__all__ = ["generate", "GenerateResult", "interpolate", "sample_contexts", "token_us"]
+__all__ = ["generate", "generate_runs", "GenerateResult", "interpolate", "sample_contexts", "token_us"]
