@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
     g.add_argument("--host", default=None, metavar="NAME|PATH", help="host profile (default the "
                    "reference host)")
     g.add_argument("--dtype", default="bfloat16", type=str.lower, help="bfloat16 | float16 | float32")
-    g.add_argument("--samples", default="3", help="contexts at which the decode step is predicted")
+    g.add_argument("--samples", default="2", help="contexts at which the decode step is predicted "
+                   "(default 2: the first and last step; linear between)")
     g.add_argument("--json", action="store_true", help="print one JSON document")
     g.set_defaults(fn=cmd_generate)
 

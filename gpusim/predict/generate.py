@@ -10,7 +10,7 @@ prediction of a captured graph on the GPU spec and host profile asked.
 the cache and the cache update (``DynamicCache``'s ``cat`` copies the whole cache; a static
 cache attends over all ``max_cache_len`` positions whatever the context): bytes affine in
 the context, the GEMMs that stream the weights constant. So the step is predicted at a few
-contexts (``samples``: the first and last step's context and evenly between) and the time
+contexts (``samples``, default 2: the first and last step's context, and evenly between) and the time
 of every other step is the **piecewise-linear interpolation** between its neighbours: exact
 at the sampled contexts, exact everywhere if the step is affine in the context, and
 monotone wherever the sampled times are.
@@ -35,6 +35,7 @@ the per-sequence bytes.
 from __future__ import annotations
 
 import bisect
+import gc
 from dataclasses import dataclass, field
 
 from gpusim.capture.tracing import capture
@@ -150,7 +151,7 @@ def _predict(fn, args, spec, mode, host, name) -> Prediction:
 
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
              cache: str = "dynamic", mode: str = "eager", host=None, dtype="bfloat16",
-             samples: int = 3) -> GenerateResult:
+             samples: int = 2) -> GenerateResult:
     """Predict ``model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
     cache_implementation=cache)`` for ``batch`` prompts of ``prompt`` tokens.
 
@@ -172,7 +173,7 @@ def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100
 
 
 def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", host=None,
-                  dtype="bfloat16", samples: int = 3) -> list[GenerateResult]:
+                  dtype="bfloat16", samples: int = 2) -> list[GenerateResult]:
     """:func:`generate` for each ``(cache, mode)`` of ``runs``, the model built once and
     generate's tail (the same for every cache) predicted once."""
     from gpusim.models.resolve import parse_dtype
@@ -181,6 +182,19 @@ def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", ho
     dt = parse_dtype(dtype)
     spec, hp = as_spec(gpu), load_host(host)
     module, label = decode.load_lm(model, dt)
+    # every capture collects garbage once before it traces (gpusim.capture.lifetimes): with
+    # torch and transformers loaded that is ~0.25 s a capture, rescanning objects that live
+    # for the whole process. Freezing them first leaves each collection the new garbage
+    # only; tracing runs with the collector off either way, so no traced tensor's death moves.
+    gc.collect()
+    gc.freeze()
+    try:
+        return _runs(module, label, runs, batch, prompt, new, spec, hp, dt, samples)
+    finally:
+        gc.unfreeze()
+
+
+def _runs(module, label, runs, batch, prompt, new, spec, hp, dt, samples):
     tail = _predict(decode.tail_fn(prompt, new, bool(decode.eos_ids(module))),
                     decode.tail_args(module, batch, prompt), spec, "eager", hp,
                     f"{label} generate tail")

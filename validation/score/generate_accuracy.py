@@ -1,0 +1,174 @@
+"""Whole ``generate()`` calls predicted against the records of validation/measure/generate_run.py
+(validation/results/generate/*.jsonl): time to first token, time per output token (eager dynamic
+cache and static cache compiled), the speed-up of the static compiled path, total, peak memory and
+KV-cache bytes; the prefill records (kernels, device time, wall) and the decode-host records (one
+eager step's wall against its predicted host). Each record is predicted on its GPU's calibrated spec
+and the host profile of the machine kind that measured it. Rewrites the generated block in docs/llm.md.
+
+    python3 -m validation.score.generate_accuracy [--no-doc]"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+from validation.score.decode_accuracy import GPUS, HOSTS, predict_step
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECORDS = os.path.join(ROOT, "validation", "results", "generate")
+DOC = os.path.join(ROOT, "docs", "llm.md")
+BEGIN, END = "<!-- generated: python3 -m validation.score.generate_accuracy -->", "<!-- end generated: generate -->"
+
+
+def records(kind: str) -> list[tuple[dict, dict]]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(RECORDS, "*.jsonl"))):
+        env = None
+        for line in open(path):
+            r = json.loads(line)
+            if r.get("kind") == "environment":
+                env = r
+            elif r.get("kind") == kind:
+                out.append((env, r))
+    return out
+
+
+def pct(p: float, m: float) -> str:
+    return f"{(p / m - 1) * 100:+.0f}%" if m else "-"
+
+
+def _ms(x: float) -> str:
+    return f"{x / 1e3:.2f}"
+
+
+def _mode(r: dict) -> tuple[str, str]:
+    return r["cache"], ("compiled" if r["mode"] == "compiled" else "eager")
+
+
+def predictions() -> dict:
+    """``(gpu, model, batch, prompt, new, cache, mode) -> GenerateResult`` for every generate
+    record, the two paths of one (gpu, model, batch) predicted together."""
+    from gpusim.predict.generate import generate_runs
+    groups: dict = {}
+    for env, r in records("generate"):
+        key = (env["gpu"], r["model"], r.get("dtype", "bfloat16"), r["batch"], r["prompt"], r["new"])
+        groups.setdefault(key, set()).add(_mode(r))
+    out = {}
+    for (gpu, model, dtype, batch, prompt, new), runs in sorted(groups.items()):
+        res = generate_runs(model, sorted(runs), batch, prompt, new, gpu=GPUS[gpu], host=HOSTS[gpu],
+                            dtype=dtype)
+        for g in res:
+            out[(gpu, model, batch, prompt, new, g.cache, g.mode)] = g
+    return out
+
+
+def generate_table(preds: dict) -> tuple[str, list[float], dict]:
+    rows = ["| GPU | model | batch | cache, mode | TTFT ms (pred / meas) | time per output token ms (pred / meas) "
+            "| total ms (pred / meas) | peak GB (pred / meas) | KV bytes (pred / meas) |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    errs, tpot = [], {}
+    for env, r in records("generate"):
+        cache, mode = _mode(r)
+        g = preds[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], cache, mode)]
+        ttft, total = r["ttft_ms"]["median"] * 1e3, r["wall_ms"]["median"] * 1e3
+        toks = [t * 1e3 for t in r.get("token_ms") or []]
+        m_tpot = statistics.mean(toks) if toks else float("nan")
+        tpot[(env["gpu"], r["model"], r["batch"], cache, mode)] = (g.tpot_us, m_tpot)
+        errs.append(abs(g.tpot_us / m_tpot - 1) * 100)
+        peak, kv = r.get("peak_allocated_bytes"), r.get("kv_cache_bytes")
+        rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {cache}, {mode} "
+                    f"| {_ms(g.ttft_us)} / {_ms(ttft)} ({pct(g.ttft_us, ttft)}) "
+                    f"| {_ms(g.tpot_us)} / {_ms(m_tpot)} ({pct(g.tpot_us, m_tpot)}) "
+                    f"| {_ms(g.total_us)} / {_ms(total)} ({pct(g.total_us, total)}) "
+                    f"| {g.peak_bytes / 1e9:.3f} / {peak / 1e9 if peak else float('nan'):.3f} ({pct(g.peak_bytes, peak or 0)}) "
+                    f"| {g.kv_cache_bytes} / {kv} ({'exact' if kv == g.kv_cache_bytes else pct(g.kv_cache_bytes, kv or 0)}) |")
+    return "\n".join(rows), errs, tpot
+
+
+def speedup_table(tpot: dict) -> str:
+    rows = ["| GPU | model | batch | static compiled over eager dynamic, per output token (pred / meas) |",
+            "|---|---|---|---|"]
+    for (gpu, model, batch, cache, mode), (p_dyn, m_dyn) in sorted(tpot.items()):
+        if (cache, mode) != ("dynamic", "eager") or (gpu, model, batch, "static", "compiled") not in tpot:
+            continue
+        p_st, m_st = tpot[(gpu, model, batch, "static", "compiled")]
+        ps, ms = p_dyn / p_st, m_dyn / m_st
+        rows.append(f"| {gpu} | {model} | {batch} | {ps:.2f}x / {ms:.2f}x ({pct(ps, ms)}) |")
+    return "\n".join(rows)
+
+
+def prefill_table() -> str:
+    import torch
+    from gpusim.predict import decode
+    from gpusim.predict.generate import _predict
+    from gpusim.predict.pipeline import as_spec
+    from gpusim.hw.host import load_host
+    rows = ["| GPU | model | batch | prompt | kernels (pred / meas) | device µs (pred / meas) | wall µs (pred / meas) |",
+            "|---|---|---|---|---|---|---|"]
+    built = {}
+    for env, r in records("prefill"):
+        if r["model"] not in built:
+            built[r["model"]] = decode.load_lm(r["model"], torch.bfloat16)[0]
+        m = built[r["model"]]
+        p = _predict(decode.forward_fn(m, keep_cache=True),
+                     decode.forward_args(m, "dynamic", r["batch"], r["prompt"], 0, r["prompt"] + 1, torch.bfloat16),
+                     as_spec(GPUS[env["gpu"]]), "eager", load_host(HOSTS[env["gpu"]]), "prefill")
+        rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['prompt']} | {p.kernel_count} / {r['kernel_count']} "
+                    f"| {p.device_us:.0f} / {r['kernel_sum_us']:.0f} ({pct(p.device_us, r['kernel_sum_us'])}) "
+                    f"| {p.end_to_end_us:.0f} / {r['wall_us']:.0f} ({pct(p.end_to_end_us, r['wall_us'])}) |")
+    return "\n".join(rows)
+
+
+def decode_host_table() -> str:
+    rows = ["| GPU | model | batch | context | kernels (pred / meas) | module calls (capture / profiler) "
+            "| device µs (pred / meas) | wall µs (pred / meas) | host µs pred (of which Python) |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for env, r in records("decode_host"):
+        p = predict_step(r["model"], r["batch"], r["context"], GPUS[env["gpu"]], HOSTS[env["gpu"]])
+        rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['context']} | {p.kernel_count} / {r['kernel_count']} "
+                    f"| {p.graph.meta.get('module_calls')} / {r.get('module_calls')} "
+                    f"| {p.device_us:.0f} / {r['kernel_sum_us']:.0f} ({pct(p.device_us, r['kernel_sum_us'])}) "
+                    f"| {p.end_to_end_us:.0f} / {r['wall_us']:.0f} ({pct(p.end_to_end_us, r['wall_us'])}) "
+                    f"| {p.timeline.host_us:.0f} ({p.timeline.python_us:.0f}) |")
+    return "\n".join(rows)
+
+
+def report() -> str:
+    preds = predictions()
+    gen, errs, tpot = generate_table(preds)
+    parts = ["Whole generate() calls (greedy, `max_new_tokens = min_new_tokens = new`):", "", gen]
+    if errs:
+        parts += ["", f"Time per output token: median error {statistics.median(errs):.0f}% over {len(errs)} calls.",
+                  "", speedup_table(tpot)]
+    if records("prefill"):
+        parts += ["", "Prefill (one forward over the prompt filling a DynamicCache, `logits_to_keep=1`):", "", prefill_table()]
+    if records("decode_host"):
+        parts += ["", "One eager decode step (DynamicCache) under the profiler with CPU activity:", "", decode_host_table()]
+    return "\n".join(parts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/llm.md")
+    a = ap.parse_args(argv)
+    text = report()
+    print(text)
+    if not a.no_doc:
+        doc = open(DOC).read()
+        block = BEGIN + "\n\n" + text + "\n\n" + END
+        if BEGIN in doc:
+            i, j = doc.index(BEGIN), doc.index(END) + len(END)
+            doc = doc[:i] + block + doc[j:]
+        else:
+            doc = doc.rstrip("\n") + "\n\n## Measured: whole generate() calls\n\n" + block + "\n"
+        with open(DOC, "w") as f:
+            f.write(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
