@@ -24,12 +24,11 @@ is its last op (:func:`token_us`).
 
 **Memory.** Weights plus the larger of the prefill's (its activations and the cache it
 fills, returned so that it stays alive; a static cache is resident from the start) and the
-last decode step's, plus generate's per-token tail. A ``DynamicCache`` step replaces each
-layer's tensors with the ``cat`` of old and new and eager frees the old ones then, but the
-captured step holds the old cache as a resident input to the end: the step counts the old
-cache less one layer's share off its peak (:func:`dynamic_step_bytes`). Activations and the
-cache grow linearly in the batch; the largest batch that fits divides the free memory by
-the per-sequence bytes.
+last decode step's (its resident cache and inputs, and its activation peak: a
+``DynamicCache`` step's ``cat`` replaces each layer's tensors and eager frees the old ones
+then, which capture records as released inputs, :mod:`gpusim.sim.memory`), plus generate's
+per-token tail. Activations and the cache grow linearly in the batch; the largest batch
+that fits divides the free memory by the per-sequence bytes.
 """
 
 from __future__ import annotations
@@ -135,15 +134,6 @@ def token_us(forward: Prediction, tail: Prediction) -> float:
     return max(f.host_us + t.host_us, f.latency_us + t.device_us)
 
 
-def dynamic_step_bytes(step: Prediction, old_cache_bytes: int, layers: int) -> int:
-    """A ``DynamicCache`` step's memory above the weights at its peak: its resident inputs
-    and activation peak, less the old cache that eager has freed by then (all layers but
-    the one whose ``cat`` may be running: the old tensors go as each layer replaces them;
-    the captured graph keeps graph inputs resident, gpusim.sim.memory)."""
-    freed = old_cache_bytes * (layers - 1) // max(1, layers)
-    return step.memory.inputs_bytes + step.memory.peak_bytes - freed
-
-
 def _predict(fn, args, spec, mode, host, name) -> Prediction:
     g = capture(fn, args, name=name)
     return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
@@ -223,13 +213,9 @@ def _one(module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, 
     final = prompt + new - 1                       # cached tokens when the call returns
     kv = decode.kv_cache_bytes(module, cache, batch, final, max_len, dt)
     weights = prefill.memory.weights_bytes
-    layers = module.config.num_hidden_layers
     acts = [prefill.memory.inputs_bytes + prefill.memory.peak_bytes]
     if steps:
-        last = steps[-1]
-        acts.append(dynamic_step_bytes(last, decode.kv_cache_bytes(module, cache, batch, contexts[-1],
-                                                                    max_len, dt), layers)
-                    if cache == "dynamic" else last.memory.inputs_bytes + last.memory.peak_bytes)
+        acts.append(steps[-1].memory.inputs_bytes + steps[-1].memory.peak_bytes)
     peak = weights + max(acts) + tail0.memory.peak_bytes
     cap = int(capacity_bytes(spec))
     per_seq = (peak - weights) / batch
