@@ -134,11 +134,6 @@ def token_us(forward: Prediction, tail: Prediction) -> float:
     return max(f.host_us + t.host_us, f.latency_us + t.device_us)
 
 
-def _predict(fn, args, spec, mode, host, name) -> Prediction:
-    g = capture(fn, args, name=name)
-    return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
-
-
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
              cache: str = "dynamic", mode: str = "eager", host=None, dtype="bfloat16",
              samples: int = 2) -> GenerateResult:
@@ -166,11 +161,22 @@ def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", ho
                   dtype="bfloat16", samples: int = 2) -> list[GenerateResult]:
     """:func:`generate` for each ``(cache, mode)`` of ``runs``, the model built once and
     generate's tail (the same for every cache) predicted once."""
+    grid = generate_grid(model, runs, [batch], [prompt], new, [gpu], host, dtype, samples)
+    return list(grid.values())
+
+
+def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtype="bfloat16",
+                  samples: int = 2) -> dict:
+    """:func:`generate` over ``gpus x batches x prompts x runs`` (``runs``: ``(cache, mode)``
+    pairs) -> ``{(gpu, batch, prompt, cache, mode): GenerateResult}`` (``gpu`` as given), the
+    model built once and each graph captured once for every GPU (capture knows no GPU)."""
     from gpusim.models.resolve import parse_dtype
-    for cache, mode in runs:
-        decode.check_request(batch, prompt, new, cache, mode)
+    for b in batches:
+        for p in prompts:
+            for cache, mode in runs:
+                decode.check_request(b, p, new, cache, mode)
     dt = parse_dtype(dtype)
-    spec, hp = as_spec(gpu), load_host(host)
+    specs, hp = [(g, as_spec(g)) for g in gpus], load_host(host)
     module, label = decode.load_lm(model, dt)
     # every capture collects garbage once before it traces (gpusim.capture.lifetimes): with
     # torch and transformers loaded that is ~0.25 s a capture, rescanning objects that live
@@ -179,31 +185,44 @@ def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", ho
     gc.collect()
     gc.freeze()
     try:
-        return _runs(module, label, runs, batch, prompt, new, spec, hp, dt, samples)
+        out = {}
+        for b in batches:
+            for p in prompts:
+                graphs: dict = {}
+                for g, spec in specs:
+                    tail = _predict(graphs, "tail", decode.tail_fn(p, new, bool(decode.eos_ids(module))),
+                                    lambda: decode.tail_args(module, b, p), spec, "eager", hp,
+                                    f"{label} generate tail")
+                    for cache, mode in runs:
+                        out[(g, b, p, cache, mode)] = _one(
+                            graphs, module, label, cache, mode, b, p, new, spec, hp, dt,
+                            min(samples, 2) if cache == "static" else samples, tail)
+        return out
     finally:
         gc.unfreeze()
 
 
-def _runs(module, label, runs, batch, prompt, new, spec, hp, dt, samples):
-    tail = _predict(decode.tail_fn(prompt, new, bool(decode.eos_ids(module))),
-                    decode.tail_args(module, batch, prompt), spec, "eager", hp,
-                    f"{label} generate tail")
-    return [_one(module, label, cache, mode, batch, prompt, new, spec, hp, dt,
-                 min(samples, 2) if cache == "static" else samples, tail)
-            for cache, mode in runs]
+def _predict(graphs: dict, key, fn, args, spec, mode, host, name) -> Prediction:
+    """Capture ``fn(*args())`` once per ``key`` (the graph is the same on every GPU), then
+    lower, cost and simulate it on ``spec``."""
+    if key not in graphs:
+        graphs[key] = capture(fn, args(), name=name)
+    g = graphs[key]
+    return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
 
 
-def _one(module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0):
+def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0):
     max_len = prompt + new
     fwd = decode.forward_fn(module)
-    prefill = _predict(decode.forward_fn(module, keep_cache=True),
-                       decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
+    prefill = _predict(graphs, ("prefill", cache), decode.forward_fn(module, keep_cache=True),
+                       lambda: decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
                        spec, "eager", hp, f"{label} prefill {prompt}")
     ttft = token_us(prefill, tail0)
     contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
     steps, s_us, s_dev = [], [], []
     for c in contexts:
-        s = _predict(fwd, decode.forward_args(module, cache, batch, 1, c, max_len, dt), spec,
+        s = _predict(graphs, ("step", cache, c), fwd,
+                     lambda: decode.forward_args(module, cache, batch, 1, c, max_len, dt), spec,
                      STEP_MODES[mode], hp, f"{label} decode {cache} at {c}")
         steps.append(s)
         s_us.append(token_us(s, tail0))
@@ -232,4 +251,4 @@ def _one(module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, 
         parts={"prefill": prefill, "tail": tail0, "steps": dict(zip(contexts, steps))})
 
 
-__all__ = ["generate", "generate_runs", "GenerateResult", "interpolate", "sample_contexts", "token_us"]
+__all__ = ["generate", "generate_grid", "generate_runs", "GenerateResult", "interpolate", "sample_contexts", "token_us"]

@@ -114,8 +114,8 @@ def prefill_table() -> str:
         if r["model"] not in built:
             built[r["model"]] = decode.load_lm(r["model"], torch.bfloat16)[0]
         m = built[r["model"]]
-        p = _predict(decode.forward_fn(m, keep_cache=True),
-                     decode.forward_args(m, "dynamic", r["batch"], r["prompt"], 0, r["prompt"] + 1, torch.bfloat16),
+        p = _predict({}, "prefill", decode.forward_fn(m, keep_cache=True),
+                     lambda: decode.forward_args(m, "dynamic", r["batch"], r["prompt"], 0, r["prompt"] + 1, torch.bfloat16),
                      as_spec(GPUS[env["gpu"]]), "eager", load_host(HOSTS[env["gpu"]]), "prefill")
         rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['prompt']} | {p.kernel_count} / {r['kernel_count']} "
                     f"| {p.device_us:.0f} / {r['kernel_sum_us']:.0f} ({pct(p.device_us, r['kernel_sum_us'])}) "
