@@ -182,3 +182,33 @@ def test_cli_file_model_side_by_side(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     (run,) = doc["runs"]
     assert run["mode"] == "compiled" and run["token_us"] == [] and run["ttft_us"] > 0
+
+
+def _row(gpu, batch, tpot_ms, fits=True, prompt=512):
+    return {"gpu": gpu, "batch": batch, "prompt": prompt, "tpot_ms": tpot_ms,
+            "tokens_per_s": batch / tpot_ms * 1e3, "fits": fits}
+
+
+def test_serving_cheapest_gpu():
+    from gpusim.sweep.serving import cheapest
+    rows = [_row("a", 8, 10), _row("a", 64, 40), _row("a", 256, 90, fits=False),
+            _row("b", 8, 20), _row("b", 64, 60)]
+    ranked = cheapest(rows, {"a": 3.0, "b": 1.0}, target_tps=10000, max_tpot_ms=50)
+    a = next(x for x in ranked if x["gpu"] == "a")
+    b = next(x for x in ranked if x["gpu"] == "b")
+    assert a["batch"] == 64 and a["gpus_needed"] == 7          # 1600 tokens/s each under 50 ms
+    assert b["batch"] == 8 and b["gpus_needed"] == 25          # 400 tokens/s: batch 64 misses the bound
+    assert ranked[0]["gpu"] == "a" and a["usd_per_hour"] == 21.0 and b["usd_per_hour"] == 25.0
+    assert cheapest(rows, {}, None, 5) == []                   # nothing meets 5 ms
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--batch", "1,x"], "--batch 'x' is not a whole number"),
+    (["--batch", "0"], "at least 1"),
+    (["--target-tps", "-5"], "--target-tps must be a positive number"),
+    (["--price", "h100=free"], "is not a number of dollars"),
+])
+def test_sweep_serve_errors_one_line(args, words, capsys):
+    assert main(["sweep", "serve", "hf:llama-3.2-1b", "--gpu", "h100"] + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and words in err

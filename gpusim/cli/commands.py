@@ -25,7 +25,7 @@ import os
 import sys
 
 from gpusim.util.errors import GpusimError, UserError
-from gpusim.cli.sweep import cmd_sweep, sweep_report_parser
+from gpusim.cli.sweep import cmd_sweep, sweep_report_parser, sweep_serve_parser
 from gpusim.cli.info import cmd_examples, cmd_hosts, cmd_specs
 from gpusim.cli.lab import cmd_accuracy, cmd_calibrate, cmd_validate
 from gpusim.cli.parser import _Parser
@@ -443,6 +443,8 @@ def _main(argv=None) -> int:
         ap = build_parser()
         if len(argv) > 1 and argv[0].lower() == "sweep" and argv[1] == "report":
             ap, argv = sweep_report_parser(), argv[2:]
+        elif len(argv) > 1 and argv[0].lower() == "sweep" and argv[1] == "serve":
+            ap, argv = sweep_serve_parser(), argv[2:]
         cmds = next((x.choices for x in ap._actions
                      if isinstance(x, argparse._SubParsersAction)), {})
         if argv and argv[0].lower() in cmds:        # a command is a choice: PREDICT works
