@@ -13,6 +13,9 @@ cache_implementation=...)`` (transformers 5.x, ``generation/utils.py``) runs
   host's read of ``unfinished_sequences.max() == 0`` (a sync every token on CUDA:
   ``StopCheck``); then ``_update_model_kwargs_for_generation`` grows ``attention_mask`` and
   ``position_ids`` by one;
+* for a compileable (static) cache, before every forward, prefill included,
+  ``prepare_inputs_for_generation`` builds the 4D mask over all ``max_cache_len`` positions
+  outside the model (``create_masks_for_generate``, eager: :func:`make_mask`);
 * then **N-1 decode steps**: the forward over one token with the cache, ``attention_mask``
   and ``position_ids`` as generate passes them, eager for a ``DynamicCache``; for
   ``cache_implementation="static"`` through ``get_compiled_call(CompileConfig())``,
@@ -180,7 +183,25 @@ def tail_args(module, batch: int, length: int):
             torch.zeros(batch, length, dtype=torch.long, **m))
 
 
-def forward_fn(module, keep_cache: bool = False):
+def make_mask(module, ids, cache, attention_mask, position_ids):
+    """What ``prepare_inputs_for_generation`` builds, outside the model, for a compileable
+    (static) cache: the 4D mask over all ``max_cache_len`` positions
+    (``create_masks_for_generate``), so that the compiled forward sees fixed shapes."""
+    from transformers.masking_utils import create_masks_for_generate
+    f = getattr(module, "create_masks_for_generate", create_masks_for_generate)
+    return f(config=module.config, inputs_embeds=torch.empty((ids.shape[0], ids.shape[1], 0), dtype=module.dtype,
+                                                             device=ids.device),
+             attention_mask=attention_mask, past_key_values=cache, position_ids=position_ids)
+
+
+def mask_fn(module):
+    """:func:`make_mask` as a function of :func:`forward_args`."""
+    def mask(ids, cache, attention_mask, position_ids):
+        return make_mask(module, ids, cache, attention_mask, position_ids)
+    return mask
+
+
+def forward_fn(module, keep_cache: bool = False, build_mask: bool = False):
     """The model's forward as generate calls it (prefill or decode: the inputs say which).
 
     ``keep_cache``: return the cache too, so that its tensors are graph outputs alive when
@@ -188,19 +209,32 @@ def forward_fn(module, keep_cache: bool = False):
     the logits; its grown cache lives to the end of the call anyway (capture observes the
     cache object holding it, :mod:`gpusim.capture.lifetimes`)."""
     def forward(ids, cache, attention_mask, position_ids):
+        if build_mask:      # a static cache's prefill: generate builds the 4D mask first (eager)
+            attention_mask = make_mask(module, ids, cache, attention_mask, position_ids)
         out = module(input_ids=ids, past_key_values=cache, attention_mask=attention_mask,
                      position_ids=position_ids, use_cache=True, logits_to_keep=1)
         return (out.logits, out.past_key_values) if keep_cache else out.logits
     return forward
 
 
-def forward_args(module, kind: str, batch: int, tokens: int, context: int, max_len: int, dtype):
-    """Meta arguments of :func:`forward_fn`: ``tokens`` new tokens over ``context`` cached."""
+def forward_args(module, kind: str, batch: int, tokens: int, context: int, max_len: int, dtype,
+                 mask=None):
+    """Meta arguments of :func:`forward_fn`: ``tokens`` new tokens over ``context`` cached;
+    ``mask``: ``(shape, dtype)`` of a prepared 4D mask in place of the 2D one."""
     m = dict(device="meta")
+    am = (torch.empty(mask[0], dtype=mask[1], **m) if mask is not None
+          else torch.ones(batch, context + tokens, dtype=torch.long, **m))
     return (torch.zeros(batch, tokens, dtype=torch.long, **m),
-            make_cache(module, kind, batch, context, max_len, dtype),
-            torch.ones(batch, context + tokens, dtype=torch.long, **m),
+            make_cache(module, kind, batch, context, max_len, dtype), am,
             torch.zeros(batch, tokens, dtype=torch.long, **m))
+
+
+def output_of(graph):
+    """``(shape, torch dtype)`` of a graph's one output tensor; None when it has not one."""
+    outs = [graph.g.nodes[n] for n in graph.g.nodes if graph.g.nodes[n].get("is_output")]
+    if len(outs) != 1:
+        return None
+    return tuple(outs[0]["shape"]), getattr(torch, str(outs[0]["dtype"]).replace("torch.", ""))
 
 
 def check_request(batch, prompt, new, cache, mode) -> None:

@@ -128,10 +128,12 @@ def sample_contexts(first: int, last: int, samples: int) -> list[int]:
     return sorted({first + round(i * (last - first) / (n - 1)) for i in range(n)})
 
 
-def token_us(forward: Prediction, tail: Prediction) -> float:
-    """One token's wall: the forward, then generate's tail ending in the host's sync."""
+def token_us(forward: Prediction, tail: Prediction, before: Prediction | None = None) -> float:
+    """One token's wall: ``before`` (a static cache's mask, built eagerly before the
+    forward), the forward, then generate's tail ending in the host's sync."""
     f, t = forward.timeline, tail.timeline
-    return max(f.host_us + t.host_us, f.latency_us + t.device_us)
+    b = before.timeline.host_us if before is not None else 0.0
+    return max(b + f.host_us + t.host_us, b + f.latency_us + t.device_us)
 
 
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
@@ -214,19 +216,26 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name) -> Prediction:
 def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0):
     max_len = prompt + new
     fwd = decode.forward_fn(module)
-    prefill = _predict(graphs, ("prefill", cache), decode.forward_fn(module, keep_cache=True),
+    static = cache == "static"
+    prefill = _predict(graphs, ("prefill", cache), decode.forward_fn(module, True, build_mask=static),
                        lambda: decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
                        spec, "eager", hp, f"{label} prefill {prompt}")
     ttft = token_us(prefill, tail0)
     contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
+    mask, shape = None, None
+    if static and contexts:     # generate's 4D mask, eager, before each compiled forward
+        mask = _predict(graphs, ("mask", cache), decode.mask_fn(module),
+                        lambda: decode.forward_args(module, cache, batch, 1, contexts[0], max_len, dt),
+                        spec, "eager", hp, f"{label} generate mask")
+        shape = decode.output_of(mask.graph)
     steps, s_us, s_dev = [], [], []
     for c in contexts:
         s = _predict(graphs, ("step", cache, c), fwd,
-                     lambda: decode.forward_args(module, cache, batch, 1, c, max_len, dt), spec,
+                     lambda: decode.forward_args(module, cache, batch, 1, c, max_len, dt, shape), spec,
                      STEP_MODES[mode], hp, f"{label} decode {cache} at {c}")
         steps.append(s)
-        s_us.append(token_us(s, tail0))
-        s_dev.append(s.device_us + tail0.device_us)
+        s_us.append(token_us(s, tail0, mask))
+        s_dev.append(s.device_us + tail0.device_us + (mask.device_us if mask else 0.0))
     tokens = [interpolate(contexts, s_us, prompt + k - 1) for k in range(1, new)]
 
     final = prompt + new - 1                       # cached tokens when the call returns
@@ -243,12 +252,18 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
         model=label, gpu=spec.name, host=hp.name, dtype=str(dt).replace("torch.", ""),
         batch=batch, prompt=prompt, new=new, cache=cache, mode=mode, ttft_us=ttft,
         token_us=tokens, sample_contexts=contexts, sample_token_us=s_us, sample_device_us=s_dev,
-        step_kernels=(steps[0].kernel_count + tail0.kernel_count) if steps else 0,
+        step_kernels=(steps[0].kernel_count + tail0.kernel_count + extra(mask, "kernel_count")) if steps else 0,
         prefill_us=prefill.end_to_end_us, prefill_device_us=prefill.device_us,
-        prefill_kernels=prefill.kernel_count, tail_host_us=tail0.timeline.host_us,
-        tail_device_us=tail0.device_us, tail_kernels=tail0.kernel_count, kv_cache_bytes=kv,
+        prefill_kernels=prefill.kernel_count,
+        tail_host_us=tail0.timeline.host_us + (mask.timeline.host_us if mask else 0.0),
+        tail_device_us=tail0.device_us + extra(mask, "device_us"),
+        tail_kernels=tail0.kernel_count + extra(mask, "kernel_count"), kv_cache_bytes=kv,
         weights_bytes=weights, peak_bytes=int(peak), capacity_bytes=cap, max_batch=max_b,
-        parts={"prefill": prefill, "tail": tail0, "steps": dict(zip(contexts, steps))})
+        parts={"prefill": prefill, "tail": tail0, "mask": mask, "steps": dict(zip(contexts, steps))})
+
+
+def extra(p: Prediction | None, field: str):
+    return getattr(p, field) if p is not None else 0
 
 
 __all__ = ["generate", "generate_grid", "generate_runs", "GenerateResult", "interpolate", "sample_contexts", "token_us"]
