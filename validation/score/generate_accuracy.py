@@ -10,13 +10,14 @@ and the host profile of the machine kind that measured it. Rewrites the generate
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
 import statistics
 import sys
 
-from validation.score.decode_accuracy import GPUS, HOSTS, predict_step
+from validation.score.decode_accuracy import GPUS, HOSTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDS = os.path.join(ROOT, "validation", "results", "generate")
@@ -74,7 +75,7 @@ def generate_table(preds: dict) -> tuple[str, list[float], dict]:
     for env, r in records("generate"):
         cache, mode = _mode(r)
         g = preds[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], cache, mode)]
-        ttft, total = r["ttft_ms"]["median"] * 1e3, r["wall_ms"]["median"] * 1e3
+        ttft, total = _med(r["ttft_ms"]) * 1e3, _med(r["wall_ms"]) * 1e3
         toks = [t * 1e3 for t in r.get("token_ms") or []]
         m_tpot = statistics.mean(toks) if toks else float("nan")
         tpot[(env["gpu"], r["model"], r["batch"], cache, mode)] = (g.tpot_us, m_tpot)
@@ -101,39 +102,79 @@ def speedup_table(tpot: dict) -> str:
     return "\n".join(rows)
 
 
-def prefill_table() -> str:
+def _med(x) -> float:
+    return x["median"] if isinstance(x, dict) else x
+
+
+@functools.lru_cache(maxsize=None)
+def _lm(model: str):
     import torch
     from gpusim.predict import decode
-    from gpusim.predict.generate import _predict
-    from gpusim.predict.pipeline import as_spec
-    from gpusim.hw.host import load_host
+    return decode.load_lm(model, torch.bfloat16)[0]
+
+
+def _on(env, fn, args):
+    from gpusim.capture.tracing import capture
+    from gpusim.predict.pipeline import as_spec, lower, predict_lowering
+    spec = as_spec(GPUS[env["gpu"]])
+    g = capture(fn, args)
+    return predict_lowering(lower(g, "eager", spec=spec), spec, host=HOSTS[env["gpu"]])
+
+
+def prefill_table() -> str:
+    """The measured call: ``model(ids, past_key_values=DynamicCache(...), use_cache=True,
+    logits_to_keep=1)`` (no mask, no positions)."""
+    import torch
+    from transformers import DynamicCache
     rows = ["| GPU | model | batch | prompt | kernels (pred / meas) | device µs (pred / meas) | wall µs (pred / meas) |",
             "|---|---|---|---|---|---|---|"]
-    built = {}
     for env, r in records("prefill"):
-        if r["model"] not in built:
-            built[r["model"]] = decode.load_lm(r["model"], torch.bfloat16)[0]
-        m = built[r["model"]]
-        p = _predict({}, "prefill", decode.forward_fn(m, keep_cache=True),
-                     lambda: decode.forward_args(m, "dynamic", r["batch"], r["prompt"], 0, r["prompt"] + 1, torch.bfloat16),
-                     as_spec(GPUS[env["gpu"]]), "eager", load_host(HOSTS[env["gpu"]]), "prefill")
+        m = _lm(r["model"])
+        ids = torch.zeros(r["batch"], r["prompt"], dtype=torch.long, device="meta")
+        p = _on(env, lambda ids, cache: m(ids, past_key_values=cache, use_cache=True, logits_to_keep=1),
+                (ids, DynamicCache(config=m.config)))
+        dev, wall = r["kernel_sum_us"], _med(r["wall_us"])
         rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['prompt']} | {p.kernel_count} / {r['kernel_count']} "
-                    f"| {p.device_us:.0f} / {r['kernel_sum_us']:.0f} ({pct(p.device_us, r['kernel_sum_us'])}) "
-                    f"| {p.end_to_end_us:.0f} / {r['wall_us']:.0f} ({pct(p.end_to_end_us, r['wall_us'])}) |")
+                    f"| {p.device_us:.0f} / {dev:.0f} ({pct(p.device_us, dev)}) "
+                    f"| {p.end_to_end_us:.0f} / {wall:.0f} ({pct(p.end_to_end_us, wall)}) |")
     return "\n".join(rows)
 
 
+def host_step(env, r):
+    """The measured eager step: the next token's forward with the DynamicCache (and, variant
+    "generate", the attention mask, cache position and position ids generate passes, built
+    on the device), the argmax of the last logits, the host's read of the token."""
+    import torch
+    from gpusim.predict import decode
+    m, b, c = _lm(r["model"]), r["batch"], r["context"]
+    gen = r.get("variant", "bare") == "generate"
+
+    def step(ids, cache):
+        extra = {}
+        if gen:
+            extra = dict(attention_mask=torch.ones(b, c + 1, dtype=torch.long, device=ids.device),
+                         cache_position=torch.arange(c, c + 1, device=ids.device),
+                         position_ids=torch.full((b, 1), c, dtype=torch.long, device=ids.device))
+        nxt = m(ids, past_key_values=cache, use_cache=True, **extra).logits[:, -1:].argmax(-1)
+        if nxt[0, 0] >= 0:              # nxt.cpu(): the host waits for the token (a read)
+            return nxt
+        return nxt
+    cache = decode.make_cache(m, "dynamic", b, c, c + 1, torch.bfloat16)
+    return _on(env, step, (torch.zeros(b, 1, dtype=torch.long, device="meta"), cache))
+
+
 def decode_host_table() -> str:
-    rows = ["| GPU | model | batch | context | kernels (pred / meas) | module calls (capture / profiler) "
-            "| device µs (pred / meas) | wall µs (pred / meas) | host µs pred (of which Python) |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| GPU | model | variant | batch | context | kernels (pred / meas) | module calls (capture / hook) "
+            "| device µs (pred / meas) | wall µs (pred / meas) | model's Python µs (pred / meas estimate) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for env, r in records("decode_host"):
-        p = predict_step(r["model"], r["batch"], r["context"], GPUS[env["gpu"]], HOSTS[env["gpu"]])
-        rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['context']} | {p.kernel_count} / {r['kernel_count']} "
-                    f"| {p.graph.meta.get('module_calls')} / {r.get('module_calls')} "
+        p = host_step(env, r)
+        wall = _med(r["wall_us"])
+        rows.append(f"| {env['gpu']} | {r['model']} | {r.get('variant', 'bare')} | {r['batch']} | {r['context']} "
+                    f"| {p.kernel_count} / {r['kernel_count']} | {p.graph.meta.get('module_calls')} / {r.get('module_calls')} "
                     f"| {p.device_us:.0f} / {r['kernel_sum_us']:.0f} ({pct(p.device_us, r['kernel_sum_us'])}) "
-                    f"| {p.end_to_end_us:.0f} / {r['wall_us']:.0f} ({pct(p.end_to_end_us, r['wall_us'])}) "
-                    f"| {p.timeline.host_us:.0f} ({p.timeline.python_us:.0f}) |")
+                    f"| {p.end_to_end_us:.0f} / {wall:.0f} ({pct(p.end_to_end_us, wall)}) "
+                    f"| {p.timeline.python_us:.0f} / {r.get('python_us_estimate', 0):.0f} |")
     return "\n".join(rows)
 
 
