@@ -212,3 +212,17 @@ def test_sweep_serve_errors_one_line(args, words, capsys):
     assert main(["sweep", "serve", "hf:llama-3.2-1b", "--gpu", "h100"] + args) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and words in err
+
+
+def test_cold_call_builds_attention_plans(model):
+    # bf16 attention on an H100 runs on cuDNN, which builds a plan at every new shape: a
+    # first call at these lengths pays the host's cudnn_attention_plan_us per layer and step
+    from gpusim.hw.host import load_host
+    from gpusim.predict.generate import plan_build_us
+    warm, cold = (gpusim.generate(model, batch=1, prompt=64, new=4, gpu="h100", warm=w) for w in (True, False))
+    per = load_host(None).cudnn_attention_plan_us
+    assert plan_build_us(warm.parts["steps"][64]) == pytest.approx(LAYERS * per)
+    assert cold.tpot_us == pytest.approx(warm.tpot_us + LAYERS * per, rel=0.05)
+    assert cold.ttft_us > warm.ttft_us
+    st = gpusim.generate(model, batch=1, prompt=64, new=4, gpu="h100", cache="static", mode="compiled")
+    assert plan_build_us(st.parts["steps"][64]) == 0.0          # a CUDA graph replay builds nothing

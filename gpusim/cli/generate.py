@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     g.add_argument("--dtype", default="bfloat16", type=str.lower, help="bfloat16 | float16 | float32")
     g.add_argument("--samples", default="2", help="contexts at which the decode step is predicted "
                    "(default 2: the first and last step; linear between)")
+    g.add_argument("--cold", action="store_true", help="the first call at these lengths in the "
+                   "process: every eager step builds cuDNN attention plans (default: the steady "
+                   "state, lengths seen before)")
     g.add_argument("--json", action="store_true", help="print one JSON document")
     g.set_defaults(fn=cmd_generate)
 
@@ -68,6 +71,6 @@ def cmd_generate(a) -> int:
     from gpusim.report.llm import generate_text
     from gpusim.report.text import dumps
     res = generate_runs(a.model, pairs, batch, prompt, new, gpu=a.gpu, host=a.host,
-                        dtype=a.dtype, samples=samples)
+                        dtype=a.dtype, samples=samples, warm=not a.cold)
     print(dumps({"runs": [r.to_dict() for r in res]}) if a.json else generate_text(res))
     return 0

@@ -15,6 +15,10 @@ of every other step is the **piecewise-linear interpolation** between its neighb
 at the sampled contexts, exact everywhere if the step is affine in the context, and
 monotone wherever the sampled times are.
 
+**Warm or cold.** A prediction is the steady state: the process has run these lengths before
+(a server, a measurement after warm-up calls). ``warm=False`` predicts the first call at them,
+where every eager forward builds a cuDNN attention plan per layer (:func:`plan_build_us`).
+
 **One token's wall.** The forward (its host issue ``host_us``, its GPU finishing
 ``latency_us`` after the call starts) is followed by generate's tail, whose last act is a
 sync: the host waits for the GPU before the next step. So a token takes
@@ -128,17 +132,19 @@ def sample_contexts(first: int, last: int, samples: int) -> list[int]:
     return sorted({first + round(i * (last - first) / (n - 1)) for i in range(n)})
 
 
-def token_us(forward: Prediction, tail: Prediction, before: Prediction | None = None) -> float:
+def token_us(forward: Prediction, tail: Prediction, before: Prediction | None = None,
+             cold: bool = False) -> float:
     """One token's wall: ``before`` (a static cache's mask, built eagerly before the
-    forward), the forward, then generate's tail ending in the host's sync."""
+    forward), the forward, then generate's tail ending in the host's sync; ``cold``: the
+    forward's attention shapes are new to the process (:func:`plan_build_us`)."""
     f, t = forward.timeline, tail.timeline
-    b = before.timeline.host_us if before is not None else 0.0
+    b = (before.timeline.host_us if before is not None else 0.0) + (plan_build_us(forward) if cold else 0.0)
     return max(b + f.host_us + t.host_us, b + f.latency_us + t.device_us)
 
 
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
              cache: str = "dynamic", mode: str = "eager", host=None, dtype="bfloat16",
-             samples: int = 2) -> GenerateResult:
+             samples: int = 2, warm: bool = True) -> GenerateResult:
     """Predict ``model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
     cache_implementation=cache)`` for ``batch`` prompts of ``prompt`` tokens.
 
@@ -152,23 +158,27 @@ def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100
     samples : contexts at which the decode step is predicted (interpolated between); a static
         cache's step is flat in the context (it attends over all ``max_cache_len`` positions),
         so it takes at most 2 (the first and last step)
+    warm : the process has run these lengths before (a server in its steady state, a
+        measurement after warm-up calls); ``False``: the first call at these lengths, whose
+        every eager step builds cuDNN attention plans (:func:`plan_build_us`)
 
     >>> r = generate("hf:qwen2-0.5b", batch=1, prompt=128, new=16)   # doctest: +SKIP
     >>> r.ttft_us, r.tpot_us, r.kv_cache_bytes                        # doctest: +SKIP
     """
-    return generate_runs(model, [(cache, mode)], batch, prompt, new, gpu, host, dtype, samples)[0]
+    return generate_runs(model, [(cache, mode)], batch, prompt, new, gpu, host, dtype, samples,
+                         warm)[0]
 
 
 def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", host=None,
-                  dtype="bfloat16", samples: int = 2) -> list[GenerateResult]:
+                  dtype="bfloat16", samples: int = 2, warm: bool = True) -> list[GenerateResult]:
     """:func:`generate` for each ``(cache, mode)`` of ``runs``, the model built once and
     generate's tail (the same for every cache) predicted once."""
-    grid = generate_grid(model, runs, [batch], [prompt], new, [gpu], host, dtype, samples)
+    grid = generate_grid(model, runs, [batch], [prompt], new, [gpu], host, dtype, samples, warm)
     return list(grid.values())
 
 
 def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtype="bfloat16",
-                  samples: int = 2) -> dict:
+                  samples: int = 2, warm: bool = True) -> dict:
     """:func:`generate` over ``gpus x batches x prompts x runs`` (``runs``: ``(cache, mode)``
     pairs) -> ``{(gpu, batch, prompt, cache, mode): GenerateResult}`` (``gpu`` as given), the
     model built once and each graph captured once for every GPU (capture knows no GPU)."""
@@ -198,10 +208,29 @@ def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtyp
                     for cache, mode in runs:
                         out[(g, b, p, cache, mode)] = _one(
                             graphs, module, label, cache, mode, b, p, new, spec, hp, dt,
-                            min(samples, 2) if cache == "static" else samples, tail)
+                            min(samples, 2) if cache == "static" else samples, tail, warm)
         return out
     finally:
         gc.unfreeze()
+
+
+_UNIT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "tf32": "float32"}
+
+
+def plan_build_us(pred: Prediction) -> float:
+    """Host time an eager call spends building cuDNN attention execution plans when its
+    attention shapes are new to the process: cuDNN's SDPA keeps a plan per shape, and a call
+    at a shape it has not seen builds one first (``cudnn_attention_plan_us`` of the host, per
+    attention kernel that runs on cuDNN: the GPU's first SDPA backend for its dtype). A decode
+    step at a context the process has not run is such a call, once per layer. 0 for a CUDA
+    graph (replays build nothing) and on a host without the figure."""
+    from gpusim.hw.arch import attention_backend
+    per = pred.host.cudnn_attention_plan_us if pred.host is not None else None
+    if not per or pred.mode == "cudagraph":
+        return 0.0
+    n = sum(1 for k in pred.kernels if k.kind == "attention" and k.role == "main"
+            and attention_backend(pred.spec, _UNIT_DTYPES.get(str(k.unit).split("_")[0], "")) == "cudnn")
+    return n * per
 
 
 def _predict(graphs: dict, key, fn, args, spec, mode, host, name) -> Prediction:
@@ -213,14 +242,14 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name) -> Prediction:
     return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
 
 
-def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0):
+def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0, warm):
     max_len = prompt + new
     fwd = decode.forward_fn(module)
     static = cache == "static"
     prefill = _predict(graphs, ("prefill", cache), decode.forward_fn(module, True, build_mask=static),
                        lambda: decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
                        spec, "eager", hp, f"{label} prefill {prompt}")
-    ttft = token_us(prefill, tail0)
+    ttft = token_us(prefill, tail0, cold=not warm)
     contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
     mask, shape = None, None
     if static and contexts:     # generate's 4D mask, eager, before each compiled forward
@@ -234,7 +263,7 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
                      lambda: decode.forward_args(module, cache, batch, 1, c, max_len, dt, shape), spec,
                      STEP_MODES[mode], hp, f"{label} decode {cache} at {c}")
         steps.append(s)
-        s_us.append(token_us(s, tail0, mask))
+        s_us.append(token_us(s, tail0, mask, cold=not warm))
         s_dev.append(s.device_us + tail0.device_us + (mask.device_us if mask else 0.0))
     tokens = [interpolate(contexts, s_us, prompt + k - 1) for k in range(1, new)]
 
