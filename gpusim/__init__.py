@@ -26,10 +26,11 @@ _API = {"predict": "predict.pipeline", "Prediction": "predict.pipeline", "search
         "whatif": "fusion.search", "SearchResult": "fusion.search", "capture": "capture.tracing",
         "lower": "predict.pipeline", "load_spec": "hw.spec", "load_host": "hw.host",
         "load_model": "models.resolve", "Partition": "lower.partition", "rollup": "report.rollup",
-        "sweep": "sweep.run"}
+        "sweep": "sweep.run", "generate": "predict.generate",
+        "GenerateResult": "predict.generate"}
 
 __all__ = ["predict", "search", "whatif", "capture", "lower", "load_spec", "load_host", "load_model",
-           "Partition", "Prediction", "SearchResult", "GpusimError", "rollup", "sweep"]
+           "Partition", "Prediction", "SearchResult", "GpusimError", "rollup", "sweep", "generate", "GenerateResult"]
 
 
 def __getattr__(name):

@@ -131,6 +131,11 @@ def test_cache_tensors_are_resident_inputs_not_activations(llama):
     assert p.memory.weights_bytes < params + cache_bytes // 2         # cache is not a weight
     resident = set(cache_inputs(p.graph, 2 * LAYERS))
     assert resident and not resident & set(p.memory.storages)        # never allocated by the call
+    # eager frees each layer's old tensors once its cat has replaced them (the cache object
+    # was their only holder): when the step returns, the grown cache (an output) has taken
+    # the old one's place, not joined it
+    assert set(p.graph.meta["released_inputs"]) == resident
+    assert p.memory.timeline[-1] < cache_bytes / (2 * LAYERS)
     # the static cache: its tensors resident, the step's peak well below them
     s = decode(model, static_cache(cfg, n, max_len=4096, batch=batch), batch)
     static_bytes = 2 * LAYERS * batch * KV_HEADS * 4096 * HEAD_DIM * F32

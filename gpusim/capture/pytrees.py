@@ -10,7 +10,9 @@ attributes, walked depth first in definition order) and
 * as an output, returns those tensors instead (:func:`plain_outputs`): they stay graph
   outputs, alive when the call returns, as the caller holds them in eager;
 * as an input, traces its tensors as inputs and hands the model a copy of the object
-  that holds the traced tensors (:func:`split_inputs`).
+  that holds the traced tensors (:func:`split_inputs`); the tensors the object no longer
+  holds when the call returns are released inputs (:func:`released`: eager frees them,
+  ``graph.meta["released_inputs"]``, :mod:`gpusim.sim.memory`).
 """
 
 from __future__ import annotations
@@ -109,10 +111,25 @@ def split_inputs(args: tuple):
 
     def rebuild(*traced):
         out = list(traced)
+        rebuild.made = []
         for i, ts in opaque.items():
             out[i] = _rebuild(leaves[i], {id(t): f for t, f in zip(ts, traced[i])})
+            rebuild.made.append((out[i], list(traced[i])))
         return tuple(pytree.tree_unflatten(out, spec))
+    rebuild.made = []
     return flat, rebuild
 
 
-__all__ = ["plain_outputs", "split_inputs", "tensors_of"]
+def released(rebuild) -> list:
+    """After the call: the traced input tensors the rebuilt objects held when the model got
+    them and hold no more (a ``DynamicCache`` layer whose ``keys`` the ``cat`` replaced).
+    The object was the only holder (the caller holds the object, not its tensors), so eager
+    frees such a tensor once the model has dropped it."""
+    out = []
+    for obj, ts in getattr(rebuild, "made", ()):
+        held = {id(t) for t in tensors_of(obj)}
+        out += [t for t in ts if id(t) not in held]
+    return out
+
+
+__all__ = ["plain_outputs", "released", "split_inputs", "tensors_of"]

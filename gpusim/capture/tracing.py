@@ -33,12 +33,18 @@ def _wrap(fn_or_module, args):
     """A pure function of (params, buffers, *args) and the flat list of its inputs.
     Arguments make_fx cannot take apart (a Hugging Face cache) go in as their tensors,
     and the model's outputs come back as pytrees (:mod:`gpusim.capture.pytrees`)."""
-    from gpusim.capture.pytrees import plain_outputs, split_inputs
+    from torch.utils import _pytree as pytree
+    from gpusim.capture.pytrees import plain_outputs, released, split_inputs
     args, rebuild = split_inputs(args)
     pure, full_args, names = _wrap_plain(fn_or_module, args, rebuild)
 
     def traced(*a):
-        return plain_outputs(pure(*a))
+        out = plain_outputs(pure(*a))
+        if rebuild is not None:     # placeholders of the inputs an argument object let go
+            gone = {id(t) for t in released(rebuild)}
+            traced.released = [k for k, x in enumerate(pytree.tree_leaves(a)) if id(x) in gone]
+        return out
+    traced.released = []
     return traced, full_args, names
 
 
@@ -78,6 +84,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
     if not isinstance(args, (tuple, list)):
         args = (args,)
     fn, full_args, pnames = _wrap(fn_or_module, args)
+    wrapped = fn
     if amp is not None:
         fn = amp_mod.under_autocast(fn, amp)
         full_args = amp_mod.to_fake_cuda(full_args)
@@ -88,6 +95,7 @@ def trace_fx(fn_or_module, args=(), tracing_mode: str = "fake", compiling: bool 
         full_args = amp_mod.to_fake_cuda(full_args)
         gm, flat = _trace(fn, full_args, tracing_mode, compiling, fn_or_module)
     gm.meta["autocast_casts"] = amp_mod.make_casts_explicit(gm, full_args)
+    gm.meta["released"] = list(getattr(wrapped, "released", []))
     return gm, flat, pnames
 
 
@@ -181,6 +189,14 @@ def capture(fn_or_module, args=(), name: str | None = None, compiling: bool = Fa
     return capture_full(fn_or_module, args, name, compiling=compiling, amp=amp).graph
 
 
+def released_labels(gm, graph: OpGraph, pnames: list[str]) -> list[str]:
+    """The graph inputs (node names) an argument object let go during the call
+    (:func:`gpusim.capture.pytrees.released`), from their placeholder positions."""
+    n = len(pnames)
+    names = [pnames[k][2:] if k < n else f"in{k - n}" for k in gm.meta.get("released", [])]
+    return [x for x in names if x in graph.g]
+
+
 def capture_full(fn_or_module, args=(), name: str | None = None,
                  tracing_mode: str = "fake", compiling: bool = False, amp=None) -> Captured:
     from gpusim.capture.amp import amp_name
@@ -207,6 +223,7 @@ def capture_full(fn_or_module, args=(), name: str | None = None,
     graph.meta["torch_calls"] = gm.meta.get("torch_calls", 0)
     graph.meta["py_free"] = python_frees(gm, graph, gm.meta.get("py_deaths", {}))
     graph.meta["inputs"] = len(flat)       # tensors a compiled wrapper checks per call
+    graph.meta["released_inputs"] = released_labels(gm, graph, pnames or [])
     graph.meta["compiling"] = compiling
     graph.meta["amp"] = amp_name(amp)
     graph.meta["autocast_casts"] = gm.meta.get("autocast_casts", 0)

@@ -25,10 +25,11 @@ import os
 import sys
 
 from gpusim.util.errors import GpusimError, UserError
-from gpusim.cli.sweep import cmd_sweep, sweep_report_parser
+from gpusim.cli.sweep import cmd_sweep, sweep_report_parser, sweep_serve_parser
 from gpusim.cli.info import cmd_examples, cmd_hosts, cmd_specs
 from gpusim.cli.lab import cmd_accuracy, cmd_calibrate, cmd_validate
 from gpusim.cli.parser import _Parser
+from gpusim.cli.generate import add_parser as add_generate
 
 # Everything else is imported inside the command that needs it, so that `gpusim --help`
 # and argument errors never import torch. The lab (``validation``: calibrate, validate,
@@ -375,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--algo", default="auto", type=str.lower, help="auto | greedy | bytes | exact")
     _depth_arg(r)
     r.set_defaults(fn=cmd_report, outputs=("out",))
+    add_generate(sub)
     sw = sub.add_parser("sweep", help="many models x sizes x GPUs x modes into one table, on "
                         "Dask; `gpusim sweep report RESULTS --out F.html` answers from it",
                         description="Predict every model x size x dtype on every GPU x mode "
@@ -441,6 +443,8 @@ def _main(argv=None) -> int:
         ap = build_parser()
         if len(argv) > 1 and argv[0].lower() == "sweep" and argv[1] == "report":
             ap, argv = sweep_report_parser(), argv[2:]
+        elif len(argv) > 1 and argv[0].lower() == "sweep" and argv[1] == "serve":
+            ap, argv = sweep_serve_parser(), argv[2:]
         cmds = next((x.choices for x in ap._actions
                      if isinstance(x, argparse._SubParsersAction)), {})
         if argv and argv[0].lower() in cmds:        # a command is a choice: PREDICT works

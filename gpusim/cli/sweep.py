@@ -1,4 +1,4 @@
-"""``gpusim sweep`` and ``gpusim sweep report``: many models, sizes, GPUs and modes into one table (:mod:`gpusim.sweep`), and the page of its answers."""
+"""``gpusim sweep``, ``gpusim sweep report`` and ``gpusim sweep serve``: many models, sizes, GPUs and modes into one table (:mod:`gpusim.sweep`), the page of its answers, and serving a decoder (:mod:`gpusim.sweep.serving`)."""
 
 from __future__ import annotations
 import argparse
@@ -64,4 +64,66 @@ def sweep_report_parser() -> argparse.ArgumentParser:
                    help="the cheapest GPU that runs at least this many samples per second")
     r.add_argument("--json", action="store_true", help="also print the answers as one JSON document")
     r.set_defaults(fn=cmd_sweep_report, outputs=("out",), takes_model=False, cmd="sweep report")
+    return r
+
+
+def _ints(text: str, opt: str) -> list[int]:
+    out = []
+    for w in _words(text, opt):
+        try:
+            v = int(w)
+        except ValueError:
+            raise UserError(f"{opt} {w!r} is not a whole number; e.g. {opt} 1,8,32") from None
+        if v < 1:
+            raise UserError(f"{opt} values must be at least 1, got {v}")
+        out.append(v)
+    return out
+
+
+def cmd_sweep_serve(a) -> int:
+    """``gpusim sweep serve MODEL --gpu a,b --batch 1,8 --prompt 512``: generate() over the
+    grid, and the cheapest GPU for ``--target-tps`` at ``--max-tpot-ms``."""
+    from gpusim.cli.generate import runs
+    from gpusim.hw.host import load_host
+    from gpusim.predict import decode
+    from gpusim.predict.compare import parse_gpus
+    from gpusim.sweep.answers import parse_prices
+    from gpusim.sweep.serving import cheapest, serving_rows, serving_text
+    batches, prompts = _ints(a.batch, "--batch"), _ints(a.prompt, "--prompt")
+    (new,) = _ints(a.new, "--new")
+    ((cache, mode),) = runs(a.cache or "dynamic", a.mode)
+    for b in batches:
+        decode.check_request(b, prompts[0], new, cache, mode)
+    for v, opt in ((a.target_tps, "--target-tps"), (a.max_tpot_ms, "--max-tpot-ms")):
+        if v is not None and not v > 0:
+            raise UserError(f"{opt} must be a positive number, got {v:g}")
+    gpus, prices = parse_gpus(a.gpu), parse_prices(a.price)
+    load_host(a.host)
+    rows = serving_rows(a.model, gpus, batches, prompts, new, cache, mode, a.host, a.dtype)
+    ranked = cheapest(rows, prices, a.target_tps, a.max_tpot_ms)
+    print(json.dumps({"rows": rows, "ranked": ranked}) if a.json
+          else serving_text(rows, ranked, a.target_tps, a.max_tpot_ms))
+    return 0
+
+
+def sweep_serve_parser() -> argparse.ArgumentParser:
+    """``gpusim sweep serve``: ``serve`` is never a model name, so it selects this parser."""
+    r = _Parser(prog="gpusim sweep serve", description="Serving a Hugging Face decoder: "
+                "generate() over batch x prompt x GPU (time to first token, time per output token, "
+                "tokens/s, memory) and the cheapest GPU for a target tokens/s at a latency bound.")
+    r.add_argument("model", help="hf:NAME or path/to/file.py:NAME (a Hugging Face causal LM)")
+    r.add_argument("--gpu", required=True, help="GPU specs, comma-separated: h100,a100,l4")
+    r.add_argument("--batch", default="1,8,32", help="batch sizes, comma-separated")
+    r.add_argument("--prompt", default="512", help="prompt lengths, comma-separated")
+    r.add_argument("--new", default="128", help="new tokens per request")
+    r.add_argument("--cache", default=None, type=str.lower, help="dynamic (default) | static")
+    r.add_argument("--mode", default=None, type=str.lower, help="eager | compiled")
+    r.add_argument("--dtype", default="bfloat16", type=str.lower)
+    r.add_argument("--host", default=None, metavar="NAME|PATH")
+    r.add_argument("--target-tps", type=float, default=None, help="decode tokens/s to serve")
+    r.add_argument("--max-tpot-ms", type=float, default=None, help="bound on the time per output token")
+    r.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR",
+                   help="what a GPU costs per hour (repeatable, or comma-separated): h100=2.49")
+    r.add_argument("--json", action="store_true", help="print one JSON document")
+    r.set_defaults(fn=cmd_sweep_serve, outputs=(), takes_model=False, cmd="sweep serve")
     return r

@@ -47,7 +47,7 @@ REQUIRED = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel
 OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
             "cudagraph_tree_input_us", "kernel_launch_us", "eager_forward_factor",
-            "python_module_call_us", "python_torch_call_us")
+            "python_module_call_us", "python_torch_call_us", "cudnn_attention_plan_us")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
@@ -83,6 +83,9 @@ class HostProfile:
     eager_forward_factor: float | None = None
     python_module_call_us: float | None = None  # the model's Python per nn.Module call
     python_torch_call_us: float | None = None   # the model's Python per top-level torch call
+    # an eager cuDNN attention call at a shape its plan cache has not seen builds an execution
+    # plan on the host (a decode step at a new context, :func:`gpusim.predict.generate.plan_build_us`)
+    cudnn_attention_plan_us: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

@@ -134,6 +134,7 @@ class _Buf:
     last: int
     keep: bool = False
     alias_of: str | None = None
+    resident: bool = False      # a resident input the call lets go (freed at ``last``)
 
 
 def _buffers(low) -> tuple[dict, list]:
@@ -174,8 +175,12 @@ def _buffers(low) -> tuple[dict, list]:
     if eager:
         _python_holds(graph, kid, root, touch, end)
     bufs: dict[str, _Buf] = {}
+    released = set(graph.meta.get("released_inputs") or ()) if eager else set()
     for r, ks in touch.items():
         a = g.nodes[r]
+        if r in released:                   # resident, dropped by the model (a cache's old layer)
+            bufs[r] = _Buf(node_bytes(a), min(ks), max(ks), resident=True)
+            continue
         if a["kind"] == "input" and input_role(a) != "alloc":
             continue                        # baseline: resident before the call
         first, last = min(ks), max(ks)

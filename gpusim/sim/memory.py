@@ -8,7 +8,10 @@ re-derives nothing about kernels. The model, per call:
   shares its base's storage. Eager ATen reuses a storage of its own in one place: the
   ``where`` that ends ``_safe_softmax`` (math attention) writes into the softmax output.
   Graph inputs split into weights (parameters, buffers, constants) and inputs; both are
-  the pre-call baseline. ``torch.empty``-style nodes are fresh storages the call allocates.
+  the pre-call baseline. An input the call lets go (``graph.meta["released_inputs"]``: a
+  ``DynamicCache`` layer's old keys once its ``cat`` has replaced them, the cache object
+  being their only holder) is freed after its last use in eager, and what replaced it is
+  the next call's input. ``torch.empty``-style nodes are fresh storages the call allocates.
 * **Liveness.** A storage is allocated when the first kernel that writes it starts and freed
   after the last kernel that touches it (reads it, through any view, or writes it in
   place); a graph output is never freed (the measured peak includes the result).
@@ -216,14 +219,14 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
     allocs: list[list] = [[] for _ in range(n + 1)]
     frees: list[list] = [[] for _ in range(n + 1)]
     for r, b in bufs.items():
-        if b.alias_of is None:
+        if b.alias_of is None and not b.resident:
             allocs[b.first].append(("b", r, b.size))
     for r, b in bufs.items():
         owner = r
         while bufs[owner].alias_of is not None:
             owner = bufs[owner].alias_of
         if r == owner and not b.keep:
-            frees[b.last].append(("b", r))
+            frees[b.last].append(("r" if b.resident else "b", r))
     for j, (i, size, last) in enumerate(temps):
         allocs[i].append(("t", j, size))
         frees[last].append(("t", j))
@@ -239,9 +242,12 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
         at = next((i for i, k in enumerate(low.kernels)
                    if g.nodes[k.ops[0]].get("phase") == "optimizer"), 0)
         first_keep.setdefault(at, []).extend(node_bytes(g.nodes[v]) for v in resident if v in states)
+    let_go: dict = {}       # resident inputs the call frees (:func:`_buffers`): their handles
     for v in resident:
         if v not in states:
-            alloc.malloc(node_bytes(g.nodes[v]))
+            h = alloc.malloc(node_bytes(g.nodes[v]))
+            if v in bufs and bufs[v].resident:
+                let_go[v] = h
     base0_res = alloc.reserved
     timeline: list[int] = []
     reserved: list[int] = []
@@ -262,11 +268,14 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
                 reserved.append(alloc.reserved - base)     # same baseline as timeline
                 live[1] = max(live[1], live[0])
             for kind, key in frees[i]:
-                alloc.free(handles.pop((kind, key)))
+                alloc.free(let_go.pop(key) if kind == "r" else handles.pop((kind, key)))
                 if record:
-                    live[0] -= bufs[key].size if kind == "b" else temps[key][1]
+                    live[0] -= bufs[key].size if kind != "t" else temps[key][1]
         for h in handles.values():         # the caller drops the outputs
             alloc.free(h)
+        for r, b in bufs.items():          # what replaced a let-go input is the next call's
+            if b.resident and r not in let_go:
+                let_go[r] = alloc.malloc(b.size)
 
     # a fresh process's first call: it also allocates the BLAS workspaces, and keeps them
     alloc.reset_peak()
@@ -298,7 +307,8 @@ def simulate_memory(low, calls: int = 2, spec=None) -> MemoryEstimate:
         peak_kernel=peak_kernel, peak_ops=tuple(low.kernels[peak_kernel].ops) if n else (),
         output_bytes=sum(bufs[r].size for r in kept), timeline=tuple(timeline),
         reserved_timeline=tuple(reserved), live_bytes=live[1],
-        cached_free_bytes=base_res - base, storages=bufs,
+        cached_free_bytes=base_res - base,
+        storages={r: b for r, b in bufs.items() if not b.resident},
         first_call_reserved_bytes=first_call_reserved,
         baseline_reserved_bytes=base0_res,
         workspace_bytes=ws_bytes,

@@ -1,0 +1,298 @@
+"""``gpusim.generate``: a whole Hugging Face ``generate()`` call, predicted from its parts.
+
+What runs (:mod:`gpusim.predict.decode` has the transformers source it follows): one eager
+prefill over the prompt (``logits_to_keep=1``), then per output token generate's own tail
+(logits processors, argmax, stopping criteria, the host's read of the stop flag), and N-1
+decode steps over a cache that grows by one token each. Each part is an ordinary
+prediction of a captured graph on the GPU spec and host profile asked.
+
+**The decode curve.** A step's cost depends on its context only through the attention over
+the cache and the cache update (``DynamicCache``'s ``cat`` copies the whole cache; a static
+cache attends over all ``max_cache_len`` positions whatever the context): bytes affine in
+the context, the GEMMs that stream the weights constant. So the step is predicted at a few
+contexts (``samples``, default 2: the first and last step's context, and evenly between) and the time
+of every other step is the **piecewise-linear interpolation** between its neighbours: exact
+at the sampled contexts, exact everywhere if the step is affine in the context, and
+monotone wherever the sampled times are.
+
+**Warm or cold.** A prediction is the steady state: the process has run these lengths before
+(a server, a measurement after warm-up calls). ``warm=False`` predicts the first call at them,
+where every eager forward builds a cuDNN attention plan per layer (:func:`plan_build_us`).
+
+**One token's wall.** The forward (its host issue ``host_us``, its GPU finishing
+``latency_us`` after the call starts) is followed by generate's tail, whose last act is a
+sync: the host waits for the GPU before the next step. So a token takes
+``max(forward.host_us + tail.host_us, forward.latency_us + tail.device_us)`` plus the tail's
+wait, which is what the simulation of the two in sequence gives when the tail's only sync
+is its last op (:func:`token_us`).
+
+**Memory.** Weights plus the larger of the prefill's (its activations and the cache it
+fills, returned so that it stays alive; a static cache is resident from the start) and the
+last decode step's (its resident cache and inputs, and its activation peak: a
+``DynamicCache`` step's ``cat`` replaces each layer's tensors and eager frees the old ones
+then, which capture records as released inputs, :mod:`gpusim.sim.memory`), plus generate's
+per-token tail. Activations and the cache grow linearly in the batch; the largest batch
+that fits divides the free memory by the per-sequence bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+from dataclasses import dataclass, field
+
+from gpusim.capture.tracing import capture
+from gpusim.hw.host import load_host
+from gpusim.predict import decode
+from gpusim.predict.pipeline import Prediction, as_spec, lower, predict_lowering
+from gpusim.sim.memory import capacity_bytes
+
+#: generate's mode -> the runtime that runs the decode step (prefill and tail stay eager)
+STEP_MODES = {"eager": "eager", "compiled": "cudagraph"}
+
+
+@dataclass
+class GenerateResult:
+    """A predicted ``generate()`` call; every figure a plain number (µs, bytes)."""
+
+    model: str
+    gpu: str
+    host: str
+    dtype: str
+    batch: int
+    prompt: int
+    new: int
+    cache: str
+    mode: str
+    ttft_us: float                  # prefill + generate's tail of the first token
+    token_us: list[float]           # wall of output tokens 2..new (index 0: the second token)
+    sample_contexts: list[int]      # contexts at which the decode step was predicted
+    sample_token_us: list[float]    # the token wall predicted there
+    sample_device_us: list[float]   # the step's device time there (forward + tail)
+    step_kernels: int               # kernels per decode step (forward + tail)
+    prefill_us: float
+    prefill_device_us: float
+    prefill_kernels: int
+    tail_host_us: float             # generate's own host work per token (tail dispatch + its sync)
+    tail_device_us: float
+    tail_kernels: int
+    kv_cache_bytes: int             # at the end of the call
+    weights_bytes: int
+    peak_bytes: int                 # weights + cache + activations at the worst moment
+    capacity_bytes: int
+    max_batch: int                  # the largest batch whose peak fits (at this prompt + new)
+    parts: dict = field(default_factory=dict, repr=False)   # the Predictions composed
+
+    @property
+    def tpot_us(self) -> float:
+        """Mean time per output token after the first."""
+        return sum(self.token_us) / len(self.token_us) if self.token_us else 0.0
+
+    @property
+    def total_us(self) -> float:
+        return self.ttft_us + sum(self.token_us)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens (all sequences) per second of the whole call."""
+        return self.batch * self.new / self.total_us * 1e6
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens per second while decoding (batch / mean time per output token)."""
+        return self.batch / self.tpot_us * 1e6 if self.token_us else 0.0
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.capacity_bytes
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "parts"}
+        d.update(tpot_us=self.tpot_us, total_us=self.total_us, tokens_per_s=self.tokens_per_s,
+                 decode_tokens_per_s=self.decode_tokens_per_s, fits=self.fits)
+        return d
+
+
+def interpolate(xs: list[int], ys: list[float], x: float) -> float:
+    """Piecewise-linear through ``(xs, ys)`` (xs increasing); constant beyond the ends."""
+    if len(xs) == 1 or x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, x) - 1
+    t = (x - xs[i]) / (xs[i + 1] - xs[i])
+    return ys[i] + t * (ys[i + 1] - ys[i])
+
+
+def sample_contexts(first: int, last: int, samples: int) -> list[int]:
+    """``samples`` contexts from ``first`` to ``last`` inclusive, evenly spaced, distinct."""
+    if last <= first or samples <= 1:
+        return [first]
+    n = min(samples, last - first + 1)
+    return sorted({first + round(i * (last - first) / (n - 1)) for i in range(n)})
+
+
+def token_us(forward: Prediction, tail: Prediction, before: Prediction | None = None,
+             cold: bool = False) -> float:
+    """One token's wall: ``before`` (a static cache's mask, built eagerly before the
+    forward), the forward, then generate's tail ending in the host's sync; ``cold``: the
+    forward's attention shapes are new to the process (:func:`plan_build_us`)."""
+    f, t = forward.timeline, tail.timeline
+    b = (before.timeline.host_us if before is not None else 0.0) + (plan_build_us(forward) if cold else 0.0)
+    return max(b + f.host_us + t.host_us, b + f.latency_us + t.device_us)
+
+
+def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
+             cache: str = "dynamic", mode: str = "eager", host=None, dtype="bfloat16",
+             samples: int = 2, warm: bool = True) -> GenerateResult:
+    """Predict ``model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+    cache_implementation=cache)`` for ``batch`` prompts of ``prompt`` tokens.
+
+    Parameters
+    ----------
+    model : ``"hf:NAME"`` (the zoo), ``"path/file.py:NAME"`` (``NAME()`` returns a Hugging Face
+        causal LM) or the module itself
+    cache : ``"dynamic"`` (HF's default) | ``"static"`` (``cache_implementation="static"``)
+    mode : ``"eager"`` | ``"compiled"``: the decode step as generate compiles it for a static
+        cache (``torch.compile(mode="reduce-overhead")``: CUDA graphs); the prefill stays eager
+    samples : contexts at which the decode step is predicted (interpolated between); a static
+        cache's step is flat in the context (it attends over all ``max_cache_len`` positions),
+        so it takes at most 2 (the first and last step)
+    warm : the process has run these lengths before (a server in its steady state, a
+        measurement after warm-up calls); ``False``: the first call at these lengths, whose
+        every eager step builds cuDNN attention plans (:func:`plan_build_us`)
+
+    >>> r = generate("hf:qwen2-0.5b", batch=1, prompt=128, new=16)   # doctest: +SKIP
+    >>> r.ttft_us, r.tpot_us, r.kv_cache_bytes                        # doctest: +SKIP
+    """
+    return generate_runs(model, [(cache, mode)], batch, prompt, new, gpu, host, dtype, samples,
+                         warm)[0]
+
+
+def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", host=None,
+                  dtype="bfloat16", samples: int = 2, warm: bool = True) -> list[GenerateResult]:
+    """:func:`generate` for each ``(cache, mode)`` of ``runs``, the model built once and
+    generate's tail (the same for every cache) predicted once."""
+    grid = generate_grid(model, runs, [batch], [prompt], new, [gpu], host, dtype, samples, warm)
+    return list(grid.values())
+
+
+def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtype="bfloat16",
+                  samples: int = 2, warm: bool = True) -> dict:
+    """:func:`generate` over ``gpus x batches x prompts x runs`` (``runs``: ``(cache, mode)``
+    pairs) -> ``{(gpu, batch, prompt, cache, mode): GenerateResult}`` (``gpu`` as given), the
+    model built once and each graph captured once for every GPU (capture knows no GPU)."""
+    from gpusim.models.resolve import parse_dtype
+    for b in batches:
+        for p in prompts:
+            for cache, mode in runs:
+                decode.check_request(b, p, new, cache, mode)
+    dt = parse_dtype(dtype)
+    specs, hp = [(g, as_spec(g)) for g in gpus], load_host(host)
+    module, label = decode.load_lm(model, dt)
+    # every capture collects garbage once before it traces (gpusim.capture.lifetimes): with
+    # torch and transformers loaded that is ~0.25 s a capture, rescanning objects that live
+    # for the whole process. Freezing them first leaves each collection the new garbage
+    # only; tracing runs with the collector off either way, so no traced tensor's death moves.
+    gc.collect()
+    gc.freeze()
+    try:
+        out = {}
+        for b in batches:
+            for p in prompts:
+                graphs: dict = {}
+                for g, spec in specs:
+                    tail = _predict(graphs, "tail", decode.tail_fn(p, new, bool(decode.eos_ids(module))),
+                                    lambda: decode.tail_args(module, b, p), spec, "eager", hp,
+                                    f"{label} generate tail")
+                    for cache, mode in runs:
+                        out[(g, b, p, cache, mode)] = _one(
+                            graphs, module, label, cache, mode, b, p, new, spec, hp, dt,
+                            min(samples, 2) if cache == "static" else samples, tail, warm)
+        return out
+    finally:
+        gc.unfreeze()
+
+
+_UNIT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "tf32": "float32"}
+
+
+def plan_build_us(pred: Prediction) -> float:
+    """Host time an eager call spends building cuDNN attention execution plans when its
+    attention shapes are new to the process: cuDNN's SDPA keeps a plan per shape, and a call
+    at a shape it has not seen builds one first (``cudnn_attention_plan_us`` of the host, per
+    attention kernel that runs on cuDNN: the GPU's first SDPA backend for its dtype). A decode
+    step at a context the process has not run is such a call, once per layer. 0 for a CUDA
+    graph (replays build nothing) and on a host without the figure."""
+    from gpusim.hw.arch import attention_backend
+    per = pred.host.cudnn_attention_plan_us if pred.host is not None else None
+    if not per or pred.mode == "cudagraph":
+        return 0.0
+    n = sum(1 for k in pred.kernels if k.kind == "attention" and k.role == "main"
+            and attention_backend(pred.spec, _UNIT_DTYPES.get(str(k.unit).split("_")[0], "")) == "cudnn")
+    return n * per
+
+
+def _predict(graphs: dict, key, fn, args, spec, mode, host, name) -> Prediction:
+    """Capture ``fn(*args())`` once per ``key`` (the graph is the same on every GPU), then
+    lower, cost and simulate it on ``spec``."""
+    if key not in graphs:
+        graphs[key] = capture(fn, args(), name=name)
+    g = graphs[key]
+    return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+
+
+def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0, warm):
+    max_len = prompt + new
+    fwd = decode.forward_fn(module)
+    static = cache == "static"
+    prefill = _predict(graphs, ("prefill", cache), decode.forward_fn(module, True, build_mask=static),
+                       lambda: decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
+                       spec, "eager", hp, f"{label} prefill {prompt}")
+    ttft = token_us(prefill, tail0, cold=not warm)
+    contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
+    mask, shape = None, None
+    if static and contexts:     # generate's 4D mask, eager, before each compiled forward
+        mask = _predict(graphs, ("mask", cache), decode.mask_fn(module),
+                        lambda: decode.forward_args(module, cache, batch, 1, contexts[0], max_len, dt),
+                        spec, "eager", hp, f"{label} generate mask")
+        shape = decode.output_of(mask.graph)
+    steps, s_us, s_dev = [], [], []
+    for c in contexts:
+        s = _predict(graphs, ("step", cache, c), fwd,
+                     lambda: decode.forward_args(module, cache, batch, 1, c, max_len, dt, shape), spec,
+                     STEP_MODES[mode], hp, f"{label} decode {cache} at {c}")
+        steps.append(s)
+        s_us.append(token_us(s, tail0, mask, cold=not warm))
+        s_dev.append(s.device_us + tail0.device_us + (mask.device_us if mask else 0.0))
+    tokens = [interpolate(contexts, s_us, prompt + k - 1) for k in range(1, new)]
+
+    final = prompt + new - 1                       # cached tokens when the call returns
+    kv = decode.kv_cache_bytes(module, cache, batch, final, max_len, dt)
+    weights = prefill.memory.weights_bytes
+    acts = [prefill.memory.inputs_bytes + prefill.memory.peak_bytes]
+    if steps:
+        acts.append(steps[-1].memory.inputs_bytes + steps[-1].memory.peak_bytes)
+    peak = weights + max(acts) + tail0.memory.peak_bytes
+    cap = int(capacity_bytes(spec))
+    per_seq = (peak - weights) / batch
+    max_b = int((cap - weights) // per_seq) if per_seq > 0 and cap > weights else 0
+    return GenerateResult(
+        model=label, gpu=spec.name, host=hp.name, dtype=str(dt).replace("torch.", ""),
+        batch=batch, prompt=prompt, new=new, cache=cache, mode=mode, ttft_us=ttft,
+        token_us=tokens, sample_contexts=contexts, sample_token_us=s_us, sample_device_us=s_dev,
+        step_kernels=(steps[0].kernel_count + tail0.kernel_count + extra(mask, "kernel_count")) if steps else 0,
+        prefill_us=prefill.end_to_end_us, prefill_device_us=prefill.device_us,
+        prefill_kernels=prefill.kernel_count,
+        tail_host_us=tail0.timeline.host_us + (mask.timeline.host_us if mask else 0.0),
+        tail_device_us=tail0.device_us + extra(mask, "device_us"),
+        tail_kernels=tail0.kernel_count + extra(mask, "kernel_count"), kv_cache_bytes=kv,
+        weights_bytes=weights, peak_bytes=int(peak), capacity_bytes=cap, max_batch=max_b,
+        parts={"prefill": prefill, "tail": tail0, "mask": mask, "steps": dict(zip(contexts, steps))})
+
+
+def extra(p: Prediction | None, field: str):
+    return getattr(p, field) if p is not None else 0
+
+
+__all__ = ["generate", "generate_grid", "generate_runs", "GenerateResult", "interpolate", "sample_contexts", "token_us"]

@@ -1,0 +1,228 @@
+"""``gpusim.generate`` (issue 34, part 3): a whole Hugging Face generate() call composed of an
+eager prefill, generate's per-token tail and decode steps at sampled contexts, interpolated.
+Tiny Llama/Mistral configs keep every capture under a second."""
+
+import json
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import gpusim
+from gpusim.cli.commands import main
+from gpusim.predict import decode
+from gpusim.predict.generate import interpolate, sample_contexts
+
+hf = pytest.importorskip("transformers")
+
+LAYERS, KV_HEADS, HEAD_DIM, HEADS, HIDDEN = 2, 2, 64, 4, 256
+BF16 = 2
+
+
+def tiny_llama():
+    cfg = hf.LlamaConfig(num_hidden_layers=LAYERS, hidden_size=HIDDEN, intermediate_size=512,
+                         num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+                         vocab_size=1000, max_position_embeddings=8192, eos_token_id=2)
+    with torch.device("meta"):
+        return hf.LlamaForCausalLM(cfg).eval()
+
+
+def kv_formula(tokens, batch, layers=LAYERS):
+    """layers x 2 (K and V) x kv_heads x head_dim x tokens x batch x dtype bytes."""
+    return layers * 2 * KV_HEADS * HEAD_DIM * tokens * batch * BF16
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama()
+
+
+@pytest.fixture(scope="module")
+def dyn(model):
+    return gpusim.generate(model, batch=2, prompt=256, new=1500, gpu="h100", samples=3)
+
+
+@pytest.fixture(scope="module")
+def static(model):
+    return gpusim.generate(model, batch=2, prompt=256, new=1500, gpu="h100", cache="static",
+                           mode="compiled", samples=3)
+
+
+def test_kv_bytes_exact(dyn, static):
+    # the dynamic cache holds prompt + new - 1 tokens when generate returns (the last token
+    # is never fed back); the static one all max_cache_len = prompt + new positions
+    assert dyn.kv_cache_bytes == kv_formula(256 + 1500 - 1, 2)
+    assert static.kv_cache_bytes == kv_formula(256 + 1500, 2)
+
+
+def test_kv_bytes_sliding_window_capped():
+    cfg = hf.MistralConfig(num_hidden_layers=LAYERS, hidden_size=HIDDEN, intermediate_size=512,
+                           num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+                           vocab_size=1000, sliding_window=128)
+    with torch.device("meta"):
+        m = hf.MistralForCausalLM(cfg).eval()
+    assert decode.sliding_layers(cfg) == [128] * LAYERS
+    full = decode.kv_cache_bytes(m, "static", 1, 1000, 1000, torch.bfloat16)
+    assert full == kv_formula(128, 1)          # the window, not the context
+    assert decode.kv_cache_bytes(m, "static", 1, 100, 100, torch.bfloat16) == kv_formula(100, 1)
+
+
+def test_dynamic_tpot_grows_with_context(dyn):
+    # DynamicCache's cat and the attention read the whole cache: device time grows
+    assert dyn.sample_contexts == [256, 256 + 749, 256 + 1498]
+    assert all(b > a for a, b in zip(dyn.sample_device_us, dyn.sample_device_us[1:]))
+    assert all(b >= a for a, b in zip(dyn.token_us, dyn.token_us[1:]))
+    assert len(dyn.token_us) == 1500 - 1
+
+
+def test_static_step_independent_of_context(static):
+    # a static cache attends over all max_cache_len positions whatever the context: only the
+    # mask's few bytes move with it
+    d = static.sample_device_us
+    assert static.sample_contexts == [256, 256 + 1498]     # flat: the first and last step
+    assert max(d) - min(d) < 0.01 * min(d)
+    assert static.step_kernels < 0.6 * static.parts["steps"][256].kernel_count + 100  # CUDA graph of fused kernels
+
+
+def test_compiled_static_beats_eager_dynamic(dyn, static):
+    assert static.tpot_us < dyn.tpot_us
+    # the prefill is eager in both (HF's _prefill calls the module itself)
+    assert static.parts["prefill"].mode == "eager" and static.parts["steps"][256].mode == "cudagraph"
+
+
+def test_curve_exact_at_samples(dyn):
+    for c, us in zip(dyn.sample_contexts, dyn.sample_token_us):
+        assert dyn.token_us[c - dyn.prompt] == pytest.approx(us, rel=1e-12)
+
+
+def test_totals_compose(dyn):
+    assert dyn.total_us == pytest.approx(dyn.ttft_us + sum(dyn.token_us))
+    assert dyn.tokens_per_s == pytest.approx(2 * 1500 / dyn.total_us * 1e6)
+    assert dyn.tail_kernels > 5 and dyn.tail_host_us > 0
+    assert dyn.ttft_us > dyn.parts["prefill"].device_us
+
+
+def test_peak_holds_weights_and_cache(dyn, static, model):
+    w = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    assert dyn.weights_bytes == w
+    for r in (dyn, static):
+        assert r.peak_bytes >= r.weights_bytes + r.kv_cache_bytes
+        assert r.fits and r.max_batch > r.batch
+
+
+def test_dynamic_step_peak_not_a_second_cache(dyn):
+    # eager frees each layer's old tensors as its cat replaces them (capture records them as
+    # released inputs): the step's peak above the resident cache is about one layer's
+    # tensor, not a second cache
+    last = dyn.parts["steps"][dyn.sample_contexts[-1]]
+    old = kv_formula(dyn.sample_contexts[-1], 2)
+    assert len(last.graph.meta["released_inputs"]) == 2 * LAYERS        # K and V per layer
+    assert old / (2 * LAYERS) <= last.memory.peak_bytes < old / LAYERS
+    # the prefill keeps the cache it fills: its peak holds the whole prompt's cache
+    assert dyn.parts["prefill"].memory.peak_bytes >= kv_formula(256, 2)
+
+
+def test_static_step_releases_nothing(static):
+    last = static.parts["steps"][static.sample_contexts[-1]]
+    assert last.graph.meta["released_inputs"] == []     # index_copy_ writes in place
+
+
+def test_plain_numbers(dyn):
+    d = dyn.to_dict()
+    json.dumps(d)
+    for k, v in d.items():
+        assert isinstance(v, (int, float, str, bool, list)), k
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1e6), min_size=2, max_size=6), st.integers(0, 10**4),
+       st.integers(1, 10**4), st.integers(2, 6))
+def test_interpolation_exact_and_monotone(ys, first, span, samples):
+    xs = sample_contexts(first, first + span, samples)
+    ys = sorted(ys)[:len(xs)] + [max(ys)] * (len(xs) - len(ys))
+    assert xs[0] == first and xs[-1] == first + span and xs == sorted(set(xs))
+    for x, y in zip(xs, ys):
+        assert interpolate(xs, ys, x) == y
+    vals = [interpolate(xs, ys, x) for x in range(first, first + span + 1, max(1, span // 50))]
+    assert all(b >= a for a, b in zip(vals, vals[1:]))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--new", "0"], "--new must be at least 1"),
+    (["--batch", "two"], "--batch 'two' is not a whole number"),
+    (["--cache", "paged"], "unknown --cache 'paged'"),
+    (["--mode", "cudagraph"], "unknown --mode 'cudagraph'"),
+    (["--cache", "dynamic", "--mode", "compiled"], "only with a static cache"),
+    (["--gpu", "nosuchgpu"], "nosuchgpu"),
+])
+def test_cli_errors_one_line(args, words, capsys):
+    assert main(["generate", "hf:llama-3.2-1b"] + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and words in err and err.startswith("gpusim: error:")
+
+
+def test_cli_not_a_causal_lm(capsys):
+    assert main(["generate", "mlp"]) == 2
+    assert "Hugging Face causal LM" in capsys.readouterr().err
+
+
+def test_cli_file_model_side_by_side(tmp_path, capsys):
+    f = tmp_path / "lm.py"
+    f.write_text("import transformers\n"
+                 "def tiny():\n"
+                 f"    cfg = transformers.LlamaConfig(num_hidden_layers=1, hidden_size={HIDDEN}, "
+                 "intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)\n"
+                 "    return transformers.LlamaForCausalLM(cfg)\n")
+    assert main(["generate", f"{f}:tiny", "--batch", "2", "--prompt", "64", "--new", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "dynamic cache, eager" in out and "static cache, compiled" in out
+    assert "time to first token" in out and "KV cache" in out
+    assert main(["generate", f"{f}:tiny", "--prompt", "64", "--new", "1", "--cache", "static",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (run,) = doc["runs"]
+    assert run["mode"] == "compiled" and run["token_us"] == [] and run["ttft_us"] > 0
+
+
+def _row(gpu, batch, tpot_ms, fits=True, prompt=512):
+    return {"gpu": gpu, "batch": batch, "prompt": prompt, "tpot_ms": tpot_ms,
+            "tokens_per_s": batch / tpot_ms * 1e3, "fits": fits}
+
+
+def test_serving_cheapest_gpu():
+    from gpusim.sweep.serving import cheapest
+    rows = [_row("a", 8, 10), _row("a", 64, 40), _row("a", 256, 90, fits=False),
+            _row("b", 8, 20), _row("b", 64, 60)]
+    ranked = cheapest(rows, {"a": 3.0, "b": 1.0}, target_tps=10000, max_tpot_ms=50)
+    a = next(x for x in ranked if x["gpu"] == "a")
+    b = next(x for x in ranked if x["gpu"] == "b")
+    assert a["batch"] == 64 and a["gpus_needed"] == 7          # 1600 tokens/s each under 50 ms
+    assert b["batch"] == 8 and b["gpus_needed"] == 25          # 400 tokens/s: batch 64 misses the bound
+    assert ranked[0]["gpu"] == "a" and a["usd_per_hour"] == 21.0 and b["usd_per_hour"] == 25.0
+    assert cheapest(rows, {}, None, 5) == []                   # nothing meets 5 ms
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--batch", "1,x"], "--batch 'x' is not a whole number"),
+    (["--batch", "0"], "at least 1"),
+    (["--target-tps", "-5"], "--target-tps must be a positive number"),
+    (["--price", "h100=free"], "is not a number of dollars"),
+])
+def test_sweep_serve_errors_one_line(args, words, capsys):
+    assert main(["sweep", "serve", "hf:llama-3.2-1b", "--gpu", "h100"] + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and words in err
+
+
+def test_cold_call_builds_attention_plans(model):
+    # bf16 attention on an H100 runs on cuDNN, which builds a plan at every new shape: a
+    # first call at these lengths pays the host's cudnn_attention_plan_us per layer and step
+    from gpusim.hw.host import load_host
+    from gpusim.predict.generate import plan_build_us
+    warm, cold = (gpusim.generate(model, batch=1, prompt=64, new=4, gpu="h100", warm=w) for w in (True, False))
+    per = load_host(None).cudnn_attention_plan_us
+    assert plan_build_us(warm.parts["steps"][64]) == pytest.approx(LAYERS * per)
+    assert cold.tpot_us == pytest.approx(warm.tpot_us + LAYERS * per, rel=0.05)
+    assert cold.ttft_us > warm.ttft_us
+    st = gpusim.generate(model, batch=1, prompt=64, new=4, gpu="h100", cache="static", mode="compiled")
+    assert plan_build_us(st.parts["steps"][64]) == 0.0          # a CUDA graph replay builds nothing

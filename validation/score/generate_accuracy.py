@@ -1,0 +1,233 @@
+"""Whole ``generate()`` calls predicted against the records of validation/measure/generate_run.py
+(validation/results/generate/*.jsonl): time to first token, time per output token (eager dynamic
+cache and static cache compiled), the speed-up of the static compiled path, total, peak memory and
+KV-cache bytes; the prefill records (kernels, device time, wall) and the decode-host records (one
+eager step's wall against its predicted host). Each record is predicted on its GPU's calibrated spec
+and the host profile of the machine kind that measured it. Rewrites the generated block in docs/llm.md.
+
+    python3 -m validation.score.generate_accuracy [--no-doc]"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import glob
+import json
+import os
+import statistics
+import sys
+
+from validation.score.decode_accuracy import GPUS, HOSTS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECORDS = os.path.join(ROOT, "validation", "results", "generate")
+DOC = os.path.join(ROOT, "docs", "llm.md")
+BEGIN, END = "<!-- generated: python3 -m validation.score.generate_accuracy -->", "<!-- end generated: generate -->"
+
+
+def records(kind: str) -> list[tuple[dict, dict]]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(RECORDS, "*.jsonl"))):
+        env = None
+        for line in open(path):
+            r = json.loads(line)
+            if r.get("kind") == "environment":
+                env = r
+            elif r.get("kind") == kind:
+                out.append((env, r))
+    return out
+
+
+def pct(p: float, m: float) -> str:
+    return f"{(p / m - 1) * 100:+.0f}%" if m else "-"
+
+
+def _ms(x: float) -> str:
+    return f"{x / 1e3:.2f}"
+
+
+def _mode(r: dict) -> tuple[str, str]:
+    return r["cache"], ("compiled" if r["mode"] == "compiled" else "eager")
+
+
+def predictions() -> dict:
+    """``(gpu, model, batch, prompt, new, cache, mode) -> GenerateResult`` for every generate
+    record, the two paths of one (gpu, model, batch) predicted together."""
+    from gpusim.predict.generate import generate_runs
+    groups: dict = {}
+    for env, r in records("generate"):
+        key = (env["gpu"], r["model"], r.get("dtype", "bfloat16"), r["batch"], r["prompt"], r["new"])
+        groups.setdefault(key, set()).add(_mode(r))
+    out = {}
+    for (gpu, model, dtype, batch, prompt, new), runs in sorted(groups.items()):
+        res = generate_runs(model, sorted(runs), batch, prompt, new, gpu=GPUS[gpu], host=HOSTS[gpu],
+                            dtype=dtype)
+        for g in res:
+            out[(gpu, model, batch, prompt, new, g.cache, g.mode)] = g
+    return out
+
+
+def generate_table(preds: dict) -> tuple[str, list[float], dict]:
+    rows = ["| GPU | model | batch | cache, mode | TTFT ms (pred / meas) | time per output token ms (pred / meas) "
+            "| total ms (pred / meas) | peak GB (pred / meas) | KV bytes (pred / meas) |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    errs, tpot = [], {}
+    for env, r in records("generate"):
+        cache, mode = _mode(r)
+        g = preds[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], cache, mode)]
+        ttft, total = _med(r["ttft_ms"]) * 1e3, _med(r["wall_ms"]) * 1e3
+        toks = [t * 1e3 for t in r.get("token_ms") or []]
+        m_tpot = statistics.mean(toks) if toks else float("nan")
+        tpot[(env["gpu"], r["model"], r["batch"], cache, mode)] = (g.tpot_us, m_tpot)
+        errs.append(abs(g.tpot_us / m_tpot - 1) * 100)
+        peak, kv = r.get("peak_allocated_bytes"), r.get("kv_cache_bytes")
+        rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {cache}, {mode} "
+                    f"| {_ms(g.ttft_us)} / {_ms(ttft)} ({pct(g.ttft_us, ttft)}) "
+                    f"| {_ms(g.tpot_us)} / {_ms(m_tpot)} ({pct(g.tpot_us, m_tpot)}) "
+                    f"| {_ms(g.total_us)} / {_ms(total)} ({pct(g.total_us, total)}) "
+                    f"| {g.peak_bytes / 1e9:.3f} / {peak / 1e9 if peak else float('nan'):.3f} ({pct(g.peak_bytes, peak or 0)}) "
+                    f"| {g.kv_cache_bytes} / {kv} ({'exact' if kv == g.kv_cache_bytes else pct(g.kv_cache_bytes, kv or 0)}) |")
+    return "\n".join(rows), errs, tpot
+
+
+def speedup_table(tpot: dict) -> str:
+    rows = ["| GPU | model | batch | static compiled over eager dynamic, per output token (pred / meas) |",
+            "|---|---|---|---|"]
+    for (gpu, model, batch, cache, mode), (p_dyn, m_dyn) in sorted(tpot.items()):
+        if (cache, mode) != ("dynamic", "eager") or (gpu, model, batch, "static", "compiled") not in tpot:
+            continue
+        p_st, m_st = tpot[(gpu, model, batch, "static", "compiled")]
+        ps, ms = p_dyn / p_st, m_dyn / m_st
+        rows.append(f"| {gpu} | {model} | {batch} | {ps:.2f}x / {ms:.2f}x ({pct(ps, ms)}) |")
+    return "\n".join(rows)
+
+
+def _med(x) -> float:
+    return x["median"] if isinstance(x, dict) else x
+
+
+@functools.lru_cache(maxsize=None)
+def _lm(model: str):
+    import torch
+    from gpusim.predict import decode
+    return decode.load_lm(model, torch.bfloat16)[0]
+
+
+def _on(env, fn, args):
+    from gpusim.capture.tracing import capture
+    from gpusim.predict.pipeline import as_spec, lower, predict_lowering
+    spec = as_spec(GPUS[env["gpu"]])
+    g = capture(fn, args)
+    return predict_lowering(lower(g, "eager", spec=spec), spec, host=HOSTS[env["gpu"]])
+
+
+def prefill_table() -> str:
+    """The measured call: ``model(ids, past_key_values=DynamicCache(...), use_cache=True,
+    logits_to_keep=1)`` (no mask, no positions)."""
+    import torch
+    from transformers import DynamicCache
+    rows = ["| GPU | model | batch | prompt | kernels (pred / meas) | device µs (pred / meas) | wall µs (pred / meas) |",
+            "|---|---|---|---|---|---|---|"]
+    for env, r in records("prefill"):
+        m = _lm(r["model"])
+        ids = torch.zeros(r["batch"], r["prompt"], dtype=torch.long, device="meta")
+        p = _on(env, lambda ids, cache: m(ids, past_key_values=cache, use_cache=True, logits_to_keep=1),
+                (ids, DynamicCache(config=m.config)))
+        dev, wall = r["kernel_sum_us"], _med(r["wall_us"])
+        rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['prompt']} | {p.kernel_count} / {r['kernel_count']} "
+                    f"| {p.device_us:.0f} / {dev:.0f} ({pct(p.device_us, dev)}) "
+                    f"| {p.end_to_end_us:.0f} / {wall:.0f} ({pct(p.end_to_end_us, wall)}) |")
+    return "\n".join(rows)
+
+
+def host_step(env, r):
+    """The measured eager step: the next token's forward with the DynamicCache (and, variant
+    "generate", the attention mask, cache position and position ids generate passes, built
+    on the device), the argmax of the last logits, the host's read of the token."""
+    import torch
+    from gpusim.predict import decode
+    m, b, c = _lm(r["model"]), r["batch"], r["context"]
+    gen = r.get("variant", "bare") == "generate"
+
+    def step(ids, cache):
+        extra = {}
+        if gen:
+            extra = dict(attention_mask=torch.ones(b, c + 1, dtype=torch.long, device=ids.device),
+                         cache_position=torch.arange(c, c + 1, device=ids.device),
+                         position_ids=torch.full((b, 1), c, dtype=torch.long, device=ids.device))
+        nxt = m(ids, past_key_values=cache, use_cache=True, **extra).logits[:, -1:].argmax(-1)
+        if nxt[0, 0] >= 0:              # nxt.cpu(): the host waits for the token (a read)
+            return nxt
+        return nxt
+    cache = decode.make_cache(m, "dynamic", b, c, c + 1, torch.bfloat16)
+    return _on(env, step, (torch.zeros(b, 1, dtype=torch.long, device="meta"), cache))
+
+
+def cold(seen: set, env: dict, r: dict) -> bool:
+    """Whether the step's attention shapes are new to the process: the case's steps grow the
+    cache one token at a time from ``context``, so they are, unless an earlier case of the
+    same run (environment line) ran the same model, batch and context, or every layer's
+    cache is at its sliding window (the key length stops growing)."""
+    from gpusim.predict import decode
+    key = (id(env), r["model"], r["batch"], r["context"])
+    windows = decode.sliding_layers(_lm(r["model"]).config)
+    capped = all(w is not None and r["context"] >= w for w in windows)
+    new = key not in seen and not capped
+    seen.add(key)
+    return new
+
+
+def decode_host_table() -> str:
+    from gpusim.predict.generate import plan_build_us
+    rows = ["| GPU | model | variant | batch | context | kernels (pred / meas) | module calls (capture / hook) "
+            "| device µs (pred / meas) | wall µs (pred / meas) | model's Python µs (pred / meas estimate) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    seen: set = set()
+    for env, r in records("decode_host"):
+        p = host_step(env, r)
+        wall = _med(r["wall_us"])
+        c = cold(seen, env, r)
+        pw = p.end_to_end_us + (plan_build_us(p) if c else 0.0)
+        rows.append(f"| {env['gpu']} | {r['model']} | {r.get('variant', 'bare')}, {'cold' if c else 'warm'} | {r['batch']} | {r['context']} "
+                    f"| {p.kernel_count} / {r['kernel_count']} | {p.graph.meta.get('module_calls')} / {r.get('module_calls')} "
+                    f"| {p.device_us:.0f} / {r['kernel_sum_us']:.0f} ({pct(p.device_us, r['kernel_sum_us'])}) "
+                    f"| {pw:.0f} / {wall:.0f} ({pct(pw, wall)}) "
+                    f"| {p.timeline.python_us:.0f} / {r.get('python_us_estimate', 0):.0f} |")
+    return "\n".join(rows)
+
+
+def report() -> str:
+    preds = predictions()
+    gen, errs, tpot = generate_table(preds)
+    parts = ["Whole generate() calls (greedy, `max_new_tokens = min_new_tokens = new`):", "", gen]
+    if errs:
+        parts += ["", f"Time per output token: median error {statistics.median(errs):.0f}% over {len(errs)} calls.",
+                  "", speedup_table(tpot)]
+    if records("prefill"):
+        parts += ["", "Prefill (one forward over the prompt filling a DynamicCache, `logits_to_keep=1`):", "", prefill_table()]
+    if records("decode_host"):
+        parts += ["", "One eager decode step (DynamicCache) under the profiler with CPU activity:", "", decode_host_table()]
+    return "\n".join(parts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/llm.md")
+    a = ap.parse_args(argv)
+    text = report()
+    print(text)
+    if not a.no_doc:
+        doc = open(DOC).read()
+        block = BEGIN + "\n\n" + text + "\n\n" + END
+        if BEGIN in doc:
+            i, j = doc.index(BEGIN), doc.index(END) + len(END)
+            doc = doc[:i] + block + doc[j:]
+        else:
+            doc = doc.rstrip("\n") + "\n\n## Measured: whole generate() calls\n\n" + block + "\n"
+        with open(DOC, "w") as f:
+            f.write(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
