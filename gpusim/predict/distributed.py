@@ -1,0 +1,136 @@
+"""Predict a training step across GPUs: ``gpusim.predict(builder, gpu=..., nproc_per_node=N, nnodes=M)``.
+
+The user's builder runs under torch's fake process group (:mod:`gpusim.capture.distributed`); rank 0's
+step is predicted as a single-GPU step (capture, eager lowering, cost, host/GPU timeline); the wrapper's
+collectives and copies are added (:mod:`gpusim.lower.distributed`) and one rank's two streams simulated
+(:mod:`gpusim.sim.ranks`) with its memory (:mod:`gpusim.sim.rank_memory`). Every rank runs the same step on
+its own batch, so rank 0 stands for all of them (the slowest rank sets a real step's wall: run-to-run
+spread is not modelled).
+
+:class:`DistPrediction` holds plain numbers: step time, compute, communication in total / exposed /
+hidden, the single-GPU step of the same builder (world 1) and the scaling over it, memory per rank, and
+the two-stream timeline (:meth:`DistPrediction.trace` for Perfetto).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpusim.capture.distributed import capture_distributed
+from gpusim.cost.collectives import link_for
+from gpusim.hw.host import load_host
+from gpusim.lower.distributed import plan
+from gpusim.predict.pipeline import as_spec, lower, predict_lowering
+from gpusim.sim.rank_memory import rank_memory
+from gpusim.sim.ranks import simulate_rank
+from gpusim.util.errors import UserError
+
+
+@dataclass
+class DistPrediction:
+    """One rank of a data-parallel step (all times µs, memory bytes)."""
+    gpu: str
+    strategy: str
+    nproc_per_node: int
+    nnodes: int
+    step_us: float
+    compute_us: float
+    comm_us: float
+    exposed_comm_us: float
+    hidden_comm_us: float
+    slowdown_us: float
+    host_us: float
+    single_step_us: float            # rank 0's step without the wrapper's work (its compute alone)
+    world1_step_us: float | None     # the same builder on one GPU (None: not predicted)
+    peak_bytes: int
+    peak_phase: str
+    fits: bool
+    capacity_bytes: float
+    n_collectives: int
+    n_added_kernels: int
+    link: str
+    link_source: str
+    overlap_factor: float
+    config: dict = field(default_factory=dict)
+    plan: object = field(default=None, repr=False)
+    rank: object = field(default=None, repr=False)
+    single: object = field(default=None, repr=False)
+
+    @property
+    def world(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+    @property
+    def scaling(self) -> float | None:
+        """Step time over the same builder's step on one GPU (1.0: perfect weak scaling)."""
+        return self.step_us / self.world1_step_us if self.world1_step_us else None
+
+    def to_dict(self) -> dict:
+        keys = ("gpu", "strategy", "nproc_per_node", "nnodes", "step_us", "compute_us", "comm_us",
+                "exposed_comm_us", "hidden_comm_us", "slowdown_us", "host_us", "single_step_us",
+                "world1_step_us", "peak_bytes", "peak_phase", "fits", "capacity_bytes", "n_collectives",
+                "n_added_kernels", "link", "link_source", "overlap_factor")
+        d = {k: getattr(self, k) for k in keys}
+        d.update(world=self.world, scaling=self.scaling, config=self.config)
+        return d
+
+    def trace(self) -> dict:
+        """Chrome/Perfetto trace of rank 0's first step: the host lane, the compute stream and the
+        communication stream (``chrome://tracing`` or ui.perfetto.dev)."""
+        from gpusim.sim.ranks import RankEvent
+        evs = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"rank 0 ({self.gpu})"}}]
+        tids = {"host": 0, "compute": 1, "comm": 2}
+        for lane, tid in tids.items():
+            evs.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": tid,
+                        "args": {"name": {"host": "host", "compute": "compute stream",
+                                          "comm": "NCCL stream"}[lane]}})
+        host = [RankEvent(e.name, "host", e.start_us, e.dur_us) for e in self.single.timeline.events
+                if e.lane == "host" and e.call == 0]
+        for e in host + list(self.rank.events):
+            evs.append({"name": e.name, "ph": "X", "pid": 0, "tid": tids[e.stream], "ts": round(e.start_us, 3),
+                        "dur": round(e.dur_us, 3), "cat": e.kind})
+        return {"traceEvents": evs, "displayTimeUnit": "ms"}
+
+
+def predict_distributed(builder, gpu="h100", nproc_per_node: int = 1, nnodes: int = 1, host=None,
+                        link=None, world1: bool = True, name: str | None = None) -> DistPrediction:
+    """Predict rank 0 of ``builder()``'s step on ``nproc_per_node x nnodes`` GPUs of kind ``gpu``
+    (module docstring). ``link``: how the GPUs of a host are connected (default: the link spec naming the
+    GPU, e.g. NVLink 4 for H100/H200 SXM); across hosts, InfiniBand NDR per GPU. ``world1``: also predict
+    the builder on one GPU (the scaling)."""
+    if not callable(builder):
+        raise UserError("nproc_per_node/nnodes need a builder: a function of no arguments returning (step, args)")
+    for label, v in (("nproc_per_node", nproc_per_node), ("nnodes", nnodes)):
+        if not isinstance(v, int) or v < 1:
+            raise UserError(f"{label} must be a whole number >= 1, got {v!r}")
+    spec = as_spec(gpu)
+    host = load_host(host)
+    lk = link_for(spec, link)
+    cap, cfg = capture_distributed(builder, nproc_per_node, nnodes, name=name)
+    low = lower(cap.graph, "eager", spec=spec)
+    single = predict_lowering(low, spec, host=host)
+    dplan = plan(low, cfg)
+    rank = simulate_rank(single, dplan, lk, spec, host)
+    mem = rank_memory(single, dplan, cfg)
+    w1 = None
+    if world1:
+        w1 = single.end_to_end_us if nproc_per_node * nnodes == 1 else predict_distributed(
+            builder, spec, 1, 1, host, lk, world1=False, name=name).step_us
+    from gpusim.cost.collectives import concurrent_compute_slowdown, regimes
+    factor, fsrc = concurrent_compute_slowdown(lk, spec.name, "compute")
+    _, lsrc = regimes(lk, "all_reduce", spec.name)
+    config = {"ddp": dict(cfg.ddp), "buckets": [{"params": len(k), "bytes": int(s), "dtype": d}
+                                                for k, s, d in dplan.buckets],
+              "units": [{k: v for k, v in u.items()} for u in dplan.units],
+              "overlap_source": fsrc}
+    return DistPrediction(
+        gpu=spec.name, strategy=dplan.strategy, nproc_per_node=nproc_per_node, nnodes=nnodes,
+        step_us=float(rank.step_us), compute_us=float(rank.compute_us), comm_us=float(rank.comm_us),
+        exposed_comm_us=float(rank.exposed_comm_us), hidden_comm_us=float(rank.hidden_comm_us),
+        slowdown_us=float(rank.slowdown_us), host_us=float(single.timeline.host_us),
+        single_step_us=float(single.end_to_end_us), world1_step_us=None if w1 is None else float(w1),
+        peak_bytes=mem["peak_bytes"], peak_phase=mem["peak_phase"], fits=mem["fits"],
+        capacity_bytes=mem["capacity_bytes"],
+        n_collectives=sum(1 for op in dplan.ops if op.kind != "copy"),
+        n_added_kernels=len(dplan.ops), link=lk.name, link_source=lsrc, overlap_factor=float(factor),
+        config=config, plan=dplan, rank=rank, single=single)
