@@ -134,3 +134,57 @@ def predict_distributed(builder, gpu="h100", nproc_per_node: int = 1, nnodes: in
         n_collectives=sum(1 for op in dplan.ops if op.kind != "copy"),
         n_added_kernels=len(dplan.ops), link=lk.name, link_source=lsrc, overlap_factor=float(factor),
         config=config, plan=dplan, rank=rank, single=single)
+
+
+def fsdp_blocks(model) -> list:
+    """The blocks ``--fsdp`` shards one by one: the children of the model's largest ``ModuleList`` or
+    ``Sequential`` of repeated blocks (a decoder's layers, a ViT's blocks); else (a CNN's stages) the direct
+    children that hold parameters, but never the whole model."""
+    import torch
+    best = None
+    for _, m in model.named_modules():
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and m is not model and len(m) > 1:
+            if best is None or len(m) > len(best):
+                best = m
+    if best is not None and len(best) >= 4:
+        return [b for b in best if any(True for _ in b.parameters())]
+    return [c for c in model.children() if any(True for _ in c.parameters())]
+
+
+def wrap_model(strategy: str):
+    """``wrap`` for :func:`gpusim.predict.step.standard_step`: ``"ddp"`` wraps the model in
+    ``DistributedDataParallel`` (PyTorch's defaults); ``"fsdp"`` calls ``fully_shard`` on each block
+    (:func:`fsdp_blocks`) and the root, with bf16 parameters and fp32 reductions
+    (``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``) when ``bf16`` is asked."""
+    def ddp(model):
+        from torch.nn.parallel import DistributedDataParallel
+        return DistributedDataParallel(model)
+
+    def fsdp(model, mp=None):
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        policy = mp or MixedPrecisionPolicy()
+        for b in fsdp_blocks(model):
+            fully_shard(b, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
+        return model
+    if strategy == "ddp":
+        return ddp
+    if strategy in ("fsdp", "fsdp_bf16"):
+        if strategy == "fsdp":
+            return fsdp
+        import torch
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+        return lambda m: fsdp(m, MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
+    raise UserError(f"unknown data-parallel strategy {strategy!r}; use ddp or fsdp")
+
+
+def zoo_builder(model_name: str, strategy: str, dtype="float32", sizes=None, optimizer="adamw", amp=None):
+    """A builder of the standard training step (:func:`gpusim.predict.step.standard_step`) of a zoo model
+    wrapped by ``strategy`` (:func:`wrap_model`; FSDP with ``amp="bf16"`` shards with bf16 parameters)."""
+    from gpusim.predict.step import standard_step
+    wrap = wrap_model("fsdp_bf16" if strategy == "fsdp" and amp == "bf16" else strategy)
+
+    def builder():
+        return standard_step(model_name, dtype, sizes, optimizer, None if strategy == "fsdp" else amp, wrap)
+    builder.__name__ = f"{model_name} {strategy} step ({optimizer})"
+    return builder
