@@ -356,6 +356,9 @@ def capture_distributed(builder, nproc_per_node: int = 1, nnodes: int = 1, name:
         units = unshard_fsdp(step)
         cfg = read_config(step, units, nproc_per_node, nnodes)
         cap = capture_step(step, tuple(args), name=name)
+    if cfg.strategy == "ddp":       # what the step did with the wrapper (no_sync) is known once traced
+        cfg.ddp["no_sync"] = any(m.ddp_config["no_sync"] for _, top in reachable(step)[0]
+                                 for m in top.modules() if isinstance(m, RecordedDDP))
     cap.graph.meta["grad_of"] = grad_nodes(cap)
     return cap, cfg
 

@@ -196,5 +196,5 @@ def link_for(spec, link=None) -> LinkSpec:
     try:
         return link_spec(key)
     except Exception:  # noqa: BLE001 - one clear line below
-        raise UserError(f"no link spec names the GPU {spec.name!r} (hwspecs/links/*.toml aliases); pass "
-                        "link= (e.g. 'nvlink4', 'pcie5-x16') for how its GPUs are connected") from None
+        raise UserError(f"no link spec names the GPU {spec.name!r} (hwspecs/links/*.toml aliases); say how its "
+                        "GPUs are connected: --link / link= (e.g. nvlink4, pcie5-x16)") from None

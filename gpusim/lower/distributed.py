@@ -27,15 +27,17 @@ DDP (``torch/nn/parallel/distributed.py``, ``torch/csrc/distributed/c10d/reducer
 FSDP2 (``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``, ``_fsdp_collectives.py``), per
 unit in forward order (the root's first, its parameters used throughout):
 
-- before its forward: copy-in of the rank's shards cast to ``param_dtype`` (``all_gather_copy_in``,
-  on the all-gather stream), the all-gather, and the copy-out into the unsharded parameters
-  (``split_with_sizes_copy``, on the compute stream) that the unit's first kernel waits for; at most
-  one all-gather ahead of the compute stream (the next one waits for the previous copy-out);
+- before its forward, on the all-gather streams: with a ``param_dtype`` other than the master dtype a
+  ``_foreach_copy_`` of the shards into one flat buffer of that dtype (the cast), the copy-in
+  (``all_gather_copy_in``), the all-gather; then on the compute stream the copy-out into the unsharded
+  parameters (``split_with_sizes_copy``), which the unit's first kernel waits for; at most one
+  all-gather ahead of the compute stream (the next one waits for the previous copy-out);
 - with ``reshard_after_forward`` (all but the root) the same again before its backward, prefetched
   when the unit after it (in forward order) begins its backward;
-- after its backward: copy-in of its gradients cast to ``reduce_dtype`` (``chunk_cat``), the
-  reduce-scatter, and the division and copy into the sharded gradient, on the reduce-scatter stream;
-  the optimizer waits for every reduce-scatter;
+- after its backward: the copy-in of its gradients into the ``reduce_dtype`` input (``chunk_cat``, on
+  the compute stream), then the reduce-scatter (``ReduceOp.AVG`` for fp32/bf16: no division kernel; for
+  fp16 a division before and after) and, where the reduce dtype is not the master dtype, the cast of
+  the sharded gradient, on the reduce-scatter stream; the optimizer waits for every reduce-scatter;
 - the optimizer runs on the rank's shard: each optimizer kernel's time scales by ``1/N`` x the master
   dtype's bytes over the traced param dtype's (:attr:`DistPlan.scale`; the traced step ran it on full
   ``param_dtype`` parameters, :mod:`gpusim.capture.distributed`).
@@ -274,9 +276,12 @@ def fsdp_plan(low, cfg) -> DistPlan:
         u = x["unit"]
         full = unit_bytes(u, n, u.param_dtype)
         name = f"{u.module} {tag}"
-        ops.append(DistOp(f"{name} copy-in", "comm", "copy", full / n * (1 + dtype_bytes(u.master_dtype)
-                                                                        / dtype_bytes(u.param_dtype)),
-                          when, (prev_out,) if prev_out else (), tag, u.module))
+        first = (prev_out,) if prev_out else ()
+        pb, mb = dtype_bytes(u.param_dtype), dtype_bytes(u.master_dtype)
+        if u.param_dtype != u.master_dtype:     # _foreach_copy_ of the fp32 shards into a bf16 flat buffer
+            ops.append(DistOp(f"{name} cast", "comm", "copy", full / n * (1 + mb / pb), when, first, tag, u.module))
+            first = (f"{name} cast",)
+        ops.append(DistOp(f"{name} copy-in", "comm", "copy", 2 * full / n, when, first, tag, u.module))
         ops.append(DistOp(f"{name} all_gather", "comm", "all_gather", full, when, (f"{name} copy-in",), tag,
                           u.module))
         ops.append(DistOp(f"{name} copy-out", "compute", "copy", 2 * full, before - 1, (f"{name} all_gather",),
@@ -299,14 +304,26 @@ def fsdp_plan(low, cfg) -> DistPlan:
             u = x["unit"]
             full = unit_bytes(u, n, u.reduce_dtype)
             name = f"{u.module} reduce_scatter"
-            grads = unit_bytes(u, n, u.param_dtype)
-            ops.append(DistOp(f"{name} copy-in", "comm", "copy", grads + full, x["bwd"][1], (), "backward",
-                              u.module))
-            ops.append(DistOp(name, "comm", "reduce_scatter", full, x["bwd"][1], (f"{name} copy-in",),
+            at = x["bwd"][1]
+            # chunk_cat of the gradients into the reduce dtype, on the compute stream
+            ops.append(DistOp(f"{name} copy-in", "compute", "copy", unit_bytes(u, n, u.param_dtype) + full, at, (),
                               "backward", u.module))
-            ops.append(DistOp(f"{name} div", "comm", "copy", 2 * full / n, x["bwd"][1], (name,), "backward",
-                              u.module))
-            rs.append(f"{name} div")
+            last = f"{name} copy-in"
+            if u.reduce_dtype not in ("float32", "bfloat16"):      # no ReduceOp.AVG: divide before and after
+                ops.append(DistOp(f"{name} predivide", "comm", "copy", 2 * full, at, (last,), "backward", u.module))
+                last = f"{name} predivide"
+            ops.append(DistOp(name, "comm", "reduce_scatter", full, at, (last,), "backward", u.module))
+            last = name
+            if u.reduce_dtype not in ("float32", "bfloat16"):
+                ops.append(DistOp(f"{name} postdivide", "comm", "copy", 2 * full / n, at, (last,), "backward",
+                                  u.module))
+                last = f"{name} postdivide"
+            if u.reduce_dtype != u.master_dtype:                   # the sharded gradient in the master dtype
+                ops.append(DistOp(f"{name} cast", "comm", "copy", full / n * (1 + dtype_bytes(u.master_dtype)
+                                                                             / dtype_bytes(u.reduce_dtype)),
+                                  at, (last,), "backward", u.module))
+                last = f"{name} cast"
+            rs.append(last)
         last_bwd = max((i for i, p in enumerate(phases) if p == "backward"), default=len(phases) - 1)
         opt = next((i for i, p in enumerate(phases) if p == "optimizer" and i > last_bwd), None)
         if opt is not None:

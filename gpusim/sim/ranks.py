@@ -7,9 +7,9 @@ order; an operation starts once
 
 - its stream is free,
 - the host has issued it (plus the launch latency): a step kernel when the single-GPU host lane issued
-  it, an added operation when the host issued the compute kernel it follows; each added compute kernel
-  costs the host one eager op, which later issues pay too, and a host read (a sync) that now ends later
-  delays every later issue by as much,
+  it, an added operation when the host issued the compute kernel it follows; each added operation (a
+  copy, a collective) costs the host one eager op (the host profile's ``eager_op_us``), which later issues
+  pay too, and a host read (a sync) that now ends later delays every later issue by as much,
 - the operations it waits for are done (a bucket's gradients before its all-reduce; FSDP's gather
   before its unit; the optimizer after the last reduction).
 
@@ -185,6 +185,7 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
                 colls.append(ct)
                 dur = ct.us
             events.append(RankEvent(op.name, "comm", start, dur, op.kind))
+            host_extra += op_host          # the host launched it too (ProcessGroupNCCL, a side-stream copy)
             comm_iv.append((start, start + dur))
             mf = start + dur
             done[op.name] = mf
