@@ -210,7 +210,7 @@ def modes_by_speed(graph: OpGraph, gpu="h100", have: "Prediction | None" = None,
 
 def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
             opts: CostOptions = CostOptions(), regions: bool = False, host=None,
-            amp=None, nproc_per_node: int | None = None, nnodes: int | None = None):
+            amp=None) -> Prediction:
     """Predict how long ``target`` takes on ``gpu``.
 
     Parameters
@@ -227,22 +227,12 @@ def predict(target, args=None, gpu="h100", mode: str = "eager", partition=None,
         GPU so that a comparison of GPUs compares GPUs
     amp : ``"bf16"`` | ``"fp16"``: run the forward under ``torch.autocast("cuda")`` (fp32
         weights and inputs; :mod:`gpusim.capture.amp`)
-    nproc_per_node, nnodes : across GPUs: ``target`` is then a builder, a function of no arguments
-        returning ``(step, args)`` written as for ``torchrun`` (DDP or ``fully_shard``); returns a
-        :class:`~gpusim.predict.distributed.DistPrediction` of rank 0
-        (:func:`gpusim.predict.distributed.predict_distributed`)
 
     >>> import torch
     >>> p = predict(lambda x: x + 2, (torch.empty(2**26, device="meta"),), gpu="rtx3090ti")
     >>> round(2**26 / p.device_us / 1e3)   # G elements/s
     113
     """
-    if nproc_per_node is not None or nnodes is not None:
-        from gpusim.predict.distributed import predict_distributed
-        if args is not None or amp is not None or partition is not None or mode != "eager":
-            raise UserError("across GPUs, predict takes a builder (no args, amp, partition; eager mode): "
-                            "put the model, optimizer and autocast inside the builder")
-        return predict_distributed(target, gpu, nproc_per_node or 1, nnodes or 1, host=host)
     check_mode(mode)
     spec = as_spec(gpu)
     graph = as_graph(target, args, amp)
