@@ -1,0 +1,246 @@
+"""Hugging Face ``generate()`` of the zoo's decoders on a GPU: whole generations (eager with a
+DynamicCache, and the static cache that transformers compiles), prefills, and the host of one eager
+decode step; one JSONL line a case, the environment first. What ``gpusim.generate`` and the decode
+host model are scored against (issue 34).
+
+    python3 -m validation.measure.generate_run --out OUT.jsonl [--what generate,prefill,decode_host]
+
+Kinds of line:
+- ``generate``: ``model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)``
+  with ``cache_implementation`` None (DynamicCache, eager) or "static" (transformers compiles the
+  forward on CUDA: ``mode="compiled"``). Random prompt ids, all-ones attention mask. Two warm-up calls
+  (the static path compiles and records CUDA graphs there), then ``--reps`` timed calls (host wall,
+  synchronised): ``wall_ms``; ``ttft_ms`` from calls with ``max_new_tokens=1``; ``token_ms``: the
+  interval between consecutive logits-processor calls (one a token; generate syncs every token for
+  its stopping criteria), median over the timed calls, token by token; peak allocated memory over one
+  call, and the bytes of the returned cache's tensors.
+- ``prefill``: one forward over the prompt with ``use_cache=True`` and ``logits_to_keep=1`` (as
+  generate's first step), wall (median of 10) and its kernels (count and device-time sum).
+- ``decode_host``: one eager decode step (DynamicCache filled by a prefill of ``context`` tokens, the
+  argmax read by the host): unprofiled wall (median of 10), then one step under the profiler with CPU
+  and CUDA activities: kernels (count, device-time sum), module calls (a forward pre-hook), top-level
+  aten ops (no aten op among their CPU ancestors) and their CPU time, CUDA launch calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from validation.measure.decode_run import environment
+
+
+def _med(xs) -> dict:
+    return {"median": round(statistics.median(xs), 3), "min": round(min(xs), 3), "max": round(max(xs), 3),
+            "n": len(xs)}
+
+
+def _cache_bytes(cache) -> int:
+    seen, total = set(), 0
+    for layer in getattr(cache, "layers", []) or []:
+        for name in ("keys", "values"):
+            t = getattr(layer, name, None)
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                total += t.numel() * t.element_size()
+    return total
+
+
+def generate_case(model, batch, prompt, new, cache, reps, vocab) -> dict:
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    class Stamp(LogitsProcessor):
+        def __init__(self):
+            self.t = []
+
+        def __call__(self, input_ids, scores):
+            self.t.append(time.perf_counter())
+            return scores
+    ids = torch.randint(3, vocab, (batch, prompt), device="cuda")
+    mask = torch.ones_like(ids)
+    kw = dict(do_sample=False, attention_mask=mask, pad_token_id=0,
+              cache_implementation="static" if cache == "static" else None)
+
+    def call(n, stamp=None):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, return_dict_in_generate=True,
+                             logits_processor=LogitsProcessorList([stamp] if stamp else []), **kw)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3, out
+    with torch.no_grad():
+        for _ in range(2):
+            call(new)
+            call(1)
+        walls, ttfts, steps = [], [], []
+        for _ in range(reps):
+            ttfts.append(call(1)[0])
+            stamp = Stamp()
+            torch.cuda.reset_peak_memory_stats()
+            w, out = call(new, stamp)
+            walls.append(w)
+            steps.append([(b - a) * 1e3 for a, b in zip(stamp.t, stamp.t[1:])])
+        peak = torch.cuda.max_memory_allocated()
+    tokens = [round(statistics.median(col), 4) for col in zip(*steps)]
+    return {"kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
+            "mode": "compiled" if cache == "static" else "eager", "wall_ms": _med(walls), "ttft_ms": _med(ttfts),
+            "token_ms": tokens, "peak_allocated_bytes": peak,
+            "kv_cache_bytes": _cache_bytes(out.past_key_values),
+            "cache_class": type(out.past_key_values).__name__,
+            "generated_tokens": int(out.sequences.shape[1] - prompt)}
+
+
+def _kernels(prof):
+    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+            and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+
+
+def prefill_case(model, batch, prompt, vocab) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import DynamicCache
+    ids = torch.randint(3, vocab, (batch, prompt), device="cuda")
+
+    def once():
+        return model(ids, past_key_values=DynamicCache(config=model.config), use_cache=True, logits_to_keep=1)
+    with torch.no_grad():
+        for _ in range(3):
+            once()
+        walls = []
+        for _ in range(10):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            once()
+            torch.cuda.synchronize()
+            walls.append((time.perf_counter() - t0) * 1e6)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            once()
+            torch.cuda.synchronize()
+    ks = _kernels(prof)
+    return {"kind": "prefill", "batch": batch, "prompt": prompt, "wall_us": _med(walls),
+            "kernel_count": len(ks), "kernel_sum_us": round(sum(e.device_time for e in ks), 1)}
+
+
+def _top_level_aten(events):
+    out = []
+    for e in events:
+        if not e.name.startswith("aten::") or e.device_type != torch.autograd.DeviceType.CPU:
+            continue
+        p, nested = e.cpu_parent, False
+        while p is not None:
+            if p.name.startswith("aten::"):
+                nested = True
+                break
+            p = p.cpu_parent
+        if not nested:
+            out.append(e)
+    return out
+
+
+def decode_host_case(model, batch, context, vocab) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import DynamicCache
+    ids = torch.randint(3, vocab, (batch, context), device="cuda")
+    cache = DynamicCache(config=model.config)
+    calls = [0]
+
+    def count(m, i):
+        calls[0] += 1
+    with torch.no_grad():
+        out = model(ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        nxt = out.logits[:, -1:].argmax(-1)
+
+        def step():
+            nonlocal nxt
+            out = model(nxt, past_key_values=cache, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+            nxt.cpu()
+        for _ in range(3):
+            step()
+        walls = []
+        for _ in range(10):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()
+            walls.append((time.perf_counter() - t0) * 1e6)
+        hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
+        try:
+            step()
+            n_calls = calls[0]
+        finally:
+            hook.remove()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        prof_wall = (time.perf_counter() - t0) * 1e6
+    ev = prof.events()
+    ks = _kernels(prof)
+    top = _top_level_aten(ev)
+    launches = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CPU
+                   and ("LaunchKernel" in e.name or e.name.startswith("cuLaunch")))
+    aten_cpu = sum(e.cpu_time_total for e in top)
+    return {"kind": "decode_host", "batch": batch, "context": context, "cache_len_after": cache.get_seq_length(),
+            "wall_us": _med(walls), "profiled_wall_us": round(prof_wall, 1), "kernel_count": len(ks),
+            "kernel_sum_us": round(sum(e.device_time for e in ks), 1), "module_calls": n_calls,
+            "aten_top_level_ops": len(top), "aten_top_level_cpu_us": round(aten_cpu, 1), "cuda_launches": launches,
+            "python_us_estimate": round(prof_wall - aten_cpu, 1)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--what", default="generate,prefill,decode_host")
+    ap.add_argument("--gen-models", default="hf:llama-3.2-1b,hf:qwen2-0.5b")
+    ap.add_argument("--host-models", default="hf:llama-3.2-1b,hf:qwen2-0.5b,hf:gpt2,hf:mistral-7b")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--prompts", default="128,512,2048")
+    ap.add_argument("--contexts", default="512,4096")
+    ap.add_argument("--caches", default="dynamic,static")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args(argv)
+    from gpusim.models import zoo
+    what = set(a.what.split(","))
+    batches = [int(x) for x in a.batches.split(",")]
+    models = list(dict.fromkeys((a.gen_models.split(",") if what & {"generate", "prefill"} else [])
+                                + (a.host_models.split(",") if "decode_host" in what else [])))
+    with open(a.out, "a") as f:
+        f.write(json.dumps({**environment(), "dtype": "bfloat16", "transformers": __import__("transformers").__version__}) + "\n")
+        for name in models:
+            torch.compiler.reset()
+            module, _ = zoo.build(name, device="cuda", dtype=torch.bfloat16)
+            module.config.use_cache = True
+            vocab, maxpos = module.config.vocab_size, getattr(module.config, "max_position_embeddings", 1 << 20)
+            cases = []
+            if name in a.gen_models.split(","):
+                if "prefill" in what:
+                    cases += [("prefill", lambda b=b, p=int(p): prefill_case(module, b, p, vocab))
+                              for b in batches for p in a.prompts.split(",") if int(p) < maxpos]
+                if "generate" in what:
+                    cases += [("generate", lambda b=b, c=c: generate_case(module, b, a.prompt, a.new, c, a.reps, vocab))
+                              for c in a.caches.split(",") for b in batches]
+            if name in a.host_models.split(",") and "decode_host" in what:
+                cases += [("decode_host", lambda b=b, c=min(int(c), maxpos - 32): decode_host_case(module, b, c, vocab))
+                          for b in batches for c in a.contexts.split(",")]
+            for kind, fn in cases:
+                try:
+                    row = {"model": name, "dtype": "bfloat16", **fn()}
+                except Exception as e:  # noqa: BLE001 - record the failure and go on
+                    row = {"model": name, "kind": kind, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                print(json.dumps({k: v for k, v in row.items() if k != "token_ms"})[:400], flush=True)
+            del module
+            torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
