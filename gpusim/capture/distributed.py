@@ -73,7 +73,7 @@ class DistConfig:
     strategy: str = "none"
     ddp: dict = field(default_factory=dict)
     ddp_params: list = field(default_factory=list)    # [(key, bytes, dtype name)] in registration order
-    ddp_buffers_bytes: int = 0
+    ddp_buffers: dict = field(default_factory=dict)   # dtype name -> bytes DDP broadcasts before each forward
     units: list = field(default_factory=list)         # [FSDPUnit] in creation order
 
     @property
@@ -307,7 +307,7 @@ def read_config(step, units: list, nproc_per_node: int, nnodes: int) -> DistConf
     training capture gives it (``p:<key>`` inputs of the graph)."""
     modules, _ = reachable(step)
     prefix = _prefixed(modules)
-    key_of, buffers = {}, 0
+    key_of = {}
     for mname, m in modules:
         for k, p in m.named_parameters():
             key_of.setdefault(id(p), f"{mname}.{k}" if prefix else k)
@@ -321,8 +321,10 @@ def read_config(step, units: list, nproc_per_node: int, nnodes: int) -> DistConf
         cfg.strategy, cfg.ddp = "ddp", dict(d.ddp_config)
         cfg.ddp_params = [(key_of[id(p)], p.numel() * p.element_size(), _dtype_name(p.dtype))
                           for p in d.module.parameters() if p.requires_grad and id(p) in key_of]
-        buffers = sum(b.numel() * b.element_size() for b in d.module.buffers())
-        cfg.ddp_buffers_bytes = buffers if d.ddp_config["broadcast_buffers"] else 0
+        if d.ddp_config["broadcast_buffers"]:
+            for b in d.module.buffers():
+                dt = _dtype_name(b.dtype)
+                cfg.ddp_buffers[dt] = cfg.ddp_buffers.get(dt, 0) + b.numel() * b.element_size()
     elif units:
         cfg.strategy = "fsdp"
         for u in units:

@@ -79,6 +79,7 @@ class DistPlan:
     scale: dict = field(default_factory=dict)      # compute kernel index -> factor on its time
     buckets: tuple = ()                            # DDP: ((param keys), bytes, dtype) in launch order
     units: tuple = ()                              # FSDP: per unit {name, fwd, bwd, grads_done, ...}
+    issued_from: str = "python"                    # who launches the added ops: "c++" (DDP's Reducer) or "python"
 
 
 def dtype_bytes(name: str) -> int:
@@ -192,35 +193,37 @@ def ddp_plan(low, cfg) -> DistPlan:
     view = cfg.ddp["gradient_as_bucket_view"]
     ops, waits = [], {}
     fwd = next((i for i, p in enumerate(phases) if p == "forward" and low.kernels[i].role == "main"), 0)
-    if cfg.ddp_buffers_bytes and n > 1:
-        ops.append(DistOp("broadcast buffers", "comm", "broadcast", cfg.ddp_buffers_bytes, -1, (),
-                          "forward", "buffers"))
-        waits[fwd] = ("broadcast buffers",)
+    if n > 1:       # _sync_buffers: _broadcast_coalesced, one broadcast per dtype (BN's int64 counters apart)
+        for dt, size in sorted(cfg.ddp_buffers.items()):
+            ops.append(DistOp(f"broadcast buffers {dt}", "comm", "broadcast", size, -1, (), "forward", "buffers"))
+            waits[fwd] = tuple(waits.get(fwd, ())) + (f"broadcast buffers {dt}",)
     bwd = [i for i, p in enumerate(phases) if p == "backward"]
     last_bwd = max(bwd) if bwd else len(low.kernels) - 1
     ars = []
-    if n > 1:
-        for bi, (keys, size, dtype) in enumerate(buckets):
-            deps = []
-            for k in sorted(keys, key=lambda k: ready.get(k, last_bwd)):
-                name = f"ddp {'div_' if view else 'grad to bucket'} {k}"
-                ops.append(DistOp(name, "compute", "copy", 2 * nbytes[k], ready.get(k, last_bwd), (),
-                                  "backward", f"bucket {bi}"))
-                deps.append(name)
+    # the Reducer exists at every world size: the copies into and out of the buckets run on one GPU too
+    # (the H200 records: the same 1,482 compute kernels at world 1, 2 and 4); NCCL runs from world 2
+    for bi, (keys, size, dtype) in enumerate(buckets):
+        deps = []
+        for k in sorted(keys, key=lambda k: ready.get(k, last_bwd)):
+            name = f"ddp {'div_' if view else 'grad to bucket'} {k}"
+            ops.append(DistOp(name, "compute", "copy", 2 * nbytes[k], ready.get(k, last_bwd), (),
+                              "backward", f"bucket {bi}"))
+            deps.append(name)
+        if n > 1:
             at = max(ready.get(k, last_bwd) for k in keys)
             ops.append(DistOp(f"all_reduce bucket {bi}", "comm", "all_reduce", size, at, tuple(deps),
                               "backward", f"bucket {bi}"))
             ars.append(f"all_reduce bucket {bi}")
-        if not view:
-            for bi, (keys, _, _) in enumerate(buckets):
-                for k in keys:
-                    ops.append(DistOp(f"ddp bucket to grad {k}", "compute", "copy", 2 * nbytes[k], last_bwd,
-                                      tuple(ars), "backward", f"bucket {bi}"))
-        opt = next((i for i, p in enumerate(phases) if p == "optimizer" and i > last_bwd), None)
-        if opt is not None:
-            waits[opt] = tuple(waits.get(opt, ())) + tuple(ars)
+    if not view:
+        for bi, (keys, _, _) in enumerate(buckets):
+            for k in keys:
+                ops.append(DistOp(f"ddp bucket to grad {k}", "compute", "copy", 2 * nbytes[k], last_bwd,
+                                  tuple(ars), "backward", f"bucket {bi}"))
+    opt = next((i for i, p in enumerate(phases) if p == "optimizer" and i > last_bwd), None)
+    if opt is not None and ars:
+        waits[opt] = tuple(waits.get(opt, ())) + tuple(ars)
     return DistPlan("ddp", n, cfg.nproc_per_node, cfg.nnodes, tuple(ops), waits, {},
-                    tuple((tuple(k), s, d) for k, s, d in buckets))
+                    tuple((tuple(k), s, d) for k, s, d in buckets), issued_from="c++")
 
 
 # ------------------------------------------------------------------ FSDP2

@@ -72,11 +72,11 @@ def rank_memory(pred, dplan, cfg) -> dict:
     grads, per = _grad_alive(low, n)
     world = dplan.world
     extra = [0] * n
-    if dplan.strategy == "ddp" and world > 1:
+    if dplan.strategy == "ddp":          # the Reducer's buckets exist at world 1 too
         bucket = sum(size for _, size, _ in dplan.buckets)
         view = cfg.ddp.get("gradient_as_bucket_view")
         extra = [bucket - (grads[i] if view else 0) for i in range(n)]
-    elif dplan.strategy == "fsdp" and world > 1:
+    elif dplan.strategy == "fsdp":
         train = low.graph.meta.get("train", {})
         traced_params = sum(node_bytes(low.graph.g.nodes[v]) for k, v in param_nodes(low.graph).items()
                             if any(k == p[0] for u in cfg.units for p in u.params))

@@ -8,8 +8,8 @@ order; an operation starts once
 - its stream is free,
 - the host has issued it (plus the launch latency): a step kernel when the single-GPU host lane issued
   it, an added operation when the host issued the compute kernel it follows; each added operation (a
-  copy, a collective) costs the host one eager op (the host profile's ``eager_op_us``), which later issues
-  pay too, and a host read (a sync) that now ends later delays every later issue by as much,
+  copy, a collective) costs the host one eager op (the host profile's ``eager_op_us``; DDP's Reducer
+  launches from C++: one kernel launch, ``kernel_launch_us``), which later issues pay too, and a host read (a sync) that now ends later delays every later issue by as much,
 - the operations it waits for are done (a bucket's gradients before its all-reduce; FSDP's gather
   before its unit; the optimizer after the last reduction).
 
@@ -109,7 +109,8 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
     shift = 0.0              # host delay carried to later issues
     host_extra = 0.0         # host time of added compute kernels so far
     extra_at: dict[int, float] = {}
-    op_host = host.eager_op_us
+    # the host time of one added op: DDP's Reducer launches from C++ (one kernel launch), FSDP2 from Python
+    op_host = (host.kernel_launch_us or host.eager_op_us) if dplan.issued_from == "c++" else host.eager_op_us
     cf = mf = 0.0
     ci = mi = 0
     slowed = 0.0
