@@ -97,17 +97,24 @@ class CudaAsMeta(torch.overrides.TorchFunctionMode):
         self.default_meta = default_meta     # factories without a device too (while the builder runs)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        if func in (torch.Tensor.cuda,):
+        # on the hot path (every torch call while the step is traced): plain calls go straight through
+        if func is _TENSOR_CUDA:
             return args[0].to("meta")
-        if func is torch.Tensor.to:
+        if func is _TENSOR_TO:
             args = tuple(_meta_if_cuda(a) for a in args)
-        dev = kwargs.get("device")
-        if dev is not None:
-            kwargs["device"] = _meta_if_cuda(dev)
-        elif self.default_meta and func in _FACTORIES:
-            kwargs["device"] = "meta"
-        return func(*args, **kwargs)
+        if kwargs:
+            dev = kwargs.get("device")
+            if dev is not None:
+                kwargs = dict(kwargs, device=_meta_if_cuda(dev))
+            elif self.default_meta and func in _FACTORIES:
+                kwargs = dict(kwargs, device="meta")
+            return func(*args, **kwargs)
+        if self.default_meta and func in _FACTORIES:
+            return func(*args, device="meta")
+        return func(*args)
+
+
+_TENSOR_CUDA, _TENSOR_TO = torch.Tensor.cuda, torch.Tensor.to
 
 
 def _meta_if_cuda(d):

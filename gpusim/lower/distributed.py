@@ -247,10 +247,10 @@ def fsdp_units(low, cfg) -> list:
     gradient), in forward order (the root first)."""
     phases = kernel_phases(low)
     ready = grad_kernels(low)
+    reads = readers(low, [k for u in cfg.units for k, _, _, _ in u.params])
     out = []
     for u in cfg.units:
         keys = [k for k, _, _, _ in u.params]
-        reads = readers(low, keys)
         f = sorted(i for k in keys for i in reads[k] if phases[i] == "forward")
         b = sorted([i for k in keys for i in reads[k] if phases[i] == "backward"]
                    + [ready[k] for k in keys if k in ready])
