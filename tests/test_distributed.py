@@ -206,3 +206,21 @@ def test_cli_errors_are_one_line(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ on the recorded H200 steps
+
+
+def test_ddp_resnet50_plan_and_memory_match_the_record():
+    """The lead's DDP ResNet-50 at world 2 (validation/results/dist/h200-x4-2026-11-28.jsonl): the plan's NCCL
+    kernels are the profiler's (5 all-reduces, 2 buffer broadcasts), and rank 0's peak is within 3%."""
+    from validation.score import dist_accuracy as S
+    rec = next(r for _, r, _ in S.records() if r["case"] == "ddp_resnet50" and r["world"] == 2)
+    p = S.predict_case("ddp_resnet50", 2, "h200")
+    plan = {}
+    for op in p.plan.ops:
+        if op.kind != "copy":
+            plan[op.kind] = plan.get(op.kind, 0) + 1
+    assert plan == S.measured_collectives(rec) == {"all_reduce": 5, "broadcast": 2}
+    assert abs(p.peak_bytes / rec["peak_allocated_bytes"] - 1) < 0.03
+    assert p.peak_phase == "backward"
