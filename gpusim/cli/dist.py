@@ -35,14 +35,18 @@ def _check(a) -> None:
     m = 1 if a.nnodes is None else a.nnodes
     if n < 1 or m < 1:
         raise UserError(f"--nproc-per-node and --nnodes must be >= 1, got {n} and {m}")
-    if a.max_batch or a.mode != "eager" or "," in a.gpu:
-        raise UserError("across GPUs gpusim predicts one GPU kind in eager mode (drop --max-batch, --mode, "
-                        "the GPU list)")
+    if a.mode != "eager" or "," in a.gpu:
+        raise UserError("across GPUs gpusim predicts one GPU kind in eager mode (drop --mode, the GPU list)")
+    if a.max_batch and not (a.ddp or a.fsdp):
+        raise UserError("--max-batch across GPUs searches a zoo model's batch per rank (--train --ddp/--fsdp); "
+                        "your builder fixes its own batch")
+    if a.max_batch and any(k.split("=")[0].strip() == "batch" for k in a.size or []):
+        raise UserError("--max-batch searches the batch size itself; drop --size batch=...")
     if getattr(a, "plot", None) or getattr(a, "dot", None):
         raise UserError("across GPUs only --trace is drawn (both streams of rank 0)")
 
 
-def _builder(a):
+def _builder(a, batch=None):
     from gpusim.models.resolve import load_builder, parse_sizes
     if a.model.endswith(".py") or ".py:" in a.model:
         if a.ddp or a.fsdp or a.train:
@@ -52,14 +56,20 @@ def _builder(a):
         raise UserError(f"{a.model}: a zoo model across GPUs needs --train and --ddp or --fsdp "
                         "(or pass your own builder, FILE.py:NAME)")
     from gpusim.predict.distributed import zoo_builder
-    return zoo_builder(a.model, "ddp" if a.ddp else "fsdp", a.dtype, parse_sizes(a.size), a.optimizer,
-                       getattr(a, "amp", None))
+    sizes = parse_sizes(a.size)
+    if batch is not None:
+        sizes = {**sizes, "batch": batch}
+    return zoo_builder(a.model, "ddp" if a.ddp else "fsdp", a.dtype, sizes, a.optimizer, getattr(a, "amp", None))
 
 
 def cmd_predict_dist(a) -> int:
     from gpusim.predict.distributed import predict_distributed
     from gpusim.report.text import dumps
     _check(a)
+    n = 1 if a.nproc_per_node is None else a.nproc_per_node
+    m = 1 if a.nnodes is None else a.nnodes
+    if a.max_batch:
+        return _max_batch(a, n, m)
     p = predict_distributed(_builder(a), a.gpu, 1 if a.nproc_per_node is None else a.nproc_per_node,
                             1 if a.nnodes is None else a.nnodes, host=a.host, link=a.link)
     if a.json:
@@ -72,6 +82,24 @@ def cmd_predict_dist(a) -> int:
         from gpusim.util.atomic import atomic_write
         atomic_write(a.trace, json.dumps(p.trace()))
         print(f"wrote {a.trace}", file=sys.stderr)
+    return 0
+
+
+def _max_batch(a, n: int, m: int) -> int:
+    from gpusim.predict.distributed import max_batch_per_rank
+    from gpusim.report.text import dumps
+    from gpusim.sim.memory import fmt_bytes
+    r = max_batch_per_rank(lambda b: _builder(a, b), a.gpu, n, m, host=a.host, link=a.link)
+    what = f"{'DDP' if a.ddp else 'FSDP'} step on {n} GPU{'s' if n > 1 else ''}" + (f" x {m} hosts" if m > 1 else "")
+    if a.json:
+        print(dumps({"model": a.model, "gpu": a.gpu, "strategy": "ddp" if a.ddp else "fsdp", "nproc_per_node": n,
+                     "nnodes": m, "max_batch_per_rank": r["batch"],
+                     "tried": {str(k): v for k, v in sorted(r["tried"].items())}, "limit_reached": r["limit_reached"]}))
+        return 0
+    tried = ", ".join(f"{b}: {fmt_bytes(v)}" for b, v in sorted(r["tried"].items()))
+    print(f"{a.model}: largest batch per rank whose {what} fits: {r['batch']}"
+          + (" (the search's limit)" if r["limit_reached"] else ""))
+    print(f"searched (doubling, then bisection; peak per rank): {tried}")
     return 0
 
 

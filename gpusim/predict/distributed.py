@@ -188,3 +188,34 @@ def zoo_builder(model_name: str, strategy: str, dtype="float32", sizes=None, opt
         return standard_step(model_name, dtype, sizes, optimizer, None if strategy == "fsdp" else amp, wrap)
     builder.__name__ = f"{model_name} {strategy} step ({optimizer})"
     return builder
+
+
+def max_batch_per_rank(make_builder, gpu="h100", nproc_per_node: int = 1, nnodes: int = 1, host=None, link=None,
+                       start: int = 1, limit: int = 1 << 16) -> dict:
+    """The largest batch per rank whose step fits on ``gpu``: ``make_builder(batch)`` returns a builder; doubling
+    from ``start`` while rank 0's peak fits, then bisection (as :func:`gpusim.predict.step.max_batch`). Returns
+    ``{"batch": largest fitting (0: not even start), "tried": {batch: peak bytes}, "limit_reached": bool}``."""
+    tried: dict[int, int] = {}
+
+    def fits(b: int) -> bool:
+        p = predict_distributed(make_builder(b), gpu, nproc_per_node, nnodes, host=host, link=link, world1=False)
+        tried[b] = p.peak_bytes
+        return p.fits
+    if not fits(start):
+        return {"batch": 0, "tried": tried, "limit_reached": False}
+    good, bad = start, None
+    while bad is None:
+        nxt = min(good * 2, limit)
+        if nxt == good:
+            return {"batch": good, "tried": tried, "limit_reached": True}
+        if fits(nxt):
+            good = nxt
+        else:
+            bad = nxt
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    return {"batch": good, "tried": tried, "limit_reached": False}

@@ -114,8 +114,11 @@ def summary(rs: list[dict]) -> dict:
         vals = [abs(v) for v in vals if v is not None]
         return statistics.median(vals) if vals else None
     out = {}
-    for strategy in ("ddp", "fsdp", "all"):
-        sel = [x for x in rs if strategy == "all" or x["case"].startswith(strategy)]
+    groups = [(s, lambda x, s=s: s == "all" or x["case"].startswith(s)) for s in ("ddp", "fsdp")]
+    groups += [(f"world {w}", lambda x, w=w: x["world"] == w) for w in sorted({x["world"] for x in rs})]
+    groups.append(("all", lambda x: True))
+    for strategy, keep in groups:
+        sel = [x for x in rs if keep(x)]
         out[strategy] = {"cases": len(sel),
                          "step": med(_err(x["pred_step_ms"], x["meas_step_ms"]) for x in sel),
                          "memory": med(_err(x["pred_peak"], x["meas_peak"]) for x in sel),
@@ -125,7 +128,7 @@ def summary(rs: list[dict]) -> dict:
 
 
 def summary_lines(s: dict) -> str:
-    lines = ["| strategy | rows | step wall, median abs. error | memory per rank | scaling over 1 GPU |",
+    lines = ["| strategy / world | rows | step wall, median abs. error | memory per rank | scaling over 1 GPU |",
              "|---|---|---|---|---|"]
     for k, v in s.items():
         f = lambda x: "—" if x is None else f"{x:.1%}"  # noqa: E731
