@@ -75,6 +75,7 @@ class DistConfig:
     ddp_params: list = field(default_factory=list)    # [(key, bytes, dtype name)] in registration order
     ddp_buffers: dict = field(default_factory=dict)   # dtype name -> bytes DDP broadcasts before each forward
     units: list = field(default_factory=list)         # [FSDPUnit] in creation order
+    hook_calls: int = 0                               # FSDP2: torch calls its hooks make in one step (counted)
 
     @property
     def world(self) -> int:
@@ -342,6 +343,68 @@ def read_config(step, units: list, nproc_per_node: int, nnodes: int) -> DistConf
     return cfg
 
 
+class _StandIn(torch.nn.Module):
+    """A unit with ``n`` parameters of ``(world, 2)`` and a forward that uses each once."""
+
+    def __init__(self, n: int, world: int, dtype, blocks=()):
+        super().__init__()
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(world, 2, dtype=dtype, device="cpu"))
+                                          for _ in range(n)])
+        self.blocks = torch.nn.ModuleList(blocks)
+
+    def forward(self, x):
+        for p in self.ps:
+            x = x + p.sum()
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def fsdp_hook_calls(units: list, world: int) -> int:
+    """The torch calls FSDP2's hooks make in one steady-state step (forward and backward), beyond the plain
+    model's: counted, not clocked, by running ``fully_shard`` for real on stand-in units of the same parameter
+    counts, mixed-precision policies and ``reshard_after_forward`` (tiny CPU tensors, under the fake process
+    group that :func:`fake_world` holds). FSDP2 issues them from Python per unit and parameter (unshard, wait,
+    copy-out views, reshard, ``foreach_reduce``): host work the traced plain step does not have."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from gpusim.capture.pycalls import TorchCalls
+    if not units or not dist.is_initialized():
+        return 0
+
+    def dt(name):
+        return getattr(torch, name) if name else None
+
+    def build(shard: bool):
+        root_u = next((u for u in units if u.is_root), None)
+        blocks = [(_StandIn(len(u.params), world, dt(u.master_dtype)), u) for u in units if not u.is_root]
+        root = _StandIn(len(root_u.params) if root_u else 0, world, dt(units[0].master_dtype), [b for b, _ in blocks])
+        if shard:
+            for b, u in blocks:
+                fully_shard(b, reshard_after_forward=u.reshard_after_forward, mp_policy=MixedPrecisionPolicy(
+                    param_dtype=dt(u.param_dtype), reduce_dtype=dt(u.reduce_dtype)))
+            ru = root_u or units[0]
+            fully_shard(root, mp_policy=MixedPrecisionPolicy(param_dtype=dt(ru.param_dtype),
+                                                             reduce_dtype=dt(ru.reduce_dtype)))
+        return root
+
+    def calls(shard: bool) -> int:
+        model = build(shard)
+        x = torch.zeros(4, 2, device="cpu")
+        n = 0
+        for _ in range(2):              # the first step initialises FSDP's state: count the second
+            counter = TorchCalls()
+            with counter:
+                model(x).float().sum().backward()
+            n = counter.calls
+        return n
+    try:
+        return max(0, calls(True) - calls(False))
+    except Exception:  # noqa: BLE001 - a count we cannot make is priced as none, said in the docs
+        return 0
+
+
 def capture_distributed(builder, nproc_per_node: int = 1, nnodes: int = 1, name: str | None = None):
     """Call ``builder()`` in a :func:`fake_world` of ``nproc_per_node x nnodes`` ranks and capture rank
     0's step. Returns ``(Captured, DistConfig)``; the graph's meta carries ``grad_of`` (parameter key
@@ -364,6 +427,8 @@ def capture_distributed(builder, nproc_per_node: int = 1, nnodes: int = 1, name:
         mode.default_meta = False       # the step's own CPU tensors stay on the host
         units = unshard_fsdp(step)
         cfg = read_config(step, units, nproc_per_node, nnodes)
+        if cfg.strategy == "fsdp":
+            cfg.hook_calls = fsdp_hook_calls(cfg.units, cfg.world)
         cap = capture_step(step, tuple(args), name=name)
     if cfg.strategy == "ddp":       # what the step did with the wrapper (no_sync) is known once traced
         cfg.ddp["no_sync"] = any(m.ddp_config["no_sync"] for _, top in reachable(step)[0]

@@ -13,6 +13,10 @@ order; an operation starts once
 - the operations it waits for are done (a bucket's gradients before its all-reduce; FSDP's gather
   before its unit; the optimizer after the last reduction).
 
+The wrapper's own Python (FSDP2's hooks: :attr:`~gpusim.lower.distributed.DistPlan.host_calls`, torch calls
+counted at capture) delays the issue of the kernels after it: each call costs the host's ``python_torch_call_us``
+(the Python around a torch call in a model) plus ``eager_view_us`` (the cheapest dispatch), a lower bound.
+
 NCCL's kernels hold SMs while they run: a compute kernel overlapping a collective runs slower by the
 link's measured factor over the overlapped part (``[measured."<gpu>".overlap]`` in
 ``hwspecs/links/``, :func:`gpusim.cost.collectives.concurrent_compute_slowdown`; 1.0 where unmeasured).
@@ -87,6 +91,14 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
     ks = pred.kernels
     n = len(ks)
     enq, old_end = _issues(pred.timeline, n)
+    # host work the wrapper's Python does before given kernels (FSDP2's hooks): each counted torch call costs the
+    # Python around a torch call in model code plus the cheapest dispatch (a view): a lower bound
+    per_call = (host.python_torch_call_us or 0.0) + host.eager_view_us
+    hook, hook_at = 0.0, [0.0] * n
+    for i in range(n):
+        hook += dplan.host_calls.get(i, 0.0) * per_call
+        hook_at[i] = hook
+        enq[i] += hook
     lat = host.launch_latency_us
     gpu = spec.name
     slow_c = coll.concurrent_compute_slowdown(link, gpu, "compute")[0]
@@ -170,8 +182,11 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
             cf = start + dur
             if kind == "k":
                 extra_at.setdefault(x, host_extra)
-                if is_sync(ks[x]) and cf > old_end[x] + shift:
-                    shift = cf - old_end[x]
+                # a host read: the host resumes when the value is there; the delay carried on is the larger of
+                # the one it had (shift, added ops, hooks) and how much later the read's kernel ends now
+                late = cf - old_end[x] - host_extra - hook_at[x]
+                if is_sync(ks[x]) and late > shift:
+                    shift = late
             else:
                 done[x.name] = cf
             ci += 1
@@ -191,7 +206,7 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
             mf = start + dur
             done[op.name] = mf
             mi += 1
-    end = max(cf, mf, pred.timeline.latency_us + shift + host_extra)
+    end = max(cf, mf, pred.timeline.latency_us + shift + host_extra + hook)
     comm_us = sum(b - a for a, b in comm_iv)
     exposed = comm_us - sum(_overlap(comp_iv, a, b) for a, b in comm_iv)
     delay = end - pred.timeline.latency_us
