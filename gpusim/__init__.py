@@ -22,7 +22,7 @@ from gpusim.util.errors import GpusimError
 
 # The API by where it lives; loaded on first use (PEP 562) so that `import gpusim` and
 # `gpusim --help` stay cheap and never import torch.
-_API = {"predict": "predict.pipeline", "Prediction": "predict.pipeline", "search": "fusion.search",
+_API = {"predict": "predict.api", "Prediction": "predict.pipeline", "search": "fusion.search",
         "whatif": "fusion.search", "SearchResult": "fusion.search", "capture": "capture.tracing",
         "lower": "predict.pipeline", "load_spec": "hw.spec", "load_host": "hw.host",
         "load_model": "models.resolve", "Partition": "lower.partition", "rollup": "report.rollup",

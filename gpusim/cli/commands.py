@@ -198,6 +198,9 @@ def cmd_predict(a) -> int:
     from gpusim.report.rollup import rollup_dict, rollup_text
     from gpusim.predict.pipeline import modes_by_speed, predict
     from gpusim.report.text import dumps, modes_line, prediction_text
+    from gpusim.cli.dist import cmd_predict_dist, is_dist
+    if is_dist(a):
+        return cmd_predict_dist(a)
     if a.max_batch:
         from gpusim.cli.train import cmd_max_batch
         return cmd_max_batch(a)
@@ -317,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "and memory per nn.Module, like fvcore's flop_count_table)")
     _depth_arg(p)
     _picture_args(p)
+    from gpusim.cli.dist import add_dist_args
+    add_dist_args(p)
     p.set_defaults(fn=cmd_predict)
     s = sub.add_parser("search", help="find the best fusion partition")
     _add_model_args(s)

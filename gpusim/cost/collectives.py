@@ -173,3 +173,28 @@ def concurrent_compute_slowdown(link: LinkSpec, gpu: str | None = None, bound: s
         if key in link.measured[k].overlap:
             return link.measured[k].overlap[key], ("measured" if k == g else f"measured on {k}")
     return 1.0, "unmeasured"
+
+
+def copy_us(nbytes: float, spec) -> float:
+    """A memory-bound copy kernel a wrapper adds (a bucket copy, FSDP's copy-in/out, a division): ``nbytes`` read
+    plus written at the GPU's streaming efficiency, never below the spec's minimum kernel time."""
+    if nbytes <= 0:
+        return spec.kernel_min_us
+    return max(spec.kernel_min_us, spec.kernel_fixed_us + nbytes / (spec.mem_efficiency * spec.bandwidth) * 1e6)
+
+
+def link_for(spec, link=None) -> LinkSpec:
+    """The link a GPU's ranks talk over inside a host: ``link`` (a name, alias or path; a LinkSpec as is), else
+    the link whose aliases name the GPU spec (``h100-sxm`` -> NVLink 4). Raises :class:`UserError` (one line) when
+    none does."""
+    from gpusim.hw.links import link_spec
+    if isinstance(link, LinkSpec):
+        return link
+    if link is not None:
+        return link_spec(link)
+    key = _gpu_key(spec.name)
+    try:
+        return link_spec(key)
+    except Exception:  # noqa: BLE001 - one clear line below
+        raise UserError(f"no link spec names the GPU {spec.name!r} (hwspecs/links/*.toml aliases); say how its "
+                        "GPUs are connected: --link / link= (e.g. nvlink4, pcie5-x16)") from None

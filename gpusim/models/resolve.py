@@ -97,10 +97,17 @@ def _first_line(e: Exception) -> str:
     return str(e).splitlines()[0] if str(e) else ""
 
 
-def _load_file(spec: str, sizes: dict):
+def load_builder(spec: str):
+    """``path/file.py:NAME`` -> the callable NAME itself, not called (a builder across GPUs, which gpusim
+    calls under its fake process group)."""
     path, _, name = spec.rpartition(":")
-    if sizes:
-        raise ModelError("--size applies to built-in and zoo models only; set sizes inside your file")
+    if not path.endswith(".py"):
+        raise ModelError(f"{spec!r}: across GPUs gpusim needs your builder, path/file.py:NAME, or a zoo "
+                         "model with --train --ddp/--fsdp")
+    return _file_callable(path, name)
+
+
+def _file_callable(path: str, name: str):
     if not os.path.isfile(path):
         raise ModelError(f"model file {path} does not exist")
     try:
@@ -116,6 +123,14 @@ def _load_file(spec: str, sizes: dict):
     factory = getattr(mod, name)
     if not callable(factory):
         raise ModelError(f"{path}:{name} is not callable; it must be a function returning (model, args)")
+    return factory
+
+
+def _load_file(spec: str, sizes: dict):
+    path, _, name = spec.rpartition(":")
+    if sizes:
+        raise ModelError("--size applies to built-in and zoo models only; set sizes inside your file")
+    factory = _file_callable(path, name)
     try:
         out = factory()
     except (Exception, SystemExit) as e:  # noqa: BLE001 - user code (sys.exit too)

@@ -83,11 +83,13 @@ def step_graph(model_name: str, dtype="float32", sizes=None, optimizer: str = "a
 
 
 def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw",
-                  amp=None):
+                  amp=None, wrap=None):
     """``(step_fn, args)``: the standard training step of a built-in or zoo model (module
     docstring: which loss). ``amp`` (``"bf16"``/``"fp16"``): the loss under
     ``torch.autocast("cuda")``, and for fp16 a ``torch.amp.GradScaler("cuda")`` that scales
-    the loss and steps the optimizer, as the training zoo measures it."""
+    the loss and steps the optimizer, as the training zoo measures it. ``wrap``: a function the
+    model goes through before the optimizer is built and that the loss then calls (DDP, FSDP2:
+    :func:`gpusim.predict.distributed.wrap_model`)."""
     import torch
 
     from gpusim.capture.amp import GpuAutocast, amp_dtype
@@ -95,7 +97,7 @@ def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str =
     if adt is not None:
         with GpuAutocast():         # enabled as on a GPU (it disables itself without one)
             scaler = torch.amp.GradScaler("cuda") if adt == torch.float16 else None
-        inner = _standard_step(model_name, dtype, sizes, optimizer)
+        inner = _standard_step(model_name, dtype, sizes, optimizer, wrap)
         fn, args = inner
         opt = fn.opt
 
@@ -112,10 +114,11 @@ def standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str =
                 opt.step()
             return loss.detach()
         return step, args
-    return _standard_step(model_name, dtype, sizes, optimizer)
+    return _standard_step(model_name, dtype, sizes, optimizer, wrap)
 
 
-def _standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw"):
+def _standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str = "adamw",
+                   wrap=None):
     import torch
 
     from gpusim.models.resolve import load_model, parse_dtype
@@ -124,12 +127,13 @@ def _standard_step(model_name: str, dtype="float32", sizes=None, optimizer: str 
     if not isinstance(fn, torch.nn.Module):
         raise UserError(f"{model_name} is a function, not a module: --train needs a model with "
                         "parameters (a zoo model, or your own step function through the API)")
-    model = fn.train()
-    if not any(p.requires_grad for p in model.parameters()):
+    net = fn.train()
+    if not any(p.requires_grad for p in net.parameters()):
         raise UserError(f"{model_name} has no parameters to train")
+    model = net if wrap is None else wrap(net)      # what the loss calls
     opt = make_optimizer(optimizer, model.parameters())
-    cls = type(model).__name__
-    hf = hasattr(model, "config")
+    cls = type(net).__name__
+    hf = hasattr(net, "config")
     if model_name.startswith(("tv:", "timm:")):
         target = torch.randint(0, 1000, (args[0].shape[0],), device=args[0].device)
         loss_fn = torch.nn.CrossEntropyLoss()

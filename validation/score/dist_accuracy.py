@@ -1,0 +1,175 @@
+"""Data-parallel steps predicted against the records of validation/measure/dist_run.py (docs/distributed.md).
+
+Each record is one builder of validation/measure/dist_steps.py (DDP ResNet-50, DDP GPT-2, FSDP2 Llama-1B) at one world
+size on one host: the step wall (median over timed steps of the slowest rank), rank 0's peak allocated memory and its
+kernel list (one profiled step, with streams). gpusim predicts the same builder, captured from the same code under its
+fake process group, on the record's GPU (its calibrated spec) with the reference host. Scored: step wall, memory per
+rank, scaling over world 1 (the same case's world-1 record and prediction), and the NCCL kernels of the plan against
+those the profiler listed. Rewrites the generated table in docs/distributed.md.
+
+    python3 -m validation.score.dist_accuracy [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECORDS = os.path.join(ROOT, "validation", "results", "dist")
+DOC = os.path.join(ROOT, "docs", "distributed.md")
+BEGIN, END = "<!-- generated: python3 -m validation.score.dist_accuracy -->", "<!-- end generated -->"
+GPUS = {"NVIDIA H200": "h200", "NVIDIA H100 80GB HBM3": "h100"}
+#: profiler kernel name -> the plan's collective
+NCCL = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+        "Broadcast": "broadcast"}
+
+
+def records() -> list[tuple[dict, dict, str]]:
+    """(environment, step record, file) for every step record."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(RECORDS, "*.jsonl"))):
+        env = None
+        for line in open(path):
+            r = json.loads(line)
+            if r.get("kind") == "environment":
+                env = r
+            elif r.get("kind") == "step" and "error" not in r:
+                out.append((env, r, os.path.relpath(path, ROOT)))
+    return out
+
+
+def measured_collectives(rec: dict) -> dict:
+    c = collections.Counter()
+    for k in rec.get("kernels", []):
+        if k["name"].startswith("ncclDevKernel_"):
+            op = next((v for key, v in NCCL.items() if k["name"].startswith(f"ncclDevKernel_{key}")), "other")
+            c[op] += 1
+    return dict(c)
+
+
+def predict_case(case: str, world: int, gpu: str):
+    from gpusim.hw.spec import spec_for
+    from gpusim.predict.distributed import predict_distributed
+    from validation.measure import dist_steps
+    return predict_distributed(dist_steps.BUILDERS[case], spec_for(gpu), world, 1, world1=False)
+
+
+def rows(progress: bool = False) -> list[dict]:
+    recs = records()
+    preds = {}
+    out = []
+    for env, r, path in recs:
+        gpu = GPUS.get(env["gpu"], env["gpu"])
+        key = (gpu, r["case"], r["world"])
+        if key not in preds:
+            if progress:
+                print(f"predicting {key}", file=sys.stderr, flush=True)
+            preds[key] = predict_case(r["case"], r["world"], gpu)
+        p = preds[key]
+        plan = collections.Counter(op.kind for op in p.plan.ops if op.kind != "copy")
+        out.append({"gpu": gpu, "case": r["case"], "world": r["world"], "record": path,
+                    "meas_step_ms": r["step_ms"]["median"], "pred_step_ms": p.step_us / 1e3,
+                    "meas_peak": r["peak_allocated_bytes"], "pred_peak": p.peak_bytes, "peak_phase": p.peak_phase,
+                    "exposed_ms": p.exposed_comm_us / 1e3, "comm_ms": p.comm_us / 1e3,
+                    "meas_nccl": measured_collectives(r), "pred_nccl": dict(plan)})
+    w1 = {(x["gpu"], x["case"]): x for x in out if x["world"] == 1}
+    for x in out:
+        base = w1.get((x["gpu"], x["case"]))
+        x["meas_scaling"] = x["meas_step_ms"] / base["meas_step_ms"] if base else None
+        x["pred_scaling"] = x["pred_step_ms"] / base["pred_step_ms"] if base else None
+    return out
+
+
+def _err(p, m):
+    return (p - m) / m if m else None
+
+
+def table(rs: list[dict]) -> str:
+    lines = ["| GPU | case | world | step ms (pred / meas) | error | scaling over 1 GPU (pred / meas) | error | "
+             "peak memory per rank GiB (pred / meas) | error | comm ms (exposed) | NCCL kernels (plan / profiler) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for x in rs:
+        e = _err(x["pred_step_ms"], x["meas_step_ms"])
+        se = _err(x["pred_scaling"], x["meas_scaling"]) if x["world"] > 1 and x["meas_scaling"] else None
+        me = _err(x["pred_peak"], x["meas_peak"])
+        nccl = ", ".join(f"{k} {x['pred_nccl'].get(k, 0)}/{x['meas_nccl'].get(k, 0)}"
+                         for k in sorted(set(x["pred_nccl"]) | set(x["meas_nccl"]))) or "none"
+        scal = (f"{x['pred_scaling']:.2f} / {x['meas_scaling']:.2f}" if x["world"] > 1 and x["meas_scaling"]
+                else "—")
+        lines.append(f"| {x['gpu']} | {x['case']} | {x['world']} | {x['pred_step_ms']:.1f} / {x['meas_step_ms']:.1f} | "
+                     f"{e:+.1%} | {scal} | {'—' if se is None else f'{se:+.1%}'} | "
+                     f"{x['pred_peak'] / 2**30:.2f} / {x['meas_peak'] / 2**30:.2f} | {me:+.1%} | "
+                     f"{x['comm_ms']:.1f} ({x['exposed_ms']:.1f}) | {nccl} |")
+    return "\n".join(lines)
+
+
+def summary(rs: list[dict]) -> dict:
+    def med(vals):
+        vals = [abs(v) for v in vals if v is not None]
+        return statistics.median(vals) if vals else None
+    out = {}
+    groups = [(s, lambda x, s=s: s == "all" or x["case"].startswith(s)) for s in ("ddp", "fsdp")]
+    groups += [(f"world {w}", lambda x, w=w: x["world"] == w) for w in sorted({x["world"] for x in rs})]
+    groups.append(("all", lambda x: True))
+    for strategy, keep in groups:
+        sel = [x for x in rs if keep(x)]
+        out[strategy] = {"cases": len(sel),
+                         "step": med(_err(x["pred_step_ms"], x["meas_step_ms"]) for x in sel),
+                         "memory": med(_err(x["pred_peak"], x["meas_peak"]) for x in sel),
+                         "scaling": med(_err(x["pred_scaling"], x["meas_scaling"]) for x in sel
+                                        if x["world"] > 1 and x["meas_scaling"])}
+    return out
+
+
+def summary_lines(s: dict) -> str:
+    lines = ["| strategy / world | rows | step wall, median abs. error | memory per rank | scaling over 1 GPU |",
+             "|---|---|---|---|---|"]
+    for k, v in s.items():
+        f = lambda x: "—" if x is None else f"{x:.1%}"  # noqa: E731
+        lines.append(f"| {k} | {v['cases']} | {f(v['step'])} | {f(v['memory'])} | {f(v['scaling'])} |")
+    return "\n".join(lines)
+
+
+def render(rs: list[dict]) -> str:
+    srcs = sorted({x["record"] for x in rs})
+    return "\n".join([BEGIN, "", f"Records: {', '.join(f'`{s}`' for s in srcs)}; predicted by gpusim from the same "
+                      "builders (`validation/measure/dist_steps.py`) under its fake process group, on the record's "
+                      "GPU (calibrated spec), the reference host.", "", table(rs), "", summary_lines(summary(rs)), "",
+                      END])
+
+
+def write_doc(text: str) -> None:
+    doc = open(DOC).read()
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit(f"{DOC}: no generated block ({BEGIN} ... {END})")
+    a, b = doc.index(BEGIN), doc.index(END) + len(END)
+    with open(DOC, "w") as f:
+        f.write(doc[:a] + text + doc[b:])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="print the table, leave docs/distributed.md alone")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    a = ap.parse_args(argv)
+    rs = rows(progress=True)
+    if a.json:
+        print(json.dumps({"rows": rs, "summary": summary(rs)}, indent=1))
+        return 0
+    text = render(rs)
+    if a.check:
+        print(text)
+    else:
+        write_doc(text)
+        print(f"wrote {os.path.relpath(DOC, ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
