@@ -91,7 +91,7 @@ def is_inner(graph: OpGraph, n: str, nhwc: bool = False) -> bool:
     dims = reduced_dims(ins, out)
     if not dims or len(ins) < 2:
         return True
-    if nhwc and len(ins) == 4 and set(dims) <= {2, 3} and ins[1] > 1:
+    if nhwc and len(ins) == 4 and set(dims) == {2, 3} and ins[1] > 1:
         return False         # a spatial reduction of an NCHW-shaped, channels-last activation
     inner = max((i for i, d in enumerate(ins) if d > 1), default=len(ins) - 1)
     return inner in dims     # the innermost dimension with more than one element
