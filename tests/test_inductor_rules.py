@@ -81,6 +81,7 @@ def test_reduced_dims_keepdim_and_dropped():
     assert reduced_dims((16, 320, 40, 40), (16, 320, 1, 1)) == [2, 3]
     assert reduced_dims((16, 320, 40, 40), (16, 320)) == [2, 3]
     assert reduced_dims((8, 512, 768), (8, 768)) == [1]
+    assert reduced_dims((8, 197, 384), (1, 384)) == [0, 1]      # a bias gradient
 
 
 @settings(max_examples=60, deadline=None)

@@ -67,12 +67,13 @@ def _input_shape(graph: OpGraph, n: str) -> tuple:
 
 def reduced_dims(in_shape: tuple, out_shape: tuple) -> list[int]:
     """The input dimensions a reduction folds: size-1 in a same-rank (keepdim) output, or
-    missing from a lower-rank one (matched in order)."""
+    missing from a lower-rank one (its dimensions other than 1 matched in order)."""
     if len(out_shape) == len(in_shape):
         return [i for i, (a, b) in enumerate(zip(in_shape, out_shape)) if b == 1 and a != 1]
+    kept = [d for d in out_shape if d != 1]          # (1, 384) from (8, 197, 384): 384 kept
     out, j = [], 0
     for i, a in enumerate(in_shape):
-        if j < len(out_shape) and out_shape[j] == a:
+        if j < len(kept) and kept[j] == a:
             j += 1
         elif a != 1:
             out.append(i)
@@ -81,7 +82,8 @@ def reduced_dims(in_shape: tuple, out_shape: tuple) -> list[int]:
 
 def is_inner(graph: OpGraph, n: str, nhwc: bool = False) -> bool:
     """Rule 1: whether reduction ``n`` reduces its input's innermost dimension (``nhwc``:
-    4-D activations are channels-last, so dimension 1 is innermost)."""
+    4-D activations are channels-last, so a reduction over H and W keeps the innermost
+    dimension, the channels; a tensor permuted to (N, H, W, C) has C innermost already)."""
     a = graph.g.nodes[n]
     if packet_name(a["op"]) in ROW_OPS:
         return True
@@ -89,8 +91,10 @@ def is_inner(graph: OpGraph, n: str, nhwc: bool = False) -> bool:
     dims = reduced_dims(ins, out)
     if not dims or len(ins) < 2:
         return True
-    inner = 1 if nhwc and len(ins) == 4 else len(ins) - 1
-    return inner in dims
+    if nhwc and len(ins) == 4 and set(dims) == {2, 3} and ins[1] > 1:
+        return False         # a spatial reduction of an NCHW-shaped, channels-last activation
+    inner = max((i for i, d in enumerate(ins) if d > 1), default=len(ins) - 1)
+    return inner in dims     # the innermost dimension with more than one element
 
 
 def row_numel(graph: OpGraph, n: str) -> int:
