@@ -138,6 +138,35 @@ def test_conv_backward_is_split_per_gradient():
     assert ops_of(g, "backward").count("aten.sum.dim_IntList") >= 3
 
 
+
+def test_channels_last_conv_backward_runs_nhwc_without_layout_transforms():
+    """cuDNN's backward convolutions take the forward's layout, which the input and the weight
+    suggest (``determine_backend_memory_format``), not the incoming gradient's strides (a meta
+    trace leaves the gradient of batch norm and ReLU contiguous): a channels-last step's
+    backward convs are NHWC, with no nchwToNhwc/nhwcToNchw kernels around them."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32),
+                                torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(32, 10)).to("meta", memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    lf = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = lf(model(x), y)
+        loss.backward()
+        opt.step()
+    x = torch.empty(8, 16, 28, 28, device="meta").to(memory_format=torch.channels_last)
+    p = gpusim.predict(step, (x, torch.zeros(8, dtype=torch.long, device="meta")), gpu="h100")
+    g = p.graph.g
+    convs = [n for n in g.nodes if "convolution" in g.nodes[n]["op"]]
+    assert {g.nodes[n].get("layout") for n in convs} == {"nhwc"}
+    assert any("backward" in g.nodes[n]["op"] for n in convs)
+    assert not [k for k in p.lowering.kernels if k.role == "aux" and k.variant != "conv_bias"
+                and g.nodes[k.ops[0]]["kind"] == "conv"]
+
+
 # ------------------------------------------------------------------ multi-tensor apply
 
 

@@ -210,7 +210,11 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())
         if est["kind"] == "conv" or (pname in WINDOW_POOLS and in_tensors):
             # (a pooling op's input layout picks ATen's NCHW or NHWC kernel)
-            g.nodes[n.name]["layout"] = _conv_layout(in_tensors[:1] if pname in WINDOW_POOLS else in_tensors)
+            # convolution_backward(grad_out, input, weight): cuDNN's layout is the forward's,
+            # suggested by input and weight (determine_backend_memory_format), not grad_out
+            g.nodes[n.name]["layout"] = _conv_layout(
+                in_tensors[:1] if pname in WINDOW_POOLS
+                else in_tensors[1:3] if pname == "convolution_backward" else in_tensors)
         elif est["kind"] == "attention":
             g.nodes[n.name]["sdpa"] = _sdpa_facts(ctx)
         for a, t in zip(tensor_nodes, in_tensors):
