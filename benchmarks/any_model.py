@@ -7,7 +7,11 @@ of its pretrained config). Prints one line per model, then the success rate (tar
 >= 95%; the rest must say why in one line), each failure's one-line reason, the ops
 outside the cost model, and the median seconds from name to prediction (target < 2 s).
 
-    python benchmarks/any_model.py [--timm 40] [--tv 20] [--timeout 120] [NAME ...]
+    python benchmarks/any_model.py [--timm 40] [--tv 20] [--timeout 120] [--amp fp16] [NAME ...]
+
+``--amp fp16``/``bf16`` captures each forward under ``torch.autocast("cuda")`` (fp32 weights), as
+``gpusim predict NAME --amp`` does; ``--tv 0`` where torchvision does not import (the CPU-only
+torch 2.13 of the README's main install).
 """
 
 import argparse
@@ -27,10 +31,14 @@ def sample(names, n: int) -> list[str]:
 
 
 def sampled_names(n_timm: int, n_tv: int) -> list[str]:
-    import timm
-    import torchvision.models as tvm
-    return ([f"timm:{s}" for s in sample(timm.list_models(), n_timm)]
-            + [f"tv:{s}" for s in sample(tvm.list_models(), n_tv)])
+    names = []
+    if n_timm:
+        import timm
+        names += [f"timm:{s}" for s in sample(timm.list_models(), n_timm)]
+    if n_tv:
+        import torchvision.models as tvm
+        names += [f"tv:{s}" for s in sample(tvm.list_models(), n_tv)]
+    return names
 
 
 class _Timeout(Exception):
@@ -41,7 +49,7 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def run_one(name: str, timeout: int):
+def run_one(name: str, timeout: int, amp=None):
     """``(ok, seconds, reason, kernels, unmodelled op types)`` for one model."""
     from gpusim.models.resolve import model_graph
     from gpusim.predict.pipeline import predict
@@ -49,7 +57,7 @@ def run_one(name: str, timeout: int):
     signal.alarm(timeout)
     t0 = time.perf_counter()
     try:
-        g = model_graph(name)
+        g = model_graph(name, amp=amp)
         p = predict(g, gpu="h100", mode="eager")
         unmod = [g.node(n)["op"] for n in g.unmodelled]
         return True, time.perf_counter() - t0, "", len(p.kernels), unmod
@@ -68,13 +76,14 @@ def main(argv=None):
     ap.add_argument("--timm", type=int, default=40)
     ap.add_argument("--tv", type=int, default=20)
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--amp", choices=["fp16", "bf16"], default=None)
     ap.add_argument("names", nargs="*")
     a = ap.parse_args(argv)
     names = a.names or sampled_names(a.timm, a.tv)
     results = {}
     unmodelled = collections.Counter()
     for name in names:
-        ok, s, why, nk, unmod = run_one(name, a.timeout)
+        ok, s, why, nk, unmod = run_one(name, a.timeout, a.amp)
         results[name] = (ok, s, why)
         unmodelled.update(unmod)
         status = f"ok {nk} kernels" + (f", {len(unmod)} unmodelled" if unmod else "") \

@@ -161,6 +161,9 @@ def test_sweep_points_cover_the_brief():
     assert ops >= {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm_eval",
                    "group_norm", "layer_norm", "embedding", "index_select", "gather", "arange",
                    "ones", "new_zeros", "cumsum", "cat", "add_broadcast", "softmax"}
+    bt = pts["bn_train"]          # channels-last training batch norm: no record has it yet
+    assert {(m["layout"], m["dtype"]) for m in bt} == {
+        (lay, dt) for lay in ("nchw", "channels_last") for dt in ("float32", "float16", "bfloat16")}
 
 
 def test_records_appended_one_row_per_case(tmp_path):

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from gpusim.util.atomic import atomic_write
 from validation.measure import timing as measure
-from validation.measure.microbench_cnn import bn_points, cnn_points, conv_simt_points, gemm_mid_points, norm_points
+from validation.measure.microbench_cnn import bn_points, bn_train_points, cnn_points, conv_simt_points, gemm_mid_points, norm_points
 from validation.measure.bench_common import DTYPES, _t
 
 
@@ -232,9 +232,9 @@ def misc_points(dev="cuda", small=False):
 
 SWEEPS = {"conv2d": conv_points, "gemm": gemm_points, "gemm_mid": gemm_mid_points,
           "sdpa": sdpa_points, "misc": misc_points, "cnn": cnn_points, "norms": norm_points,
-          "conv_simt": conv_simt_points, "bn": bn_points}
+          "conv_simt": conv_simt_points, "bn": bn_points, "bn_train": bn_train_points}
 SHARES = {"conv2d": 0.35, "gemm": 0.3, "gemm_mid": 0.1, "sdpa": 0.15, "misc": 0.2, "cnn": 0.3,
-          "norms": 0.1, "conv_simt": 0.2, "bn": 0.2}   # of the deadline
+          "norms": 0.1, "conv_simt": 0.2, "bn": 0.2, "bn_train": 0.2}   # of the deadline
 
 
 def summarize(res: dict) -> dict:

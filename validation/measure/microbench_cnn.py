@@ -128,6 +128,42 @@ def bn_points(dev="cuda", small=False):
     return pts
 
 
+def bn_train_points(dev="cuda", small=False):
+    """Training batch norm, forward and backward (autograd: the statistics, the running
+    averages and the normalised output, then the gradients), NCHW and channels-last, fp32
+    (cuDNN's bn_fw_tr/bn_bw) and 16-bit (ATen's kernels: NCHW one fused backward kernel,
+    channels-last a reduce and an elementwise kernel, Normalization.cu), batch 8 and 32 over
+    late-stage to stem planes; 120 points. What a channels-last training step's batch norm
+    costs: the training zoo's classes (bn_train, bn_backward) are fitted on NCHW steps only."""
+    def sz(*shape):
+        return tuple(min(x, 4) for x in shape) if small else shape
+    pts = []
+    for dt in DTYPES:
+        for cl in (False, True):
+            lay = "channels_last" if cl else "nchw"
+            for n in (8, 32):
+                for c, hw in ((2048, 7), (512, 7), (1024, 14), (256, 14), (512, 28), (128, 28),
+                              (256, 56), (64, 56), (64, 112), (16, 112)):
+                    shape = sz(n, c, hw, hw)
+
+                    def mk(shape=shape, dt=dt, cl=cl):
+                        ch = shape[1]
+                        # autocast keeps fp32 parameters beside a 16-bit input
+                        w, b = (torch.rand(ch, device=dev) + 0.5 for _ in range(2))
+                        w.requires_grad_(True)
+                        b.requires_grad_(True)
+                        rm, rv = torch.zeros(ch, device=dev), torch.ones(ch, device=dev)
+                        gy = _t(shape, dt, cl, dev)
+
+                        def step(x):
+                            with torch.enable_grad():     # the harness runs under no_grad
+                                F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5).backward(gy)
+                        return step, (_t(shape, dt, cl, dev).requires_grad_(True),)
+                    pts.append(({"op": "batch_norm_train", "shape": shape, "dtype": dt,
+                                 "layout": lay}, mk))
+    return pts
+
+
 def gemm_mid_points(dev="cuda", small=False):
     """Mid-size GEMMs (256-2048 rows), fp32 and bf16, with a bias (``F.linear``) and
     without (``torch.matmul``): where a library stops splitting K as the output tiles
