@@ -50,9 +50,9 @@ def static(model):
 
 def test_kv_bytes_exact(dyn, static):
     # the dynamic cache holds prompt + new - 1 tokens when generate returns (the last token
-    # is never fed back); the static one all max_cache_len = prompt + new positions
+    # is never fed back); the static one all max_cache_len = max_length - 1 positions (generate)
     assert dyn.kv_cache_bytes == kv_formula(256 + 1500 - 1, 2)
-    assert static.kv_cache_bytes == kv_formula(256 + 1500, 2)
+    assert static.kv_cache_bytes == kv_formula(256 + 1500 - 1, 2)
 
 
 def test_kv_bytes_sliding_window_capped():

@@ -15,6 +15,10 @@ of every other step is the **piecewise-linear interpolation** between its neighb
 at the sampled contexts, exact everywhere if the step is affine in the context, and
 monotone wherever the sampled times are.
 
+**The compiled call.** generate enters its compiled forward through Dynamo, whose guards check
+every tensor input (weights and cache too) on every call, then the CUDA graph tree replays: the
+host's compiled-mode call and per-input figures are added to the replay (:func:`dynamo_entry_us`).
+
 **Warm or cold.** A prediction is the steady state: the process has run these lengths before
 (a server, a measurement after warm-up calls). ``warm=False`` predicts the first call at them,
 where every eager forward builds a cuDNN attention plan per layer (:func:`plan_build_us`).
@@ -139,7 +143,20 @@ def token_us(forward: Prediction, tail: Prediction, before: Prediction | None = 
     forward's attention shapes are new to the process (:func:`plan_build_us`)."""
     f, t = forward.timeline, tail.timeline
     b = (before.timeline.host_us if before is not None else 0.0) + (plan_build_us(forward) if cold else 0.0)
+    b += dynamo_entry_us(forward)
     return max(b + f.host_us + t.host_us, b + f.latency_us + t.device_us)
+
+
+def dynamo_entry_us(pred: Prediction) -> float:
+    """generate calls its compiled forward through Dynamo (``get_compiled_call``): every call
+    evaluates the guards on each tensor input (weights and cache included) before the CUDA
+    graph tree replays. The ``cudagraph`` mode's figures price a bare ``graph.replay()``; the
+    host's compiled-mode figures price that entry: ``compiled_call_us`` and
+    ``compiled_input_us`` per tensor input. 0 for an eager forward."""
+    if pred.mode != "cudagraph" or pred.host is None:
+        return 0.0
+    h = pred.host
+    return h.compiled_call_us + pred.graph.meta.get("inputs", 0) * (h.compiled_input_us or 0.0)
 
 
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
@@ -243,7 +260,7 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name) -> Prediction:
 
 
 def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0, warm):
-    max_len = prompt + new
+    max_len = prompt + new - 1      # generate's max_cache_len: max_length - 1 (the last token is never fed back)
     fwd = decode.forward_fn(module)
     static = cache == "static"
     prefill = _predict(graphs, ("prefill", cache), decode.forward_fn(module, True, build_mask=static),
@@ -273,7 +290,8 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
     acts = [prefill.memory.inputs_bytes + prefill.memory.peak_bytes]
     if steps:
         acts.append(steps[-1].memory.inputs_bytes + steps[-1].memory.peak_bytes)
-    peak = weights + max(acts) + tail0.memory.peak_bytes
+    # cuBLAS's workspace is the caching allocator's too (allocated at the first GEMM, kept)
+    peak = weights + max(acts) + tail0.memory.peak_bytes + prefill.memory.workspace_bytes
     cap = int(capacity_bytes(spec))
     per_seq = (peak - weights) / batch
     max_b = int((cap - weights) // per_seq) if per_seq > 0 and cap > weights else 0

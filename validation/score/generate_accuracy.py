@@ -50,9 +50,10 @@ def _mode(r: dict) -> tuple[str, str]:
     return r["cache"], ("compiled" if r["mode"] == "compiled" else "eager")
 
 
-def predictions() -> dict:
+def predictions(hosts: dict | None = None) -> dict:
     """``(gpu, model, batch, prompt, new, cache, mode) -> GenerateResult`` for every generate
-    record, the two paths of one (gpu, model, batch) predicted together."""
+    record, the two paths of one (gpu, model, batch) predicted together; ``hosts``: GPU name ->
+    host profile (default the machine kind's, HOSTS)."""
     from gpusim.predict.generate import generate_runs
     groups: dict = {}
     for env, r in records("generate"):
@@ -60,8 +61,8 @@ def predictions() -> dict:
         groups.setdefault(key, set()).add(_mode(r))
     out = {}
     for (gpu, model, dtype, batch, prompt, new), runs in sorted(groups.items()):
-        res = generate_runs(model, sorted(runs), batch, prompt, new, gpu=GPUS[gpu], host=HOSTS[gpu],
-                            dtype=dtype)
+        res = generate_runs(model, sorted(runs), batch, prompt, new, gpu=GPUS[gpu],
+                            host=(hosts or HOSTS)[gpu], dtype=dtype)
         for g in res:
             out[(gpu, model, batch, prompt, new, g.cache, g.mode)] = g
     return out
@@ -121,13 +122,16 @@ def _on(env, fn, args):
     return predict_lowering(lower(g, "eager", spec=spec), spec, host=HOSTS[env["gpu"]])
 
 
-def prefill_table() -> str:
+def prefill_table() -> tuple[str, dict]:
     """The measured call: ``model(ids, past_key_values=DynamicCache(...), use_cache=True,
-    logits_to_keep=1)`` (no mask, no positions)."""
+    logits_to_keep=1)`` (no mask, no positions). Also, per GPU, the lease's host speed: the
+    median of measured over predicted wall of its host-bound prefills (kernels under half
+    the wall), the way ``eager_forward_factor`` is derived from reference forwards."""
     import torch
     from transformers import DynamicCache
     rows = ["| GPU | model | batch | prompt | kernels (pred / meas) | device µs (pred / meas) | wall µs (pred / meas) |",
             "|---|---|---|---|---|---|---|"]
+    ratios: dict = {}
     for env, r in records("prefill"):
         m = _lm(r["model"])
         ids = torch.zeros(r["batch"], r["prompt"], dtype=torch.long, device="meta")
@@ -137,6 +141,32 @@ def prefill_table() -> str:
         rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['prompt']} | {p.kernel_count} / {r['kernel_count']} "
                     f"| {p.device_us:.0f} / {dev:.0f} ({pct(p.device_us, dev)}) "
                     f"| {p.end_to_end_us:.0f} / {wall:.0f} ({pct(p.end_to_end_us, wall)}) |")
+        if dev < 0.5 * wall:
+            ratios.setdefault(env["gpu"], []).append(wall / p.end_to_end_us)
+    return "\n".join(rows), {g: statistics.median(v) for g, v in ratios.items()}
+
+
+def lease_hosts(factors: dict) -> dict:
+    """The machine kind's host profile with its eager speed scaled to the lease's."""
+    from gpusim.hw.host import load_host
+    out = {}
+    for gpu, name in HOSTS.items():
+        h = load_host(name)
+        out[gpu] = h.replace(eager_forward_factor=(h.eager_forward_factor or 1.0) * factors.get(gpu, 1.0))
+    return out
+
+
+def lease_table(preds: dict, factors: dict) -> str:
+    rows = ["| GPU | lease host factor | model | batch | cache, mode | TTFT ms (pred / meas) "
+            "| time per output token ms (pred / meas) |", "|---|---|---|---|---|---|---|"]
+    for env, r in records("generate"):
+        cache, mode = _mode(r)
+        g = preds[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], cache, mode)]
+        ttft = _med(r["ttft_ms"]) * 1e3
+        m_tpot = statistics.mean(t * 1e3 for t in r["token_ms"])
+        rows.append(f"| {env['gpu']} | {factors.get(env['gpu'], 1.0):.2f} | {r['model']} | {r['batch']} | {cache}, {mode} "
+                    f"| {_ms(g.ttft_us)} / {_ms(ttft)} ({pct(g.ttft_us, ttft)}) "
+                    f"| {_ms(g.tpot_us)} / {_ms(m_tpot)} ({pct(g.tpot_us, m_tpot)}) |")
     return "\n".join(rows)
 
 
@@ -199,14 +229,25 @@ def decode_host_table() -> str:
 def report() -> str:
     preds = predictions()
     gen, errs, tpot = generate_table(preds)
-    parts = ["Whole generate() calls (greedy, `max_new_tokens = min_new_tokens = new`):", "", gen]
+    parts = ["Whole generate() calls (greedy, `max_new_tokens = min_new_tokens = new`), on the host profile of "
+             "the machine kind:", "", gen]
     if errs:
         parts += ["", f"Time per output token: median error {statistics.median(errs):.0f}% over {len(errs)} calls.",
                   "", speedup_table(tpot)]
     if records("prefill"):
-        parts += ["", "Prefill (one forward over the prompt filling a DynamicCache, `logits_to_keep=1`):", "", prefill_table()]
+        table, factors = prefill_table()
+        parts += ["", "Prefill (one forward over the prompt filling a DynamicCache, `logits_to_keep=1`):", "", table]
+        lease = predictions(lease_hosts(factors))
+        errs2 = [abs(g.tpot_us / statistics.mean(t * 1e3 for t in r["token_ms"]) - 1) * 100
+                 for env, r in records("generate")
+                 for g in [lease[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], *_mode(r))]]]
+        parts += ["", "The same generate() calls with the host's eager speed scaled to the lease's (the median of "
+                  "measured over predicted wall of the lease's host-bound prefills above):", "",
+                  lease_table(lease, factors), "",
+                  f"Time per output token: median error {statistics.median(errs2):.0f}% over {len(errs2)} calls."]
     if records("decode_host"):
-        parts += ["", "One eager decode step (DynamicCache) under the profiler with CPU activity:", "", decode_host_table()]
+        parts += ["", "One eager decode step (DynamicCache) under the profiler with CPU activity (cold: the step's key "
+                  "lengths are new to the process, so each cuDNN attention call builds its plan):", "", decode_host_table()]
     return "\n".join(parts)
 
 
