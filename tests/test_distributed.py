@@ -98,6 +98,20 @@ def test_fsdp_units_and_bf16_compute():
     mms = [a for _, a in cap.graph.g.nodes(data=True) if a["kind"] == "matmul"]
     assert mms and all(a["dtype"] == "bfloat16" for a in mms)               # FSDP's bf16 compute
     assert sum(len(u.params) for u in cfg.units) == 18
+    assert cfg.hook_calls > 100                  # FSDP2's hooks, counted on stand-in units
+
+
+def test_fsdp_hook_calls_grow_with_units_and_parameters():
+    from gpusim.capture.distributed import FSDPUnit, fake_world, fsdp_hook_calls
+
+    def units(k, params):
+        return [FSDPUnit("<root>", [("r", 1, 1, "float32")] * 2, "bfloat16", "float32", "float32", False, True)] + [
+            FSDPUnit(str(i), [(f"{i}.{j}", 1, 1, "float32") for j in range(params)], "bfloat16", "float32",
+                     "float32", True, False) for i in range(k)]
+    with fake_world(2):
+        few, more, wider = (fsdp_hook_calls(units(2, 4), 2), fsdp_hook_calls(units(4, 4), 2),
+                            fsdp_hook_calls(units(4, 8), 2))
+    assert 0 < few < more < wider
 
 
 def test_users_own_group_is_left_alone():
