@@ -21,6 +21,7 @@ from gpusim.cost.collectives import link_for
 from gpusim.hw.host import load_host
 from gpusim.lower.distributed import plan
 from gpusim.predict.pipeline import as_spec, lower, predict_lowering
+from gpusim.sim.memory import capacity_bytes
 from gpusim.sim.rank_memory import rank_memory
 from gpusim.sim.ranks import simulate_rank
 from gpusim.util.errors import UserError
@@ -192,30 +193,11 @@ def zoo_builder(model_name: str, strategy: str, dtype="float32", sizes=None, opt
 
 def max_batch_per_rank(make_builder, gpu="h100", nproc_per_node: int = 1, nnodes: int = 1, host=None, link=None,
                        start: int = 1, limit: int = 1 << 16) -> dict:
-    """The largest batch per rank whose step fits on ``gpu``: ``make_builder(batch)`` returns a builder; doubling
-    from ``start`` while rank 0's peak fits, then bisection (as :func:`gpusim.predict.step.max_batch`). Returns
-    ``{"batch": largest fitting (0: not even start), "tried": {batch: peak bytes}, "limit_reached": bool}``."""
-    tried: dict[int, int] = {}
+    """The largest batch per rank whose step fits on ``gpu``: ``make_builder(batch)`` returns a builder;
+    :func:`gpusim.predict.step.largest_batch` over rank 0's predicted peak (``"tried"``: batch -> peak bytes)."""
+    from gpusim.predict.step import largest_batch
 
-    def fits(b: int) -> bool:
+    def probe(b: int):
         p = predict_distributed(make_builder(b), gpu, nproc_per_node, nnodes, host=host, link=link, world1=False)
-        tried[b] = p.peak_bytes
-        return p.fits
-    if not fits(start):
-        return {"batch": 0, "tried": tried, "limit_reached": False}
-    good, bad = start, None
-    while bad is None:
-        nxt = min(good * 2, limit)
-        if nxt == good:
-            return {"batch": good, "tried": tried, "limit_reached": True}
-        if fits(nxt):
-            good = nxt
-        else:
-            bad = nxt
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if fits(mid):
-            good = mid
-        else:
-            bad = mid
-    return {"batch": good, "tried": tried, "limit_reached": False}
+        return p.peak_bytes, p.fits
+    return largest_batch(probe, capacity_bytes(as_spec(gpu)), start, limit)

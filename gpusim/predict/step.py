@@ -1,9 +1,9 @@
 """Training steps beyond one prediction: the largest batch that fits, and the standard step the
 CLI builds for a named model (a step's prediction read by phase: :mod:`gpusim.predict.phases`).
 
-:func:`max_batch` searches the batch size: doubling from ``start`` while the step fits, then
-bisection between the last batch that fits and the first that does not. Memory grows with the
-batch (activations, inputs), which the search assumes (a property test checks it on a model).
+:func:`max_batch` searches the batch size (:func:`largest_batch`: along the line memory draws
+against the batch, with bisection as the fallback). Memory grows with the batch (activations,
+inputs), which the search assumes (a property test checks it on a model).
 
 :func:`standard_step` is what ``gpusim predict MODEL --train`` runs: ``zero_grad(set_to_none=
 True)``, the loss, ``backward()``, ``opt.step()``, as the training zoo measures it
@@ -18,43 +18,68 @@ labels) the mean square of the output.
 from __future__ import annotations
 
 from gpusim.predict.pipeline import as_spec, predict
+from gpusim.sim.memory import capacity_bytes
 from gpusim.util.errors import UserError
 
 OPTIMIZERS = ("sgd", "adam", "adamw", "adamw_fused")
 
 
-def max_batch(make, gpu="h100", start: int = 1, limit: int = 1 << 16, host=None) -> dict:
-    """The largest batch whose step fits on ``gpu``: ``make(batch)`` returns ``(step_fn,
-    args)``. Doubling from ``start`` while it fits, then bisection between the last batch
-    that fits and the first that does not (``log2`` captures each way). Returns ``{"batch":
-    largest fitting (0: not even ``start``), "tried": {batch: total bytes}, "limit_reached":
-    bool}``."""
-    spec = as_spec(gpu)
-    tried: dict[int, int] = {}
+def largest_batch(probe, capacity: float, start: int = 1, limit: int = 1 << 16) -> dict:
+    """The largest batch ``b`` in ``[start, limit]`` for which ``probe(b)`` -> ``(bytes, fits)``
+    fits, assuming fitting is monotone in the batch. Memory grows about linearly with the
+    batch (the weights and states fixed, activations per sample), so each next batch tried is
+    where the line through the two nearest probes meets ``capacity``, kept strictly inside the
+    bracket, and a bisection step follows any step that did not halve it: about four probes
+    where doubling and bisection take ``2 log2`` of the answer. ``fits`` decides; the bytes
+    only aim. Returns ``{"batch": largest fitting (0: not even start), "tried": {batch:
+    bytes}, "limit_reached": bool}``."""
+    tried: dict[int, float] = {}
 
     def fits(b: int) -> bool:
-        fn, args = make(b)
-        p = predict(fn, args, gpu=spec, host=host)
-        tried[b] = p.memory.total_bytes
-        return p.fits
+        tried[b], ok = probe(b)
+        return ok
+
+    def aim(a: int, b: int) -> int | None:
+        """Where the line through the probes at ``a`` and ``b`` meets the capacity."""
+        slope = (tried[b] - tried[a]) / (b - a)
+        return a + int((capacity - tried[a]) // slope) if slope > 0 else None
     if not fits(start):
         return {"batch": 0, "tried": tried, "limit_reached": False}
     good, bad = start, None
-    while bad is None:
-        nxt = min(good * 2, limit)
-        if nxt == good:
+    while bad is None:                      # grow: along the line, at least doubling once
+        if good >= limit:
             return {"batch": good, "tried": tried, "limit_reached": True}
+        below = [b for b in tried if b < good]
+        guess = aim(max(below), good) if below else None
+        nxt = min(limit, max(good + 1, guess) if guess is not None else 2 * good)
         if fits(nxt):
             good = nxt
         else:
             bad = nxt
-    while bad - good > 1:
-        mid = (good + bad) // 2
+    halve = False
+    while bad - good > 1:                   # narrow: the line's crossing, or the midpoint
+        width = bad - good
+        guess = None if halve else aim(good, bad)
+        mid = (good + bad) // 2 if guess is None else min(bad - 1, max(good + 1, guess))
         if fits(mid):
             good = mid
         else:
             bad = mid
+        halve = bad - good > width // 2
     return {"batch": good, "tried": tried, "limit_reached": False}
+
+
+def max_batch(make, gpu="h100", start: int = 1, limit: int = 1 << 16, host=None) -> dict:
+    """The largest batch whose step fits on ``gpu``: ``make(batch)`` returns ``(step_fn,
+    args)``; :func:`largest_batch` over the predicted memory (``"tried"``: batch -> total
+    bytes)."""
+    spec = as_spec(gpu)
+
+    def probe(b: int):
+        fn, args = make(b)
+        p = predict(fn, args, gpu=spec, host=host)
+        return p.memory.total_bytes, p.fits
+    return largest_batch(probe, capacity_bytes(spec), start, limit)
 
 
 def make_optimizer(name: str, params):
