@@ -49,3 +49,14 @@ def test_affine_memory_takes_few_probes():
 
 def test_nothing_fits():
     assert search(lambda b: 100 * b, 50)["batch"] == 0
+
+
+def test_flat_start_does_not_jump_to_the_limit():
+    """Batch 1 and 2 at the same peak (weights dominate, activations rounded into one block):
+    the line is flat, so the search grows by doubling and by at most GROW times, never straight
+    to the limit; about as many probes as an affine law."""
+    G = 1 << 30
+    peak = lambda b: 6.33 * G + (0.624 * G * (b - 2) if b > 2 else 0)   # noqa: E731
+    r = search(peak, 80 * G, limit=1 << 16)
+    assert r["batch"] == brute(peak, 80 * G, 1, 1 << 16)
+    assert max(r["tried"]) < 1 << 16 and len(r["tried"]) <= 8

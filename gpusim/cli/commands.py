@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default=None, type=str.lower, help="sgd | adam | adamw | "
                    "adamw_fused (with --train; default adamw)")
     p.add_argument("--max-batch", action="store_true", help="the largest batch that fits on the "
-                   "GPU (doubling, then bisection)")
+                   "GPU (a search along the predicted memory against the batch)")
     _mode_arg(p, "eager")
     p.add_argument("--by", default="kernel", type=str.lower,
                    help="kernel (the per-kernel list) | module (time, FLOPs, bytes, parameters "

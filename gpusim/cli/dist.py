@@ -99,7 +99,7 @@ def _max_batch(a, n: int, m: int) -> int:
     tried = ", ".join(f"{b}: {fmt_bytes(v)}" for b, v in sorted(r["tried"].items()))
     print(f"{a.model}: largest batch per rank whose {what} fits: {r['batch']}"
           + (" (the search's limit)" if r["limit_reached"] else ""))
-    print(f"searched (doubling, then bisection; peak per rank): {tried}")
+    print(f"searched (batch: peak per rank): {tried}")
     return 0
 
 

@@ -55,5 +55,5 @@ def cmd_max_batch(a) -> int:
     else:
         print(f"{a.model}: largest batch whose {what} fits on {spec.display_name}: {r['batch']}"
               + (" (the search's limit)" if r["limit_reached"] else ""))
-        print(f"searched (doubling, then bisection): {tried}")
+        print(f"searched (batch: total bytes): {tried}")
     return 0

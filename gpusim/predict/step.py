@@ -27,12 +27,14 @@ OPTIMIZERS = ("sgd", "adam", "adamw", "adamw_fused")
 def largest_batch(probe, capacity: float, start: int = 1, limit: int = 1 << 16) -> dict:
     """The largest batch ``b`` in ``[start, limit]`` for which ``probe(b)`` -> ``(bytes, fits)``
     fits, assuming fitting is monotone in the batch. Memory grows about linearly with the
-    batch (the weights and states fixed, activations per sample), so each next batch tried is
-    where the line through the two nearest probes meets ``capacity``, kept strictly inside the
-    bracket, and a bisection step follows any step that did not halve it: about four probes
-    where doubling and bisection take ``2 log2`` of the answer. ``fits`` decides; the bytes
-    only aim. Returns ``{"batch": largest fitting (0: not even start), "tried": {batch:
-    bytes}, "limit_reached": bool}``."""
+    batch (the weights and states fixed, activations per sample), so the next batch tried is
+    where the line through two probes meets ``capacity``: growing, through the last two that
+    fit (at most ``GROW`` times the last; twice from ``start``); narrowing, through the two
+    ends of the bracket, kept strictly inside it, and a step twice the last one from the end
+    that moved whenever the same end moved twice running (so a curved law still converges).
+    About five probes where doubling and bisection take ``2 log2`` of the answer. ``fits``
+    decides; the bytes only aim. Returns ``{"batch": largest fitting (0: not even start),
+    "tried": {batch: bytes}, "limit_reached": bool}``."""
     tried: dict[int, float] = {}
 
     def fits(b: int) -> bool:
@@ -45,28 +47,37 @@ def largest_batch(probe, capacity: float, start: int = 1, limit: int = 1 << 16) 
         return a + int((capacity - tried[a]) // slope) if slope > 0 else None
     if not fits(start):
         return {"batch": 0, "tried": tried, "limit_reached": False}
-    good, bad = start, None
-    while bad is None:                      # grow: along the line, at least doubling once
+    good, bad, prev = start, None, None
+    while bad is None:                      # grow along the line
         if good >= limit:
             return {"batch": good, "tried": tried, "limit_reached": True}
-        below = [b for b in tried if b < good]
-        guess = aim(max(below), good) if below else None
-        nxt = min(limit, max(good + 1, guess) if guess is not None else 2 * good)
+        guess = aim(prev, good) if prev is not None else None
+        nxt = min(limit, GROW * good, max(good + 1, guess if guess is not None else 2 * good))
+        if prev is None:
+            nxt = min(limit, 2 * good)
         if fits(nxt):
-            good = nxt
+            prev, good = good, nxt
         else:
             bad = nxt
-    halve = False
-    while bad - good > 1:                   # narrow: the line's crossing, or the midpoint
-        width = bad - good
-        guess = None if halve else aim(good, bad)
-        mid = (good + bad) // 2 if guess is None else min(bad - 1, max(good + 1, guess))
+    moved = []                              # which end each narrowing step moved
+    while bad - good > 1:
+        if len(moved) >= 2 and moved[-1] == moved[-2]:
+            step = 2 * max(1, moved[-1][1])
+            mid = good + step if moved[-1][0] == "good" else bad - step
+        else:
+            guess = aim(good, bad)
+            mid = (good + bad) // 2 if guess is None else guess
+        mid = min(bad - 1, max(good + 1, mid))
         if fits(mid):
+            moved.append(("good", mid - good))
             good = mid
         else:
+            moved.append(("bad", bad - mid))
             bad = mid
-        halve = bad - good > width // 2
     return {"batch": good, "tried": tried, "limit_reached": False}
+
+
+GROW = 64      # the furthest one growing step goes, as a multiple of the last batch that fit
 
 
 def max_batch(make, gpu="h100", start: int = 1, limit: int = 1 << 16, host=None) -> dict:
