@@ -96,3 +96,39 @@ def test_nhwc_grid_is_atens_launch_config(reduction, channels, coop):
         assert -(-reduction // (by * 16)) < 8
     if gy < 128 and gy > 1:
         assert by * gy * 16 >= reduction
+
+
+# ------------------------------------------------------------------ compiled steps: layout copies
+
+
+def _compiled_step():
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32),
+                                torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(32, 10)).to("meta")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    lf = torch.nn.CrossEntropyLoss()
+
+    def step(x, y, amp):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = lf(model(x), y)
+        loss.backward()
+        opt.step()
+    return step, (torch.empty(8, 16, 28, 28, device="meta"), torch.zeros(8, dtype=torch.long, device="meta"))
+
+
+@pytest.mark.parametrize("amp", [True, False])
+def test_compiled_step_copies_weights_only_in_forward_and_not_past_a_cast(amp):
+    """Inductor's layout copies: a backward convolution reads the NHWC weight the forward graph
+    converted and saved (H100 compiled ResNet-50 steps: no copy kernel in backward); under
+    autocast the weight's cast writes it channels-last (56 ``triton_poi_fused__to_copy`` and no
+    ``triton_poi_fused_convolution`` in the bf16 forward; fp32: 18 such copies, the image and 17
+    filters)."""
+    step, args = _compiled_step()
+    p = gpusim.predict(lambda x, y: step(x, y, amp), args, gpu="h100", mode="compiled")
+    g = p.graph.g
+    copies = [g.nodes[k.ops[0]].get("phase") for k in p.lowering.kernels
+              if k.impl == "generated" and k.role == "aux" and g.nodes[k.ops[0]]["kind"] == "conv"]
+    assert "backward" not in copies
+    assert copies == ([] if amp else ["forward"] * 3)      # fp32: the image and two 3x3 weights
