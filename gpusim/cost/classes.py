@@ -214,3 +214,38 @@ def depthwise_nchw_us(graph: OpGraph, n: str, spec) -> float | None:
     return (planes * taps * spec.depthwise_nchw_plane_tap_ps_fp16
             + outputs * (spec.depthwise_nchw_output_ps_fp16
                          + taps * spec.depthwise_nchw_output_tap_ps_fp16)) * 1e-6
+
+
+#: channels-last training batch-norm kernel classes (gpusim.lower.dispatch_train.batch_norm_nhwc_kernels):
+#: cuDNN's ``batchnorm_fwtr/bwtr_nhwc_semiPersist`` (fp32; fp16 with fp32 parameters) and ATen's
+#: channels-last kernels (Normalization.cuh, 16-bit): the statistics, the input transform, the
+#: backward reduce and the backward elementwise kernel
+BN_NHWC_CLASSES = ("bn_nhwc_fw", "bn_nhwc_bw", "bn_nhwc_stats", "bn_nhwc_transform",
+                   "bn_nhwc_reduce", "bn_nhwc_elemt")
+def bn_nhwc_iters(reduction: int, channels: int, cls: str) -> int:
+    """Rows one thread of a channels-last ATen batch-norm kernel walks in series (cuDNN's
+    classes: 0). H100 bn_train sweep: 8 x 256 x 14 x 14 statistics take 46 us for 0.8 MB (98
+    rows a thread, one block row of 16 per channel) where 8 x 256 x 56 x 56 take 28 us for
+    12.8 MB (16 rows a thread over 98 grid rows)."""
+    if cls in ("bn_nhwc_fw", "bn_nhwc_bw"):
+        return 0
+    from gpusim.lower.dispatch_train import bn_nhwc_grid
+    by, gy = bn_nhwc_grid(reduction, channels, cls in ("bn_nhwc_stats", "bn_nhwc_reduce"))
+    return math.ceil(reduction / (by * gy))
+
+
+def bn_nhwc_us(cls: str, nbytes: float, shape, spec) -> float | None:
+    """A channels-last training batch-norm kernel's time past nothing: ``bn_nhwc_<c>_us`` fixed,
+    its bytes at ``bn_nhwc_<c>_efficiency`` of the bandwidth, ``bn_nhwc_<c>_iter_us`` per row
+    a thread walks (:func:`bn_nhwc_iters`); None where the GPU has no such figures
+    (validation/fit/fit_bn_nhwc.py fits them on the ``bn_train`` sweep)."""
+    c = cls.removeprefix("bn_nhwc_")
+    eff = getattr(spec, f"bn_nhwc_{c}_efficiency", None)
+    if not eff:
+        return None
+    shape = main_shape(shape)
+    ch = shape[1] if len(shape) >= 2 else 1
+    red = max(1, numel(shape) // max(1, ch))
+    it = getattr(spec, f"bn_nhwc_{c}_iter_us", None) or 0.0
+    return (getattr(spec, f"bn_nhwc_{c}_us", None) or 0.0) + nbytes / (eff * spec.bandwidth) * 1e6 \
+        + it * bn_nhwc_iters(red, ch, cls)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from gpusim.cost.classes import (BN_TRAIN_CLASSES, _bn_channels, _filter_taps, _groups, bn_eval_law,
+from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, bn_nhwc_us, _filter_taps, _groups, bn_eval_law,
                                  bn_input_contiguous, bn_train_figures, bn_train_us, depthwise_aten_us,
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
@@ -182,6 +182,15 @@ def bn_train(x: LawInput) -> KernelEstimate:
     return x.retimed(mem, x.est.compute_us, spec.reduction_min_us or x.floor)
 
 
+@law(*BN_NHWC_CLASSES)
+def bn_nhwc(x: LawInput) -> KernelEstimate:
+    """Channels-last training batch norm (cuDNN's ``*_nhwc_semiPersist``, ATen's channels-last
+    kernels): :func:`gpusim.cost.classes.bn_nhwc_us` past the fixed cost (figures fitted on the
+    ``bn_train`` sweep, validation/fit/fit_bn_nhwc.py); without them, the roofline."""
+    mem = bn_nhwc_us(x.kernel.variant, x.est.bytes, x.a.get("shape"), x.spec)
+    return x.est if mem is None else x.retimed(mem, x.est.compute_us, x.spec.kernel_min_us)
+
+
 @law("conv", "conv_dgrad", "conv_wgrad")
 def conv(x: LawInput) -> KernelEstimate:
     """cuDNN convolutions (and their backward-data and backward-filter kernels, the forward law on
@@ -288,6 +297,8 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
+    if kernel.variant in BN_NHWC_CLASSES:
+        mem = bn_nhwc_us(kernel.variant, kernel.bytes, a.get("shape"), spec) or mem
     if bn[0]:
         mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us

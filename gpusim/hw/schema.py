@@ -112,6 +112,13 @@ TRAIN_FIGURES = ("mta_efficiency", "bn_train_efficiency", "bn_train_efficiency_1
 #: (validation/results/<gpu>/broad.jsonl.gz), so, like TRAIN_FIGURES, outside CLASS_FIGURES:
 #: a GPU without them prices the class by its old law (gpusim.cost.roofline.aten_fraction, the
 #: reduction stream). Fractions of a copy's bandwidth; pool rates in G outputs/s.
+#: channels-last training batch norm, fitted by validation/fit/fit_bn_nhwc.py on one GPU's
+#: bn_train sweep (validation/results/<gpu>/bn_train.json); a GPU without them prices the classes
+#: by the roofline
+BN_NHWC_FIGURES = tuple(f"bn_nhwc_{c}_{f}" for c in ("fw", "bw", "stats", "transform", "reduce", "elemt")
+                        for f in ("us", "efficiency", "iter_us") if f != "iter_us" or c not in ("fw", "bw"))
+OPTIONAL_MODEL += BN_NHWC_FIGURES
+FRACTIONS += tuple(f for f in BN_NHWC_FIGURES if f.endswith("_efficiency"))
 BROAD_FIGURES = ("aten_cast_efficiency", "aten_strided_cast_efficiency",
                  "aten_permuted_efficiency", "aten_permuted_efficiency_16bit",
                  "pool_output_rate", "pool_output_rate_nhwc",

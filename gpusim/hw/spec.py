@@ -141,6 +141,24 @@ class GPUSpec:
     bn_backward_channel_us_16bit: float | None = None
     bn_native_train_channel_us: float | None = None
     bn_native_backward_channel_us: float | None = None
+    # channels-last training batch norm (gpusim.cost.classes.bn_nhwc_us): per kernel class a fixed
+    # us, a fraction of the bandwidth and (ATen's kernels) us per row a thread walks
+    bn_nhwc_fw_us: float | None = None
+    bn_nhwc_fw_efficiency: float | None = None
+    bn_nhwc_bw_us: float | None = None
+    bn_nhwc_bw_efficiency: float | None = None
+    bn_nhwc_stats_us: float | None = None
+    bn_nhwc_stats_efficiency: float | None = None
+    bn_nhwc_stats_iter_us: float | None = None
+    bn_nhwc_transform_us: float | None = None
+    bn_nhwc_transform_efficiency: float | None = None
+    bn_nhwc_transform_iter_us: float | None = None
+    bn_nhwc_reduce_us: float | None = None
+    bn_nhwc_reduce_efficiency: float | None = None
+    bn_nhwc_reduce_iter_us: float | None = None
+    bn_nhwc_elemt_us: float | None = None
+    bn_nhwc_elemt_efficiency: float | None = None
+    bn_nhwc_elemt_iter_us: float | None = None
     # ATen elementwise paths (gpusim.cost.roofline.elementwise_fraction), of a copy's bandwidth:
     aten_cast_efficiency: float | None = None          # contiguous, an operand cast on the fly
     aten_strided_cast_efficiency: float | None = None  # broadcast/strided and a cast

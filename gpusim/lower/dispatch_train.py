@@ -1,8 +1,9 @@
 """Eager dispatch of a training step's backward and normalisation ops: the kernels autograd's backward ops launch (cuDNN backward-data and backward-filter convolutions, column sums, training batch norm), read off the profiler's kernel lists of the training records (:func:`training_kernels`; the forward ops are :mod:`gpusim.lower.dispatch`)."""
 
 from __future__ import annotations
+import math
 from dataclasses import replace
-from gpusim.graph.opgraph import OpGraph, main_shape
+from gpusim.graph.opgraph import OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
 from gpusim.lower.conv import conv_info, conv_kernels
 
@@ -43,6 +44,8 @@ def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
     if name == "convolution_backward":
         return conv_backward_kernels(graph, n, spec, Kernel)
     if name in BATCH_NORM_BACKWARD:
+        if batch_norm_nhwc(graph, n):
+            return batch_norm_nhwc_kernels(graph, n, Kernel, backward=True)
         return [Kernel((n,), "library" if cudnn_batch_norm(graph, n) else "aten", variant="bn_backward")]
     if name == "native_layer_norm_backward":
         return [Kernel((n,), "library"),
@@ -125,6 +128,8 @@ def batch_norm_train_kernels(graph: OpGraph, n: str, Kernel) -> list:
     ``batch_norm_transform_input_kernel``): the statistics pass an ``aux`` kernel of the
     class over the input's bytes, the running averages a launch."""
     a = graph.g.nodes[n]
+    if batch_norm_nhwc(graph, n):
+        return batch_norm_nhwc_kernels(graph, n, Kernel, backward=False)
     if cudnn_batch_norm(graph, n):
         return [Kernel((n,), "library", variant="bn_train")]
     ins = list(a.get("inputs") or a["reads"])
@@ -132,3 +137,65 @@ def batch_norm_train_kernels(graph: OpGraph, n: str, Kernel) -> list:
     return [Kernel((n,), "aten", role="aux", bytes=xb, variant="bn_train"),
             Kernel((n,), "aten", role="aux", bytes=0.0, variant="bn_train"),
             Kernel((n,), "aten", variant="bn_train")]
+
+
+def batch_norm_nhwc(graph: OpGraph, n: str) -> bool:
+    """Whether training batch norm ``n`` (forward or backward) runs channels-last: a CUDA trace's
+    non-contiguous input, or (meta traces keep a conv's output contiguous) its input, the
+    backward's saved input, written by a channels-last convolution
+    (:func:`gpusim.lower.conv.conv_layout`)."""
+    a = graph.g.nodes[n]
+    if a.get("input_contiguous") is not None:
+        return a["input_contiguous"] is False
+    ins = list(a.get("inputs") or a["reads"])
+    x = ins[1 if packet_name(a["op"]) in BATCH_NORM_BACKWARD else 0] if ins else None
+    if x is None or x not in graph.g or graph.g.nodes[x].get("kind") != "conv":
+        return False
+    from gpusim.lower.conv import conv_layout
+    return conv_layout(graph, x) != "nchw"
+
+
+def batch_norm_nhwc_kernels(graph: OpGraph, n: str, Kernel, backward: bool) -> list:
+    """A channels-last training batch norm's kernels, as the H100 ``bn_train`` sweep's profiler
+    lists them (validation/results/h100/bn_train.json). cuDNN (fp32; fp16 with fp32
+    parameters): one ``batchnorm_fwtr_nhwc_semiPersist`` or ``batchnorm_bwtr_nhwc_semiPersist``.
+    ATen (16-bit, Normalization.cuh): forward the statistics
+    (``batch_norm_collect_statistics_channels_last_kernel``, reading the input), the running
+    averages' elementwise launch and ``batch_norm_transform_input_channels_last_kernel``;
+    backward ``batch_norm_backward_reduce_channels_last_kernel`` (reading the input and the
+    gradient) and ``batch_norm_backward_elemt_channels_last_kernel``; a reduction over 8 or
+    more grid rows first zeroes its semaphores (a fill launch)."""
+    a = graph.g.nodes[n]
+    lib = cudnn_batch_norm(graph, n)
+    if lib:
+        return [Kernel((n,), "library", variant="bn_nhwc_bw" if backward else "bn_nhwc_fw")]
+    ins = list(a.get("inputs") or a["reads"])
+    x = ins[1 if backward else 0] if ins else None
+    xb = float(a["reads"].get(x, 0.0)) if x is not None else 0.0
+    shape = main_shape(graph.g.nodes[x].get("shape")) if x in graph.g else ()
+    ch = shape[1] if len(shape) >= 2 else 1
+    red = max(1, numel(shape) // max(1, ch))
+    fill = [Kernel((n,), "aten", role="aux", bytes=0.0)] if bn_nhwc_grid(red, ch, True)[1] > 1 else []
+    if backward:
+        return fill + [Kernel((n,), "aten", role="aux", bytes=2 * xb, variant="bn_nhwc_reduce"),
+                       Kernel((n,), "aten", variant="bn_nhwc_elemt")]
+    return fill + [Kernel((n,), "aten", role="aux", bytes=xb, variant="bn_nhwc_stats"),
+                   Kernel((n,), "aten", role="aux", bytes=0.0),
+                   Kernel((n,), "aten", variant="bn_nhwc_transform")]
+
+
+
+def _last_pow2(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+def bn_nhwc_grid(reduction: int, channels: int, coop: bool) -> tuple[int, int]:
+    """ATen's ``flexible_launch_configs`` for a channels-last batch-norm kernel over
+    ``reduction`` = N x H x W rows of ``channels``: (block rows, grid rows). Blocks of 512
+    threads, at most 32 channels wide, at least 16 rows a thread, at most 128 grid rows; a
+    cooperative (grid) reduction only from 8 grid rows (``coop``: the statistics and the
+    backward reduce, which then zero a semaphore array first)."""
+    bx = min(_last_pow2(channels), 32)
+    by = min(_last_pow2(math.ceil(reduction / 16)), 512 // bx)
+    gy = min(math.ceil(reduction / (by * 16)), 128)
+    return by, (1 if coop and gy < 8 else gy)

@@ -60,7 +60,9 @@ def predict_row(rec: dict, gpu: str) -> dict:
     transforms = {ph: 0 for ph in PHASES}
     for k in p.lowering.kernels:       # cuDNN's layout kernels around convolutions
         a = g.nodes[k.ops[0]]
-        if k.role == "aux" and a["kind"] == "conv" and k.variant != "conv_bias":
+        # cuDNN's own (library) kernels only: Inductor's generated weight copies and
+        # AccumulateGrad's permuting copies are no cuDNN transform
+        if k.role == "aux" and a["kind"] == "conv" and k.impl == "library" and k.variant != "conv_bias":
             transforms[a.get("phase", "forward")] += 1
     return {"phases": {ph: {"kernel_count": s["phases"][ph]["kernels"],
                             "kernel_sum_us": s["phases"][ph]["device_us"],
