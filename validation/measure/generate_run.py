@@ -17,9 +17,11 @@ Kinds of line:
 - ``prefill``: one forward over the prompt with ``use_cache=True`` and ``logits_to_keep=1`` (as
   generate's first step), wall (median of 10) and its kernels (count and device-time sum).
 - ``decode_host``: one eager decode step (DynamicCache filled by a prefill of ``context`` tokens, the
-  argmax read by the host): unprofiled wall (median of 10), then one step under the profiler with CPU
+  argmax read by the host; ``variant`` "bare": ids and cache only, "generate": also the attention mask,
+  cache position and position ids that generate passes): unprofiled wall (median of 10), then one step under the profiler with CPU
   and CUDA activities: kernels (count, device-time sum), module calls (a forward pre-hook), top-level
-  aten ops (no aten op among their CPU ancestors) and their CPU time, CUDA launch calls.
+  aten ops (no aten op among their CPU ancestors) and their CPU time, CUDA launch calls, and the 15
+  CPU events with the most self time.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab) -> dict:
             return scores
     ids = torch.randint(3, vocab, (batch, prompt), device="cuda")
     mask = torch.ones_like(ids)
-    kw = dict(do_sample=False, attention_mask=mask, pad_token_id=0,
+    kw = dict(do_sample=False, attention_mask=mask, pad_token_id=0, use_cache=True,
               cache_implementation="static" if cache == "static" else None)
 
     def call(n, stamp=None):
@@ -141,7 +143,7 @@ def _top_level_aten(events):
     return out
 
 
-def decode_host_case(model, batch, context, vocab) -> dict:
+def decode_host_case(model, batch, context, vocab, variant: str = "bare") -> dict:
     from torch.profiler import ProfilerActivity, profile
     from transformers import DynamicCache
     ids = torch.randint(3, vocab, (batch, context), device="cuda")
@@ -154,9 +156,18 @@ def decode_host_case(model, batch, context, vocab) -> dict:
         out = model(ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         nxt = out.logits[:, -1:].argmax(-1)
 
+        pos = [context]
+
         def step():
             nonlocal nxt
-            out = model(nxt, past_key_values=cache, use_cache=True)
+            extra = {}
+            if variant == "generate":      # what generate passes each step
+                n = pos[0]
+                extra = dict(attention_mask=torch.ones(batch, n + 1, dtype=torch.long, device="cuda"),
+                             cache_position=torch.arange(n, n + 1, device="cuda"),
+                             position_ids=torch.full((batch, 1), n, dtype=torch.long, device="cuda"))
+                pos[0] += 1
+            out = model(nxt, past_key_values=cache, use_cache=True, **extra)
             nxt = out.logits[:, -1:].argmax(-1)
             nxt.cpu()
         for _ in range(3):
@@ -185,11 +196,19 @@ def decode_host_case(model, batch, context, vocab) -> dict:
     launches = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CPU
                    and ("LaunchKernel" in e.name or e.name.startswith("cuLaunch")))
     aten_cpu = sum(e.cpu_time_total for e in top)
-    return {"kind": "decode_host", "batch": batch, "context": context, "cache_len_after": cache.get_seq_length(),
+    by_self = {}
+    for e in ev:
+        if e.device_type == torch.autograd.DeviceType.CPU:
+            c = by_self.setdefault(e.name, [0, 0.0])
+            c[0] += 1
+            c[1] += e.self_cpu_time_total
+    top_self = sorted(by_self.items(), key=lambda kv: -kv[1][1])[:15]
+    return {"kind": "decode_host", "variant": variant, "batch": batch, "context": context, "cache_len_after": cache.get_seq_length(),
             "wall_us": _med(walls), "profiled_wall_us": round(prof_wall, 1), "kernel_count": len(ks),
             "kernel_sum_us": round(sum(e.device_time for e in ks), 1), "module_calls": n_calls,
             "aten_top_level_ops": len(top), "aten_top_level_cpu_us": round(aten_cpu, 1), "cuda_launches": launches,
-            "python_us_estimate": round(prof_wall - aten_cpu, 1)}
+            "python_us_estimate": round(prof_wall - aten_cpu, 1),
+            "top_self_cpu": [[k[:80], n, round(us, 1)] for k, (n, us) in top_self]}
 
 
 def main(argv=None) -> int:
@@ -205,6 +224,7 @@ def main(argv=None) -> int:
     ap.add_argument("--contexts", default="512,4096")
     ap.add_argument("--caches", default="dynamic,static")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--variants", default="bare,generate", help="decode_host: the bare step, and with generate's kwargs")
     a = ap.parse_args(argv)
     from gpusim.models import zoo
     what = set(a.what.split(","))
@@ -227,8 +247,8 @@ def main(argv=None) -> int:
                     cases += [("generate", lambda b=b, c=c: generate_case(module, b, a.prompt, a.new, c, a.reps, vocab))
                               for c in a.caches.split(",") for b in batches]
             if name in a.host_models.split(",") and "decode_host" in what:
-                cases += [("decode_host", lambda b=b, c=min(int(c), maxpos - 32): decode_host_case(module, b, c, vocab))
-                          for b in batches for c in a.contexts.split(",")]
+                cases += [("decode_host", lambda b=b, c=min(int(c), maxpos - 32), v=v: decode_host_case(module, b, c, vocab, v))
+                          for v in a.variants.split(",") for b in batches for c in a.contexts.split(",")]
             for kind, fn in cases:
                 try:
                     row = {"model": name, "dtype": "bfloat16", **fn()}
