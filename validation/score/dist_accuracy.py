@@ -160,13 +160,41 @@ def summary_lines(s: dict) -> str:
     return "\n".join(lines)
 
 
+def memtracker_table(rs: list[dict]) -> str | None:
+    """PyTorch's FSDPMemTracker / MemTracker (validation/measure/dist_memtracker.py) beside the measured peak per rank
+    (median over leases) and gpusim's, one row per attempt and machine it ran on; None without such records."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(RECORDS, "memtracker-*.jsonl"))):
+        env = {}
+        for line in open(path):
+            r = json.loads(line)
+            if r.get("kind") == "environment":
+                env = r
+            elif r.get("kind") == "memtracker":
+                sel = [x for x in rs if x["case"] == r["case"] and x["world"] == r["world"]]
+                meas = statistics.median(x["meas_peak"] for x in sel) if sel else None
+                pred = sel[0]["pred_peak"] if sel else None
+                tool = (f"{r['peak_bytes'] / 2**30:.2f} ({_err(r['peak_bytes'], meas):+.1%})"
+                        if "peak_bytes" in r and meas else f"fails: {r.get('error', '?')[:110]}")
+                gib = lambda b: "—" if b is None else f"{b / 2**30:.2f}"  # noqa: E731
+                gp = "—" if pred is None or not meas else f"{gib(pred)} ({_err(pred, meas):+.1%})"
+                out.append(f"| {r['tool']} | {r['case']} | {r['world']} | {env.get('where', '?')} | {r.get('workaround') or 'none'} | {gib(meas)} | {gp} | {tool} |")
+    if not out:
+        return None
+    return "\n".join(["PyTorch's own tools on the same steps, run as torchtitan's memory estimation runs them "
+                      "(`validation/measure/dist_memtracker.py`; peak per rank in GiB, error against the measured "
+                      "median over leases):", "",
+                      "| tool | case | world | ran on | workaround | measured | gpusim | tool |",
+                      "|---|---|---|---|---|---|---|---|"] + out)
+
+
 def render(rs: list[dict]) -> str:
     srcs = sorted({x["record"] for x in rs})
     return "\n".join([BEGIN, "", f"Records: {', '.join(f'`{s}`' for s in srcs)}; predicted by gpusim from the same "
                       "builders (`validation/measure/dist_steps.py`) under its fake process group, on the record's "
                       "GPU (calibrated spec), the reference host with FSDP2's per-unit law of that GPU's lease host "
                       "(`validation/fit/fsdp_law.py`).", "", table(rs), "", summary_lines(summary(rs)), "",
-                      END])
+                      *([memtracker_table(rs), ""] if memtracker_table(rs) else []), END])
 
 
 STORED = os.path.join(RECORDS, "predictions.json")
