@@ -110,7 +110,8 @@ def dist_markdown(path: str = STORED) -> str | None:
     if not data:
         return None
     host = data.get("host", "")
-    return "\n".join([f"Host figures: {host}." if host else "", "", summary(data["rows"]), "", tables(data["rows"])])
+    return "\n".join(["", f"Host figures: {host}." if host else "", "", summary(data["rows"]), "",
+                      tables(data["rows"])])
 
 
 def update_dist(page: str = os.path.join(ROOT, "docs", "accuracy.md")) -> None:
