@@ -26,6 +26,7 @@ import sys
 
 from gpusim.util.errors import GpusimError, UserError
 from gpusim.cli.sweep import cmd_sweep, sweep_report_parser, sweep_serve_parser
+from gpusim.cli.sweep_dist import add_sweep_dist_args
 from gpusim.cli.info import cmd_examples, cmd_hosts, cmd_specs
 from gpusim.cli.lab import cmd_accuracy, cmd_calibrate, cmd_validate
 from gpusim.cli.parser import _Parser
@@ -406,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where tasks run (default: local:<CPUs> with the sweep extra, else "
                          "this process)")
     sw.add_argument("--json", action="store_true", help="print one JSON summary")
+    add_sweep_dist_args(sw)
     sw.set_defaults(fn=cmd_sweep, outputs=("out",))
     return ap
 

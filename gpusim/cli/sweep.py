@@ -11,6 +11,9 @@ from gpusim.cli.parser import _Parser
 def cmd_sweep(a) -> int:
     """``gpusim sweep MODEL... --gpu a,b --size batch=1,8 --out F``: every combination,
     on Dask (:func:`gpusim.sweep.run.sweep`), one row per prediction in ``--out``."""
+    from gpusim.cli.sweep_dist import cmd_sweep_dist, is_sweep_dist
+    if is_sweep_dist(a):
+        return cmd_sweep_dist(a)
     from gpusim.predict.compare import parse_gpus
     from gpusim.sweep.run import parse_size_grid, sweep
     df = sweep(a.models, parse_gpus(a.gpu), parse_size_grid(a.size), _words(a.mode, "--mode"),

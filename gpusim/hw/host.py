@@ -47,11 +47,12 @@ REQUIRED = ("eager_op_us", "eager_view_us", "compiled_call_us", "compiled_kernel
 OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
             "cudagraph_tree_input_us", "kernel_launch_us", "eager_forward_factor",
-            "python_module_call_us", "python_torch_call_us", "cudnn_attention_plan_us")
+            "python_module_call_us", "python_torch_call_us", "cudnn_attention_plan_us",
+            "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
-MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us")
+MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us", "fsdp_unit_sync_doubling_us")
 
 
 class HostError(GpusimError):
@@ -86,6 +87,13 @@ class HostProfile:
     # an eager cuDNN attention call at a shape its plan cache has not seen builds an execution
     # plan on the host (a decode step at a new context, :func:`gpusim.predict.generate.plan_build_us`)
     cudnn_attention_plan_us: float | None = None
+    # FSDP2's per-unit law (validation/fit/fsdp_law.py; gpusim.sim.ranks.fsdp_host_law): host time per torch call
+    # its hooks make (None: the floor python_torch_call_us + eager_view_us), per unit per step (None: 0), and per
+    # unit per step across >= 2 ranks (at 4 ranks, and added per doubling of the ranks; None: 0)
+    fsdp_hook_call_us: float | None = None
+    fsdp_unit_us: float | None = None
+    fsdp_unit_sync_us: float | None = None
+    fsdp_unit_sync_doubling_us: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

@@ -40,7 +40,9 @@ unit in forward order (the root's first, its parameters used throughout):
   the sharded gradient, on the reduce-scatter stream; the optimizer waits for every reduce-scatter;
 - FSDP2's hooks are Python: the torch calls they make per step (counted at capture by running ``fully_shard``
   on stand-in units, :func:`gpusim.capture.distributed.fsdp_hook_calls`) are host work before each unit's
-  forward and backward (:attr:`DistPlan.host_calls`, split by the units' parameter counts);
+  forward and backward (:attr:`DistPlan.host_calls`, split by the units' parameter counts); each unit
+  also costs its own host time per step (and across ranks its syncs), half before its forward, half before its
+  backward (:attr:`DistPlan.host_units`; priced by :mod:`gpusim.sim.ranks` from the host's fitted FSDP2 law);
 - the optimizer runs on the rank's shard: each optimizer kernel's time scales by ``1/N`` x the master
   dtype's bytes over the traced param dtype's (:attr:`DistPlan.scale`; the traced step ran it on full
   ``param_dtype`` parameters, :mod:`gpusim.capture.distributed`).
@@ -84,6 +86,7 @@ class DistPlan:
     units: tuple = ()                              # FSDP: per unit {name, fwd, bwd, grads_done, ...}
     issued_from: str = "python"                    # who launches the added ops: "c++" (DDP's Reducer) or "python"
     host_calls: dict = field(default_factory=dict)  # compute kernel index -> torch calls the host makes before it
+    host_units: dict = field(default_factory=dict)  # compute kernel index -> FSDP units' per-step syncs before it
 
 
 def dtype_bytes(name: str) -> int:
@@ -344,20 +347,21 @@ def fsdp_plan(low, cfg) -> DistPlan:
         for i, p in enumerate(phases):
             if p == "optimizer":
                 scale[i] = ratio / n
-    host_calls = {}
+    host_calls, host_units = {}, {}
     weight = sum(len(x["unit"].params) + 1 for x in units)
     for x in units:      # FSDP2's hook calls (counted at capture), half before the unit's forward, half its backward
         share = cfg.hook_calls * (len(x["unit"].params) + 1) / weight if weight else 0.0
         for at in (x["fwd"][0], x["bwd"][0] if x["bwd"] else None):
             if at is not None:
                 host_calls[at] = host_calls.get(at, 0.0) + share / 2
+                host_units[at] = host_units.get(at, 0.0) + 0.5     # the unit's own host time, half each phase
     info = tuple({"unit": x["unit"].module, "fwd": x["fwd"], "bwd": x["bwd"],
                   "reshard_after_forward": x["unit"].reshard_after_forward,
                   "param_bytes": unit_bytes(x["unit"], n, x["unit"].param_dtype),
                   "reduce_bytes": unit_bytes(x["unit"], n, x["unit"].reduce_dtype),
                   "master_bytes": unit_bytes(x["unit"], n, x["unit"].master_dtype)} for x in units)
     return DistPlan("fsdp", n, cfg.nproc_per_node, cfg.nnodes, tuple(ops), waits, scale, (), info,
-                    host_calls=host_calls)
+                    host_calls=host_calls, host_units=host_units)
 
 
 def plan(low, cfg) -> DistPlan:

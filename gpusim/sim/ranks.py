@@ -14,8 +14,10 @@ order; an operation starts once
   before its unit; the optimizer after the last reduction).
 
 The wrapper's own Python (FSDP2's hooks: :attr:`~gpusim.lower.distributed.DistPlan.host_calls`, torch calls
-counted at capture) delays the issue of the kernels after it: each call costs the host's ``python_torch_call_us``
-(the Python around a torch call in a model) plus ``eager_view_us`` (the cheapest dispatch), a lower bound.
+counted at capture, and one sync per unit and step across ranks) delays the issue of the kernels after it, priced
+by the host's fitted FSDP2 law (:func:`fsdp_host_law`, fitted on a per-unit microbenchmark by
+``validation/fit/fsdp_law.py``); a host without it: ``python_torch_call_us`` plus ``eager_view_us`` per call, a
+lower bound.
 
 NCCL's kernels hold SMs while they run: a compute kernel overlapping a collective runs slower by the
 link's measured factor over the overlapped part (``[measured."<gpu>".overlap]`` in
@@ -29,6 +31,7 @@ stream is idle) and hidden.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from gpusim.cost import collectives as coll
@@ -81,6 +84,21 @@ def _issues(timeline, n: int) -> tuple[list, list]:
     return enq, end
 
 
+def fsdp_host_law(host, world: int) -> tuple[float, float]:
+    """FSDP2's host cost on ``host`` across ``world`` ranks: (µs per torch call its hooks make, µs per unit per step
+    beyond those calls). Per call: the host's fitted ``fsdp_hook_call_us``, else the floor, the Python around a torch
+    call plus the cheapest dispatch (``python_torch_call_us + eager_view_us``). Per unit: ``fsdp_unit_us`` (0 where
+    not fitted), and across >= 2 ranks ``fsdp_unit_sync_us`` at 4 ranks plus ``fsdp_unit_sync_doubling_us`` per
+    doubling (linear in log2 of the ranks, below and past the worlds fitted too)."""
+    per_call = host.fsdp_hook_call_us
+    if per_call is None:
+        per_call = (host.python_torch_call_us or 0.0) + host.eager_view_us
+    per_unit = host.fsdp_unit_us or 0.0
+    if world >= 2 and host.fsdp_unit_sync_us is not None:
+        per_unit += host.fsdp_unit_sync_us + (math.log2(world) - 2.0) * (host.fsdp_unit_sync_doubling_us or 0.0)
+    return per_call, per_unit
+
+
 def _overlap(intervals, s: float, e: float) -> float:
     return sum(max(0.0, min(e, b) - max(s, a)) for a, b in intervals)
 
@@ -91,12 +109,11 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
     ks = pred.kernels
     n = len(ks)
     enq, old_end = _issues(pred.timeline, n)
-    # host work the wrapper's Python does before given kernels (FSDP2's hooks): each counted torch call costs the
-    # Python around a torch call in model code plus the cheapest dispatch (a view): a lower bound
-    per_call = (host.python_torch_call_us or 0.0) + host.eager_view_us
+    # host work the wrapper's Python does before given kernels (FSDP2's hooks and per-unit syncs)
+    per_call, per_unit = fsdp_host_law(host, dplan.world)
     hook, hook_at = 0.0, [0.0] * n
     for i in range(n):
-        hook += dplan.host_calls.get(i, 0.0) * per_call
+        hook += dplan.host_calls.get(i, 0.0) * per_call + dplan.host_units.get(i, 0.0) * per_unit
         hook_at[i] = hook
         enq[i] += hook
     lat = host.launch_latency_us

@@ -232,14 +232,18 @@ def accuracy_page(full: str, holdout: str | None, published: str | None = None,
     return "\n".join(parts + stored_sections(broad, published)).rstrip() + "\n"
 
 
-def stored_sections(broad: str | None, published: str | None) -> list[str]:
-    """The page's last sections, the ones stored predictions decide (broad sample, then
-    published), as lines to join after the rest."""
+def stored_sections(broad: str | None, published: str | None, dist: str | None = None) -> list[str]:
+    """The page's last sections, the ones stored predictions decide (broad sample, published,
+    then training steps across GPUs), as lines to join after the rest."""
+    from validation.reports.dist_page import DIST_HEAD, dist_markdown
+    dist = dist_markdown() if dist is None else dist
     parts = []
     if broad:
         parts += ["", BROAD_HEAD, broad]
     if published:
         parts += ["", PUBLISHED_HEAD, published]
+    if dist:
+        parts += ["", DIST_HEAD, dist]
     return parts
 
 

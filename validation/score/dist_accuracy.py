@@ -3,11 +3,15 @@
 Each record is one builder of validation/measure/dist_steps.py (DDP ResNet-50, DDP GPT-2, FSDP2 Llama-1B) at one world
 size on one host: the step wall (median over timed steps of the slowest rank), rank 0's peak allocated memory and its
 kernel list (one profiled step, with streams). gpusim predicts the same builder, captured from the same code under its
-fake process group, on the record's GPU (its calibrated spec) with the reference host. Scored: step wall, memory per
+fake process group, on the record's GPU (its calibrated spec) with the reference host and FSDP2's per-unit law
+from the host profile of that GPU's leases (``hosts/<gpu>-sxm-host.toml``, fitted there on the microbenchmark;
+:func:`scoring_host`; ``--host NAME`` for one profile as is). Scored: step wall, memory per
 rank, scaling over world 1 (the same case's world-1 record and prediction), and the NCCL kernels of the plan against
-those the profiler listed. Rewrites the generated table in docs/distributed.md.
+those the profiler listed. Rewrites the generated table in docs/distributed.md and stores the rows
+(validation/results/dist/predictions.json, which docs/accuracy.md's section across GPUs is generated from by
+``python3 -m validation.reports.dist_page``).
 
-    python3 -m validation.score.dist_accuracy [--check]
+    python3 -m validation.score.dist_accuracy [--check] [--stored]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ RECORDS = os.path.join(ROOT, "validation", "results", "dist")
 DOC = os.path.join(ROOT, "docs", "distributed.md")
 BEGIN, END = "<!-- generated: python3 -m validation.score.dist_accuracy -->", "<!-- end generated -->"
 GPUS = {"NVIDIA H200": "h200", "NVIDIA H100 80GB HBM3": "h100"}
+HOSTS = {"h200": "h200-sxm-host", "h100": "h100-sxm-host"}
 #: profiler kernel name -> the plan's collective
 NCCL = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
         "Broadcast": "broadcast"}
@@ -53,14 +58,32 @@ def measured_collectives(rec: dict) -> dict:
     return dict(c)
 
 
-def predict_case(case: str, world: int, gpu: str):
+LAW = ("fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us")
+
+
+def scoring_host(gpu: str, host: str | None = "lease-law"):
+    """``lease-law`` (the default): the reference host's figures (they price these leases' DDP steps within 7%,
+    the H200 leases' own 2026-11-22 profile 20% too fast) with FSDP2's law from the host profile of the GPU's
+    leases, where it was measured (validation/fit/fsdp_law.py); else a host profile's name."""
+    from gpusim.hw.host import load_host
+    if host not in (None, "lease-law"):
+        return load_host(host)
+    ref, lease = load_host("reference"), load_host(HOSTS.get(gpu, "reference"))
+    prov = dict(ref.provenance)
+    prov.update({k: lease.provenance[k] for k in LAW if k in lease.provenance})
+    from types import MappingProxyType
+    return ref.replace(provenance=MappingProxyType(prov), **{k: getattr(lease, k) for k in LAW})
+
+
+def predict_case(case: str, world: int, gpu: str, host: str | None = None):
     from gpusim.hw.spec import spec_for
     from gpusim.predict.distributed import predict_distributed
     from validation.measure import dist_steps
-    return predict_distributed(dist_steps.BUILDERS[case], spec_for(gpu), world, 1, world1=False)
+    return predict_distributed(dist_steps.BUILDERS[case], spec_for(gpu), world, 1, world1=False,
+                               host=scoring_host(gpu, host))
 
 
-def rows(progress: bool = False) -> list[dict]:
+def rows(progress: bool = False, host: str = "lease-law") -> list[dict]:
     recs = records()
     preds = {}
     out = []
@@ -70,7 +93,7 @@ def rows(progress: bool = False) -> list[dict]:
         if key not in preds:
             if progress:
                 print(f"predicting {key}", file=sys.stderr, flush=True)
-            preds[key] = predict_case(r["case"], r["world"], gpu)
+            preds[key] = predict_case(r["case"], r["world"], gpu, host)
         p = preds[key]
         plan = collections.Counter(op.kind for op in p.plan.ops if op.kind != "copy")
         out.append({"gpu": gpu, "case": r["case"], "world": r["world"], "record": path,
@@ -79,8 +102,9 @@ def rows(progress: bool = False) -> list[dict]:
                     "exposed_ms": p.exposed_comm_us / 1e3, "comm_ms": p.comm_us / 1e3,
                     "meas_nccl": measured_collectives(r), "pred_nccl": dict(plan)})
     w1 = {(x["gpu"], x["case"]): x for x in out if x["world"] == 1}
-    for x in out:
-        base = w1.get((x["gpu"], x["case"]))
+    w1_lease = {(x["record"], x["gpu"], x["case"]): x for x in out if x["world"] == 1}
+    for x in out:       # over the same lease's world 1 where it has one, else another lease's
+        base = w1_lease.get((x["record"], x["gpu"], x["case"]), w1.get((x["gpu"], x["case"])))
         x["meas_scaling"] = x["meas_step_ms"] / base["meas_step_ms"] if base else None
         x["pred_scaling"] = x["pred_step_ms"] / base["pred_step_ms"] if base else None
     return out
@@ -91,9 +115,9 @@ def _err(p, m):
 
 
 def table(rs: list[dict]) -> str:
-    lines = ["| GPU | case | world | step ms (pred / meas) | error | scaling over 1 GPU (pred / meas) | error | "
+    lines = ["| lease | GPU | case | world | step ms (pred / meas) | error | scaling over 1 GPU (pred / meas) | error | "
              "peak memory per rank GiB (pred / meas) | error | comm ms (exposed) | NCCL kernels (plan / profiler) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in rs:
         e = _err(x["pred_step_ms"], x["meas_step_ms"])
         se = _err(x["pred_scaling"], x["meas_scaling"]) if x["world"] > 1 and x["meas_scaling"] else None
@@ -102,7 +126,7 @@ def table(rs: list[dict]) -> str:
                          for k in sorted(set(x["pred_nccl"]) | set(x["meas_nccl"]))) or "none"
         scal = (f"{x['pred_scaling']:.2f} / {x['meas_scaling']:.2f}" if x["world"] > 1 and x["meas_scaling"]
                 else "—")
-        lines.append(f"| {x['gpu']} | {x['case']} | {x['world']} | {x['pred_step_ms']:.1f} / {x['meas_step_ms']:.1f} | "
+        lines.append(f"| {os.path.basename(x['record']).removesuffix('.jsonl')} | {x['gpu']} | {x['case']} | {x['world']} | {x['pred_step_ms']:.1f} / {x['meas_step_ms']:.1f} | "
                      f"{e:+.1%} | {scal} | {'—' if se is None else f'{se:+.1%}'} | "
                      f"{x['pred_peak'] / 2**30:.2f} / {x['meas_peak'] / 2**30:.2f} | {me:+.1%} | "
                      f"{x['comm_ms']:.1f} ({x['exposed_ms']:.1f}) | {nccl} |")
@@ -136,12 +160,53 @@ def summary_lines(s: dict) -> str:
     return "\n".join(lines)
 
 
+def memtracker_table(rs: list[dict]) -> str | None:
+    """PyTorch's FSDPMemTracker / MemTracker (validation/measure/dist_memtracker.py) beside the measured peak per rank
+    (median over leases) and gpusim's, one row per attempt and machine it ran on; None without such records."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(RECORDS, "memtracker-*.jsonl"))):
+        env = {}
+        for line in open(path):
+            r = json.loads(line)
+            if r.get("kind") == "environment":
+                env = r
+            elif r.get("kind") == "memtracker":
+                sel = [x for x in rs if x["case"] == r["case"] and x["world"] == r["world"]]
+                meas = statistics.median(x["meas_peak"] for x in sel) if sel else None
+                pred = sel[0]["pred_peak"] if sel else None
+                tool = (f"{r['peak_bytes'] / 2**30:.2f} ({_err(r['peak_bytes'], meas):+.1%})"
+                        if "peak_bytes" in r and meas else f"fails: {r.get('error', '?')[:110]}")
+                gib = lambda b: "—" if b is None else f"{b / 2**30:.2f}"  # noqa: E731
+                gp = "—" if pred is None or not meas else f"{gib(pred)} ({_err(pred, meas):+.1%})"
+                out.append(f"| {r['tool']} | {r['case']} | {r['world']} | {env.get('where', '?')} | {r.get('workaround') or 'none'} | {gib(meas)} | {gp} | {tool} |")
+    if not out:
+        return None
+    return "\n".join(["PyTorch's own tools on the same steps, run as torchtitan's memory estimation runs them "
+                      "(`validation/measure/dist_memtracker.py`; peak per rank in GiB, error against the measured "
+                      "median over leases):", "",
+                      "| tool | case | world | ran on | workaround | measured | gpusim | tool |",
+                      "|---|---|---|---|---|---|---|---|"] + out)
+
+
 def render(rs: list[dict]) -> str:
     srcs = sorted({x["record"] for x in rs})
     return "\n".join([BEGIN, "", f"Records: {', '.join(f'`{s}`' for s in srcs)}; predicted by gpusim from the same "
                       "builders (`validation/measure/dist_steps.py`) under its fake process group, on the record's "
-                      "GPU (calibrated spec), the reference host.", "", table(rs), "", summary_lines(summary(rs)), "",
-                      END])
+                      "GPU (calibrated spec), the reference host with FSDP2's per-unit law of that GPU's lease host "
+                      "(`validation/fit/fsdp_law.py`).", "", table(rs), "", summary_lines(summary(rs)), "",
+                      *([memtracker_table(rs), ""] if memtracker_table(rs) else []), END])
+
+
+STORED = os.path.join(RECORDS, "predictions.json")
+
+
+def store(rs: list[dict], host: str) -> None:
+    """The scored rows, for docs/accuracy.md (validation/reports/dist_page.py) and the tests."""
+    what = ("the reference host with FSDP2's per-unit law of the GPU's lease host (hosts/<gpu>-sxm-host.toml, "
+            "validation/fit/fsdp_law.py)" if host == "lease-law" else f"host profile {host}")
+    with open(STORED, "w") as f:
+        json.dump({"host": what, "rows": rs, "summary": summary(rs)}, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 def write_doc(text: str) -> None:
@@ -157,8 +222,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="print the table, leave docs/distributed.md alone")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--stored", action="store_true", help="re-render the docs from the stored predictions")
+    ap.add_argument("--host", default="lease-law",
+                    help="'lease-law' (reference host + the GPU's leases' FSDP2 law) or a host profile's name")
     a = ap.parse_args(argv)
-    rs = rows(progress=True)
+    if a.stored:
+        with open(STORED) as f:
+            rs = json.load(f)["rows"]
+    else:
+        rs = rows(progress=True, host=a.host)
     if a.json:
         print(json.dumps({"rows": rs, "summary": summary(rs)}, indent=1))
         return 0
@@ -167,7 +239,10 @@ def main(argv=None) -> int:
         print(text)
     else:
         write_doc(text)
-        print(f"wrote {os.path.relpath(DOC, ROOT)}", file=sys.stderr)
+        if not a.stored:
+            store(rs, a.host)
+        print(f"wrote {os.path.relpath(DOC, ROOT)} and {os.path.relpath(STORED, ROOT)}; now python3 -m "
+              "validation.reports.dist_page for docs/accuracy.md's section across GPUs", file=sys.stderr)
     return 0
 
 
