@@ -99,3 +99,21 @@ def test_the_fit_reads_slopes_per_kernel_the_profiler_saw():
     # the fusion limit did not hold: one kernel at both k, no Triton figure, nothing split
     sp["triton"] = _runs(40.0, 1, 45.0, 1)
     assert split_launch_figures(sp) == {}
+
+
+def test_the_records_check_recovers_known_launch_costs():
+    from validation.score.compiled_host import implied_costs, launch_rows
+    recs = []
+    for i, (tri, ext) in enumerate([(38, 85), (68, 54), (123, 82), (40, 62), (216, 141), (19, 42)]):
+        wall = 30.0 + 12.0 * tri + 33.0 * ext
+        recs.append({"case_id": str(i), "model": str(i), "run": "compiled", "wall_us": wall,
+                     "kernel_sum_us": 0.3 * wall, "host": {"aten_ops_top": ext, "cuda_launches": tri + ext,
+                                                           "launch_calls": {"cuLaunchKernel": tri}}})
+    recs.append(dict(recs[0], run="eager"))
+    rows = launch_rows(recs)
+    assert len(rows) == 6
+    fit = implied_costs(rows)
+    assert fit["triton_us"] == pytest.approx(12.0) and fit["extern_us"] == pytest.approx(33.0)
+    assert fit["median_err"] < 1e-6
+    # device-bound records say nothing of the host
+    assert implied_costs([dict(r, kernel_sum_us=r["wall_us"]) for r in rows]) is None
