@@ -177,9 +177,10 @@ def compiled_inputs_us(host, inputs: int, params: int = 0) -> float:
     lifted into the graph's inputs, but guarded apart from the call's arguments), else
     ``compiled_input_us`` like any input."""
     per_in = host.compiled_input_us or 0.0
-    per_param = per_in if host.compiled_param_us is None else host.compiled_param_us
+    if host.compiled_param_us is None:
+        return inputs * per_in
     params = min(params, inputs)
-    return (inputs - params) * per_in + params * per_param
+    return (inputs - params) * per_in + params * host.compiled_param_us
 
 
 def region_entry_us(host, inputs: int) -> float:
