@@ -117,3 +117,20 @@ def test_the_records_check_recovers_known_launch_costs():
     assert fit["median_err"] < 1e-6
     # device-bound records say nothing of the host
     assert implied_costs([dict(r, kernel_sum_us=r["wall_us"]) for r in rows]) is None
+
+
+def test_calibrate_writes_the_split_into_the_host_profile():
+    import json
+
+    from gpusim.hw.host import FIELDS
+    from validation.fit.calibrate import fit_host
+    with open("validation/results/h200/host/2026-11-24-lease5.toml.raw.json") as f:
+        raw = json.load(f)["host"]                       # a real lease's host timings
+    out, _ = fit_host(raw, 1.28)
+    assert "compiled_triton_us" not in out              # measured before the split existed
+    sp = {"triton": _runs(40.0, 1, 130.0, 16), "extern": _runs(60.0, 1, 510.0, 16),
+          "params": _runs(45.0, 1, 45.0, 1)}
+    out, diag = fit_host(dict(raw, compiled_split=sp), 1.28)
+    assert set(out) <= set(FIELDS) and diag["compiled_split"] == sp
+    assert (out["compiled_triton_us"], out["compiled_extern_us"], out["compiled_param_us"]) == (
+        pytest.approx(6.0), pytest.approx(30.0), 0.0)
