@@ -48,11 +48,13 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "compiled_input_us", "sync_us", "cudagraph_tree_call_us",
             "cudagraph_tree_input_us", "kernel_launch_us", "eager_forward_factor",
             "python_module_call_us", "python_torch_call_us", "cudnn_attention_plan_us",
-            "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us")
+            "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us",
+            "compiled_triton_us", "compiled_extern_us", "compiled_param_us")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
-MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us", "fsdp_unit_sync_doubling_us")
+MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us", "fsdp_unit_sync_doubling_us",
+               "compiled_param_us")
 
 
 class HostError(GpusimError):
@@ -94,6 +96,12 @@ class HostProfile:
     fsdp_unit_us: float | None = None
     fsdp_unit_sync_us: float | None = None
     fsdp_unit_sync_doubling_us: float | None = None
+    # Inductor's wrapper, per kernel by how it is launched (:func:`gpusim.sim.timeline.compiled_launch_us`):
+    # one generated Triton kernel; one extern library call (cuBLAS, cuDNN, attention). None:
+    # compiled_kernel_us, the mixed chain's mean
+    compiled_triton_us: float | None = None
+    compiled_extern_us: float | None = None
+    compiled_param_us: float | None = None     # compiled call's cost per nn.Parameter input; None: compiled_input_us
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

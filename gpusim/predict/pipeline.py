@@ -189,7 +189,7 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb,
                   inputs=0 if regions else graph.meta.get("inputs", 0),
                   python_us=python_us(graph.meta, host), host=host,
-                  call_overhead=not regions)
+                  call_overhead=not regions, params=len(graph.meta.get("params") or ()))
     return Prediction(spec.name, mode, graph, kernels, tl, spec, low, host)
 
 

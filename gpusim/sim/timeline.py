@@ -25,8 +25,10 @@ Modes
                   and H200 hosts' figures, measured on gpusim's reference forwards by the
                   lab's ``validation.measure.reference_forwards.forward_factor``;
                   less for programs of fewer kernels, :func:`eager_forward_factor`).
-    ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then
-                  ``compiled_kernel_us`` per kernel launch (what torch.compile pays).
+    ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then per kernel what
+                  Inductor's generated wrapper pays to launch it
+                  (:func:`compiled_launch_us`: a Triton launch, an extern library call,
+                  or nothing more than a launch for a library's helper kernel).
                   The model's Python does not run: Dynamo traced it once, and a call
                   runs only the guards (``compiled_call_us``, ``compiled_input_us``).
     ``cudagraph`` one replay: ``cudagraph_call_us`` of host time, and the GPU spends
@@ -48,7 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpusim.cost.roofline import KernelEstimate
-from gpusim.graph.opgraph import LIBRARY_KINDS
+from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS
 from gpusim.graph.ops import SYNC_OPS
 from gpusim.lower.modes import check_mode
 
@@ -138,8 +140,24 @@ def kernel_overhead_us(kernel: KernelEstimate, host, mode: str,
     if mode != "cudagraph" and is_sync(kernel) and host.sync_us:
         return host.sync_us
     if mode == "compiled":
-        return host.compiled_kernel_us
+        return compiled_launch_us(kernel, host)
     return host.cudagraph_kernel_us
+
+
+def compiled_launch_us(kernel: KernelEstimate, host) -> float:
+    """Host time Inductor's generated wrapper spends on one kernel of a compiled call.
+
+    The wrapper launches its own Triton kernels (``compiled_triton_us``) and calls the
+    libraries for GEMMs, convolutions and attention (``extern_kernels.mm``,
+    ``aten.convolution``: ``compiled_extern_us``, an aten dispatch and the library's own
+    host work); a helper kernel a library launches inside that call (cuDNN's layout
+    transforms, a split-K reduction) costs one launch (``kernel_launch_us``), as in
+    eager. A host without the split figures prices every kernel at ``compiled_kernel_us``,
+    calibrate's chain of extern matmuls and Triton relus (their mean)."""
+    if kernel.role == "aux" and host.compiled_extern_us is not None:
+        return host.kernel_launch_us or host.compiled_kernel_us
+    fig = host.compiled_extern_us if kernel.kind in GEMM_KINDS else host.compiled_triton_us
+    return host.compiled_kernel_us if fig is None else fig
 
 
 def _eager_issue_us(kernel: KernelEstimate, host) -> float:
@@ -152,6 +170,19 @@ def _eager_issue_us(kernel: KernelEstimate, host) -> float:
     return eager_dispatch_us(kernel, host)
 
 
+def compiled_inputs_us(host, inputs: int, params: int = 0) -> float:
+    """A compiled call's host cost for its ``inputs`` tensor inputs, ``params`` of them
+    ``nn.Parameter``s: Dynamo's guards and the wrapper's handling of each. A parameter
+    costs ``compiled_param_us`` where the host measured it (a module's parameters are
+    lifted into the graph's inputs, but guarded apart from the call's arguments), else
+    ``compiled_input_us`` like any input."""
+    per_in = host.compiled_input_us or 0.0
+    if host.compiled_param_us is None:
+        return inputs * per_in
+    params = min(params, inputs)
+    return (inputs - params) * per_in + params * host.compiled_param_us
+
+
 def region_entry_us(host, inputs: int) -> float:
     """Host time to enter one separately compiled region with ``inputs`` tensor inputs."""
     return (host.compiled_region_us or host.compiled_call_us) + inputs * (host.compiled_input_us or 0.0)
@@ -161,7 +192,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              views_before: list[int] | None = None, trailing_views: int = 0,
              calls: int = 6, host_before: list[float] | None = None,
              inputs: int = 0, python_us: float = 0.0, host=None,
-             call_overhead: bool = True) -> Timeline:
+             call_overhead: bool = True, params: int = 0) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
@@ -170,7 +201,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     ``python_us``: the model's own Python per forward on ``host`` (eager only; spread
     over the kernels; :func:`gpusim.hp.python_us`). ``inputs``: tensor inputs of the
     program, each costing ``compiled_input_us`` per compiled call (Dynamo's guards and
-    input handling). ``host``: a :class:`~gpusim.hw.host.HostProfile` (None: the reference
+    input handling); ``params`` of them ``nn.Parameter``s (:func:`compiled_inputs_us`). ``host``: a :class:`~gpusim.hw.host.HostProfile` (None: the reference
     host); ``spec`` gives the GPU's figures. ``call_overhead=False``: no compiled call
     cost (the program's regions pay their own entry through ``host_before``).
     Returns the first call's events and the steady-state timing.
@@ -194,7 +225,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
         tail = f * trailing_views * hp.eager_view_us
         gpu_gap = 0.0
     elif mode == "compiled":
-        call_us = (hp.compiled_call_us + inputs * (hp.compiled_input_us or 0.0)
+        call_us = (hp.compiled_call_us + compiled_inputs_us(hp, inputs, params)
                    if call_overhead else 0.0)
         per_k, tail, gpu_gap = [kernel_overhead_us(k, hp, mode) for k in kernels], 0.0, 0.0
     else:

@@ -137,6 +137,10 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
         out["sync_us"] = float(max(0.5, sy["item_us"] - sy["no_item_us"]))
     if h.get("op_kinds"):
         diag["op_kinds_us"] = h["op_kinds"]
+    if h.get("compiled_split"):
+        split = split_launch_figures(h["compiled_split"])
+        diag["compiled_split"] = h["compiled_split"]
+        out.update(split)
     if h.get("launch_api_us") and h["launch_api_us"] == h["launch_api_us"]:
         out["kernel_launch_us"] = float(max(0.5, h["launch_api_us"]))
     ro = h.get("reduce_overhead")
@@ -232,6 +236,34 @@ def fit_spec(raw: dict, base: GPUSpec, name: str | None = None) -> tuple[GPUSpec
     return base.replace(**changes), diag
 
 
+def _slope(runs: dict) -> float | None:
+    """Wall per extra kernel between the fewest and most kernels of ``{k: {wall_us,
+    kernels}}``; None when the profiler saw no more kernels at the larger k."""
+    rs = {int(k): v for k, v in runs.items()}
+    lo, hi = rs[min(rs)], rs[max(rs)]
+    dk = hi["kernels"] - lo["kernels"]
+    return (hi["wall_us"] - lo["wall_us"]) / dk if dk > 0 else None
+
+
+def split_launch_figures(sp: dict) -> dict:
+    """``compiled_triton_us``, ``compiled_extern_us`` and ``compiled_param_us`` from
+    :func:`validation.measure.host_bench.compiled_launch_split`'s runs: the wall slope per
+    extra kernel of the Triton-only and extern-only chains, and per extra parameter of the
+    parameter stack (its extra launches priced at the Triton slope). A figure whose runs
+    launched no extra kernel is left out (the host then prices by ``compiled_kernel_us``)."""
+    out = {}
+    tri, ext = _slope(sp["triton"]), _slope(sp["extern"])
+    if tri and ext:
+        out["compiled_triton_us"] = float(max(0.5, tri))
+        out["compiled_extern_us"] = float(max(0.5, ext))
+    ps = {int(k): v for k, v in (sp.get("params") or {}).items()}
+    if tri and len(ps) > 1:
+        lo, hi = min(ps), max(ps)
+        per = (ps[hi]["wall_us"] - ps[lo]["wall_us"] - tri * (ps[hi]["kernels"] - ps[lo]["kernels"])) / (hi - lo)
+        out["compiled_param_us"] = float(max(0.0, per))
+    return out
+
+
 COMMENTS = {
     "mem_efficiency": "cold device-to-device copies of 8x L2 and more: fitted bandwidth / datasheet peak",
     "kernel_fixed_us": "median profiled duration of cold copy kernels of 64 KiB and below",
@@ -253,6 +285,9 @@ COMMENTS = {
     "sync_us": "tiny kernel + .item() minus the same without .item(): one host<->device sync",
     "cudagraph_tree_call_us": "torch.compile(mode='reduce-overhead') of one matmul+relu: replay wall less inputs",
     "cudagraph_tree_input_us": "same with 16 vs 1 tensor inputs: wall per extra input",
+    "compiled_triton_us": "torch.compile'd chain of k sin+1 steps, each a graph output, fusion off (max_fusion_size=1), k = 1 and 16: wall per extra Triton kernel the profiler saw",
+    "compiled_extern_us": "torch.compile'd chain of k 16x16 matmuls with one weight (extern_kernels.mm, no Triton), k = 1 and 16: wall per extra kernel the profiler saw",
+    "compiled_param_us": "torch.compile'd nn.Module stacking and summing its 16 vs 1 parameters: wall per extra parameter, extra launches at the Triton figure",
     "kernel_launch_us": "median CPU time of one cudaLaunchKernel call (profiler) in a loop of eager adds",
     "eager_forward_factor": "gpusim's reference GPT-2 and ResNet-50 forwards (tiny, bf16, host-bound; median of 3 timings over the run): eager wall / gpusim's prediction with the tight-loop host figures",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",

@@ -91,6 +91,7 @@ def host_microbenchmarks() -> dict:
         comp[k] = {"wall_us": measure.time_wall(cf, (x,))["median_us"],
                    "kernels": len(measure.profile_kernels(cf, (x,), flush=False, reps=2)["kernels"])}
     h["compiled"] = comp
+    h["compiled_split"] = compiled_launch_split(dev)
     rounds.append(reference_walls())
     # each group of a partition run as its own compiled region (the validation harness)
     regions = {}
@@ -240,3 +241,60 @@ def chain_inputs(k: int, mats):
             x = torch.relu(x @ mats[i])
         return x
     return f
+
+
+def compiled_launch_split(dev: str = "cuda", ks: tuple = (1, 16)) -> dict:
+    """What Inductor's generated wrapper pays per kernel by how it launches it, and per
+    tensor input by what the input is (the calibrate chain mixes extern matmuls and Triton
+    relus and its inputs are plain tensors; a model's are mostly parameters):
+
+    ``extern``  ``x = x @ w`` k times, one weight: k extern matmul calls, no Triton kernel;
+    ``triton``  k elementwise steps, each step's result a graph output and Inductor's
+                fusion limited to one node (``max_fusion_size=1``), so each step is its own
+                Triton kernel and the call has one tensor input;
+    ``params``  an ``nn.Module`` whose k registered parameters are stacked and summed
+                (``compiled_inputs``' program, the tensors parameters instead of arguments).
+
+    Each at k in ``ks``: wall of back-to-back calls and the kernels the profiler saw (the
+    fit divides by the launches that really happened)."""
+    x = torch.randn(16, 16, device=dev)
+    w = torch.randn(16, 16, device=dev)
+
+    def extern(k):
+        def f(x, w):
+            for _ in range(k):
+                x = x @ w
+            return x
+        return f
+
+    def triton(k):
+        def f(x):
+            outs = []
+            for _ in range(k):
+                x = torch.sin(x) + 1.0
+                outs.append(x)
+            return outs
+        return f
+
+    class Params(torch.nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.ps = torch.nn.ParameterList(torch.nn.Parameter(torch.randn(16, device=dev)) for _ in range(k))
+
+        def forward(self, x):
+            return torch.stack(list(self.ps)).sum() + x
+
+    progs = {"extern": (extern, (x, w), {}), "triton": (triton, (x,), {"max_fusion_size": 1}),
+             "params": (Params, (torch.randn(16, device=dev),), {})}
+    out: dict = {}
+    with torch.no_grad():
+        for name, (make, args, cfg) in progs.items():
+            out[name] = {}
+            for k in ks:
+                torch._dynamo.reset()
+                cf = torch.compile(make(k))
+                with torch._inductor.config.patch(**cfg):
+                    cf(*args)                # compiled here, under the config
+                out[name][k] = {"wall_us": measure.time_wall(cf, args)["median_us"],
+                                "kernels": len(measure.profile_kernels(cf, args, flush=False, reps=2)["kernels"])}
+    return out

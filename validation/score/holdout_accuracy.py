@@ -24,8 +24,8 @@ import numpy as np
 from gpusim.hw.spec import calibrated_name, load_spec
 from validation.records.store import load_zoo_records
 from validation.records.stats import _cell, _stats
-from validation.score.zoo_accuracy import (case_rows, memory_rows, memory_summary, speedup_rows,
-    speedup_summary)
+from validation.score.zoo_accuracy import (case_rows, kind_host, memory_rows, memory_summary,
+    speedup_rows, speedup_summary)
 from validation.score.zoo_accuracy import _by_family
 
 
@@ -36,7 +36,10 @@ def holdout_report(results_dir: str, gpu: str = "h100") -> dict:
     recs = load_zoo_records(results_dir, gpu, "holdout")
     name = calibrated_name(gpu)
     spec = load_spec(name)
-    rep = {"records": len(recs), "spec": name, "calibrated": _by_family(case_rows(recs, spec))}
+    # end to end on the records' own host: their leases ran no host calibration beside
+    # them, so the machine kind's profile (hosts/<datasheet>-host.toml), not the reference
+    rep = {"records": len(recs), "spec": name,
+           "calibrated": _by_family(case_rows(recs, spec, kind_host(gpu)))}
     mrows = memory_rows(recs, spec)
     rep["memory"] = {"summary": memory_summary(mrows), "rows": mrows}
     sp = speedup_rows(recs, spec)

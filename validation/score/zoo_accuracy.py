@@ -99,18 +99,27 @@ def lease_setup(spec, path: str):
     return (spec.replace(stream_busy_factor=busy) if busy else spec), host
 
 
-def case_rows(records: list[dict], spec) -> list[dict]:
-    """One row per record: predicted and measured device time and kernel count."""
+def case_rows(records: list[dict], spec, host=None) -> list[dict]:
+    """One row per record: predicted and measured device time and kernel count (and end
+    to end on ``host``, a host profile; None: the reference host)."""
     rows = []
     for r in records:
         g = record_graph(r)
-        p = predict(g, gpu=spec, mode=r["run"])
+        p = predict(g, gpu=spec, mode=r["run"], host=host)
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "dtype": r["dtype"], "size": r["size"],
                      "pred_us": p.device_us, "meas_us": r["kernel_sum_us"],
                      "pred_kernels": p.kernel_count, "meas_kernels": r["kernel_count"],
                      "pred_e2e_us": p.end_to_end_us, "meas_wall_us": r.get("wall_us")})
     return rows
+
+
+def kind_host(gpu: str):
+    """The host profile of the machine kind that measured ``gpu``'s records
+    (``hosts/<datasheet>-host.toml``), or None when gpusim has none for it."""
+    from gpusim.hw.host import host_names
+    name = f"{datasheet_name(gpu)}-host"
+    return load_host(name) if name in host_names() else None
 
 
 def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict]:
