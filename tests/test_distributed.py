@@ -209,6 +209,25 @@ def test_cli_builder_and_trace(tmp_path, capsys):
     assert json.loads(out.read_text())["traceEvents"]
 
 
+def test_cli_max_batch_prints_the_step_and_the_batch(tmp_path, capsys):
+    """One command gives the step (compute, exposed communication, host, memory per rank, fits) and
+    the largest batch per rank, and writes the trace: the issue's "done when" line (on a GPU of 1.5 GiB
+    and a small model, to keep the search's captures few and quick)."""
+    spec = Path(__file__).resolve().parents[1] / "hwspecs" / "h100-sxm.toml"
+    small = tmp_path / "small.toml"
+    small.write_text(spec.read_text().replace("capacity_gib = { value = 80.0", "capacity_gib = { value = 1.5"))
+    out = tmp_path / "t.json"
+    argv = ["predict", "tv:alexnet", "--train", "--ddp", "--nproc-per-node", "2", "--gpu", str(small),
+            "--max-batch", "--trace", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    for word in ("step time", "exposed", "host", "memory per rank", "max batch"):
+        assert word in text, word
+    batch = int(text.split("max batch")[1].split()[0])
+    assert batch >= 2
+    assert json.loads(out.read_text())["traceEvents"]
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["predict", "tv:resnet18", "--ddp", "--nproc-per-node", "2"], "add --train"),
     (["predict", f"{BUILDERS}:ddp_mlp", "--nproc-per-node", "0"], ">= 1"),

@@ -68,14 +68,18 @@ def cmd_predict_dist(a) -> int:
     _check(a)
     n = 1 if a.nproc_per_node is None else a.nproc_per_node
     m = 1 if a.nnodes is None else a.nnodes
-    if a.max_batch:
-        return _max_batch(a, n, m)
-    p = predict_distributed(_builder(a), a.gpu, 1 if a.nproc_per_node is None else a.nproc_per_node,
-                            1 if a.nnodes is None else a.nnodes, host=a.host, link=a.link)
+    p = predict_distributed(_builder(a), a.gpu, n, m, host=a.host, link=a.link)
+    r = _max_batch(a, n, m) if a.max_batch else None
     if a.json:
-        print(dumps(p.to_dict()))
+        doc = p.to_dict()
+        if r is not None:
+            doc.update(max_batch_per_rank=r["batch"], limit_reached=r["limit_reached"],
+                       tried={str(k): v for k, v in sorted(r["tried"].items())})
+        print(dumps(doc))
     else:
         print(dist_text(p, a.model))
+        if r is not None:
+            print(_max_batch_text(a, n, m, r))
     if getattr(a, "trace", None):
         import json
 
@@ -85,22 +89,21 @@ def cmd_predict_dist(a) -> int:
     return 0
 
 
-def _max_batch(a, n: int, m: int) -> int:
+def _max_batch(a, n: int, m: int) -> dict:
+    """The largest batch per rank of the zoo model's step (:func:`max_batch_per_rank`)."""
     from gpusim.predict.distributed import max_batch_per_rank
-    from gpusim.report.text import dumps
+    return max_batch_per_rank(lambda b: _builder(a, b), a.gpu, n, m, host=a.host, link=a.link)
+
+
+def _max_batch_text(a, n: int, m: int, r: dict) -> str:
     from gpusim.sim.memory import fmt_bytes
-    r = max_batch_per_rank(lambda b: _builder(a, b), a.gpu, n, m, host=a.host, link=a.link)
     what = f"{'DDP' if a.ddp else 'FSDP'} step on {n} GPU{'s' if n > 1 else ''}" + (f" x {m} hosts" if m > 1 else "")
-    if a.json:
-        print(dumps({"model": a.model, "gpu": a.gpu, "strategy": "ddp" if a.ddp else "fsdp", "nproc_per_node": n,
-                     "nnodes": m, "max_batch_per_rank": r["batch"],
-                     "tried": {str(k): v for k, v in sorted(r["tried"].items())}, "limit_reached": r["limit_reached"]}))
-        return 0
     tried = ", ".join(f"{b}: {fmt_bytes(v)}" for b, v in sorted(r["tried"].items()))
-    print(f"{a.model}: largest batch per rank whose {what} fits: {r['batch']}"
-          + (" (the search's limit)" if r["limit_reached"] else ""))
-    print(f"searched (batch: peak per rank): {tried}")
-    return 0
+    if r["batch"] == 0:
+        return f"max batch        none: a {what} at batch 1 per rank does not fit ({tried})"
+    return (f"max batch        {r['batch']} per rank whose {what} fits"
+            + (" (the search's limit)" if r["limit_reached"] else "")
+            + f"\n  searched       batch: peak per rank {tried}")
 
 
 def dist_text(p, label: str) -> str:
