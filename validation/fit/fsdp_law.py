@@ -27,12 +27,13 @@ Held out: the FSDP2 Llama-1B rows of every lease (``validation.score.dist_accura
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
 
 import numpy as np
+
+from validation.records.jsonl import env_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPUS = {"NVIDIA H200": ("h200", "h200-sxm-host"), "NVIDIA H100 80GB HBM3": ("h100", "h100-sxm-host")}
@@ -61,16 +62,9 @@ def builder(units: int, wrapped: bool):
 
 
 def records() -> list[tuple[dict, dict, str]]:
-    out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "validation", "results", "dist", "*-fsdp-hooks.jsonl"))):
-        env = None
-        for line in open(path):
-            r = json.loads(line)
-            if r.get("kind") == "environment":
-                env = r
-            elif r.get("kind") == "fsdp_hooks" and r.get("mixed_precision"):
-                out.append((env, r, os.path.relpath(path, ROOT)))
-    return out
+    return [(env, r, path) for env, r, path in env_records(
+        os.path.join(ROOT, "validation", "results", "dist", "*-fsdp-hooks.jsonl"), "fsdp_hooks", ROOT)
+        if r.get("mixed_precision")]
 
 
 def slope(xs, ys) -> float:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import glob
 import json
 import os
 import statistics
 import sys
+
+from validation.records.jsonl import env_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDS = os.path.join(ROOT, "validation", "results", "dist")
@@ -37,16 +38,8 @@ NCCL = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "
 
 def records() -> list[tuple[dict, dict, str]]:
     """(environment, step record, file) for every step record."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(RECORDS, "*.jsonl"))):
-        env = None
-        for line in open(path):
-            r = json.loads(line)
-            if r.get("kind") == "environment":
-                env = r
-            elif r.get("kind") == "step" and "error" not in r:
-                out.append((env, r, os.path.relpath(path, ROOT)))
-    return out
+    return [(env, r, path) for env, r, path in env_records(os.path.join(RECORDS, "*.jsonl"), "step", ROOT)
+            if "error" not in r]
 
 
 def measured_collectives(rec: dict) -> dict:
@@ -164,21 +157,16 @@ def memtracker_table(rs: list[dict]) -> str | None:
     """PyTorch's FSDPMemTracker / MemTracker (validation/measure/dist_memtracker.py) beside the measured peak per rank
     (median over leases) and gpusim's, one row per attempt and machine it ran on; None without such records."""
     out = []
-    for path in sorted(glob.glob(os.path.join(RECORDS, "memtracker-*.jsonl"))):
-        env = {}
-        for line in open(path):
-            r = json.loads(line)
-            if r.get("kind") == "environment":
-                env = r
-            elif r.get("kind") == "memtracker":
-                sel = [x for x in rs if x["case"] == r["case"] and x["world"] == r["world"]]
-                meas = statistics.median(x["meas_peak"] for x in sel) if sel else None
-                pred = sel[0]["pred_peak"] if sel else None
-                tool = (f"{r['peak_bytes'] / 2**30:.2f} ({_err(r['peak_bytes'], meas):+.1%})"
-                        if "peak_bytes" in r and meas else f"fails: {r.get('error', '?')[:110]}")
-                gib = lambda b: "—" if b is None else f"{b / 2**30:.2f}"  # noqa: E731
-                gp = "—" if pred is None or not meas else f"{gib(pred)} ({_err(pred, meas):+.1%})"
-                out.append(f"| {r['tool']} | {r['case']} | {r['world']} | {env.get('where', '?')} | {r.get('workaround') or 'none'} | {gib(meas)} | {gp} | {tool} |")
+    for env, r, _ in env_records(os.path.join(RECORDS, "memtracker-*.jsonl"), "memtracker", ROOT):
+        env = env or {}
+        sel = [x for x in rs if x["case"] == r["case"] and x["world"] == r["world"]]
+        meas = statistics.median(x["meas_peak"] for x in sel) if sel else None
+        pred = sel[0]["pred_peak"] if sel else None
+        tool = (f"{r['peak_bytes'] / 2**30:.2f} ({_err(r['peak_bytes'], meas):+.1%})"
+                if "peak_bytes" in r and meas else f"fails: {r.get('error', '?')[:110]}")
+        gib = lambda b: "—" if b is None else f"{b / 2**30:.2f}"  # noqa: E731
+        gp = "—" if pred is None or not meas else f"{gib(pred)} ({_err(pred, meas):+.1%})"
+        out.append(f"| {r['tool']} | {r['case']} | {r['world']} | {env.get('where', '?')} | {r.get('workaround') or 'none'} | {gib(meas)} | {gp} | {tool} |")
     if not out:
         return None
     return "\n".join(["PyTorch's own tools on the same steps, run as torchtitan's memory estimation runs them "

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import glob
-import json
 import os
 import statistics
 import sys
 
+from validation.records.jsonl import env_records
 from validation.score.decode_accuracy import GPUS, HOSTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,16 +25,7 @@ BEGIN, END = "<!-- generated: python3 -m validation.score.generate_accuracy -->"
 
 
 def records(kind: str) -> list[tuple[dict, dict]]:
-    out = []
-    for path in sorted(glob.glob(os.path.join(RECORDS, "*.jsonl"))):
-        env = None
-        for line in open(path):
-            r = json.loads(line)
-            if r.get("kind") == "environment":
-                env = r
-            elif r.get("kind") == kind:
-                out.append((env, r))
-    return out
+    return [(env, r) for env, r, _ in env_records(os.path.join(RECORDS, "*.jsonl"), kind, ROOT)]
 
 
 def pct(p: float, m: float) -> str:
