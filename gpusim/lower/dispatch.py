@@ -189,14 +189,26 @@ def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # bool mask -> additive bias: three elementwise kernels over the mask
         ks += [Kernel((n,), "aten", role="aux", bytes=mb * (1 + DTYPE_BYTES.get(a["dtype"], 4)))
                for _ in range(3)]
-    ks.append(Kernel((n,), "library", variant=variant))
-    if variant == "attention" and info.get("q_len") == 1 and not info.get("mask"):
-        # cuDNN's attention at one query row splits the keys over blocks and sums their
-        # partial rows in a second kernel (``cudnn::fusion::lean_reduction_kernel``: one per
-        # layer in every unmasked decode step of the H100 generate records, 2026-11-28c)
-        out = float(a.get("bytes_written", 0.0))
-        ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * out))
-    return ks
+    return ks + [Kernel((n,), "library", variant=variant)] + library_epilogue(graph, n, spec, Kernel)
+
+
+def library_epilogue(graph: OpGraph, n: str, spec, Kernel) -> list:
+    """The kernels a library runs after its main kernel for node ``n``, eager and compiled
+    alike (Inductor calls the same cuBLAS and cuDNN entry points):
+    - cuDNN's attention at one query row splits the keys over blocks and sums the partial
+      rows in a second kernel (``cudnn::fusion::lean_reduction_kernel``: one per layer in
+      every decode step of the H100 generate records, 2026-11-28c, eager and in the static
+      cache's CUDA graph; the one exception, Mistral-7B at batch 8 over its 4096-token
+      sliding window, runs none);
+    - cuBLAS's split-K of a skinny product sums the K slices in ``splitKreduce_kernel``
+      (:func:`cublas_split_k`), reading the slices' fp32 partials, writing the output."""
+    a = graph.g.nodes[n]
+    if a["kind"] == "attention" and spec is not None and (a.get("sdpa") or {}).get("q_len") == 1 \
+            and attention_variant(graph, n, spec) in ("attention", "attention_mask"):
+        return [Kernel((n,), "library", role="aux", bytes=2.0 * float(a.get("bytes_written", 0.0)))]
+    if a["kind"] == "matmul" and cublas_split_k(graph, n, spec):
+        return [Kernel((n,), "library", role="aux", bytes=3.0 * float(a["bytes_written"]))]
+    return []
 
 
 def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
@@ -227,10 +239,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
             out = a["bytes_written"]
             return [Kernel((n,), "library", role="aux", bytes=out), main,
                     Kernel((n,), "library", role="aux", bytes=2.0 * out)]
-        if cublas_split_k(graph, n, spec):
-            # the reduce reads the slices' fp32 partials and writes the 16-bit output
-            return [main, Kernel((n,), "library", role="aux", bytes=3.0 * a["bytes_written"])]
-        return [main]
+        return [main] + library_epilogue(graph, n, spec, Kernel)
     if kind == "norm" and packet_name(a["op"]) in BATCH_NORM_TRAIN:
         return batch_norm_train_kernels(graph, n, Kernel)
     if kind == "norm" and is_eval_batch_norm(a["op"]):
@@ -295,4 +304,4 @@ LAYER_NORMS = ("layer_norm", "native_layer_norm")
 SCALAR_CONSTANTS = ("scalar_tensor", "lift_fresh", "lift_fresh_copy")
 
 
-__all__ = ["eager_kernels", "conv_info"]
+__all__ = ["eager_kernels", "conv_info", "library_epilogue"]
