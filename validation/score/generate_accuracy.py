@@ -24,8 +24,29 @@ DOC = os.path.join(ROOT, "docs", "llm.md")
 BEGIN, END = "<!-- generated: python3 -m validation.score.generate_accuracy -->", "<!-- end generated: generate -->"
 
 
+#: record file -> the host profile its own lease measured (``gpusim calibrate --host-only`` before the runs)
+LEASE_HOSTS = os.path.join(RECORDS, "lease_hosts.json")
+
+
 def records(kind: str) -> list[tuple[dict, dict]]:
-    return [(env, r) for env, r, _ in env_records(os.path.join(RECORDS, "*.jsonl"), kind, ROOT)]
+    """``(environment, record)`` of every line of ``kind``; the environment carries ``_host``: the
+    host profile the record is scored on (its lease's own where one was measured, else the
+    machine kind's) and ``_lease``: whether that is the lease's own."""
+    import json
+    leases = json.load(open(LEASE_HOSTS)) if os.path.exists(LEASE_HOSTS) else {}
+    out, envs = [], {}
+    for env, r, path in env_records(os.path.join(RECORDS, "*.jsonl"), kind, ROOT):
+        own = leases.get(os.path.basename(path))
+        if id(env) not in envs:      # one dict per environment line (cold() tells runs apart by it)
+            envs[id(env)] = {**env, "_host": os.path.join(ROOT, own) if own else HOSTS[env["gpu"]],
+                             "_lease": bool(own)}
+        out.append((envs[id(env)], r))
+    return out
+
+
+def _key(env: dict, r: dict, cache: str, mode: str, host=None) -> tuple:
+    return (env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], cache, mode,
+            host if host is not None else env["_host"])
 
 
 def pct(p: float, m: float) -> str:
@@ -47,32 +68,37 @@ def predictions(hosts: dict | None = None) -> dict:
     from gpusim.predict.generate import generate_runs
     groups: dict = {}
     for env, r in records("generate"):
-        key = (env["gpu"], r["model"], r.get("dtype", "bfloat16"), r["batch"], r["prompt"], r["new"])
+        host = hosts[env["gpu"]] if hosts else env["_host"]
+        key = (env["gpu"], r["model"], r.get("dtype", "bfloat16"), r["batch"], r["prompt"], r["new"], host)
         groups.setdefault(key, set()).add(_mode(r))
     out = {}
-    for (gpu, model, dtype, batch, prompt, new), runs in sorted(groups.items()):
-        res = generate_runs(model, sorted(runs), batch, prompt, new, gpu=GPUS[gpu],
-                            host=(hosts or HOSTS)[gpu], dtype=dtype)
+    for (gpu, model, dtype, batch, prompt, new, host), runs in sorted(groups.items(), key=str):
+        res = generate_runs(model, sorted(runs), batch, prompt, new, gpu=GPUS[gpu], host=host, dtype=dtype)
         for g in res:
-            out[(gpu, model, batch, prompt, new, g.cache, g.mode)] = g
+            out[(gpu, model, batch, prompt, new, g.cache, g.mode, host)] = g
     return out
 
 
-def generate_table(preds: dict) -> tuple[str, list[float], dict]:
-    rows = ["| GPU | model | batch | cache, mode | TTFT ms (pred / meas) | time per output token ms (pred / meas) "
+def generate_table(preds: dict) -> tuple[str, dict, dict]:
+    """The generate records on their own hosts; ``errs``: |error| of the time per output token
+    by host kind (``"lease"``: the lease's own profile, ``"kind"``: the machine kind's)."""
+    rows = ["| GPU | host profile | model | batch | cache, mode | TTFT ms (pred / meas) | time per output token ms (pred / meas) "
             "| total ms (pred / meas) | peak GB (pred / meas) | KV bytes (pred / meas) |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    errs, tpot = [], {}
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    errs: dict = {"lease": [], "kind": []}
+    tpot = {}
     for env, r in records("generate"):
         cache, mode = _mode(r)
-        g = preds[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], cache, mode)]
+        g = preds[_key(env, r, cache, mode)]
+        lease = "lease" if env["_lease"] else "kind"
         ttft, total = _med(r["ttft_ms"]) * 1e3, _med(r["wall_ms"]) * 1e3
         toks = [t * 1e3 for t in r.get("token_ms") or []]
         m_tpot = statistics.mean(toks) if toks else float("nan")
-        tpot[(env["gpu"], r["model"], r["batch"], cache, mode)] = (g.tpot_us, m_tpot)
-        errs.append(abs(g.tpot_us / m_tpot - 1) * 100)
+        hname = os.path.relpath(env["_host"], RECORDS) if env["_lease"] else f"{env['_host']} (machine kind)"
+        tpot[(env["gpu"], hname, r["model"], r["batch"], cache, mode)] = (g.tpot_us, m_tpot)
+        errs[lease].append(abs(g.tpot_us / m_tpot - 1) * 100)
         peak, kv = r.get("peak_allocated_bytes"), r.get("kv_cache_bytes")
-        rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {cache}, {mode} "
+        rows.append(f"| {env['gpu']} | {hname} | {r['model']} | {r['batch']} | {cache}, {mode} "
                     f"| {_ms(g.ttft_us)} / {_ms(ttft)} ({pct(g.ttft_us, ttft)}) "
                     f"| {_ms(g.tpot_us)} / {_ms(m_tpot)} ({pct(g.tpot_us, m_tpot)}) "
                     f"| {_ms(g.total_us)} / {_ms(total)} ({pct(g.total_us, total)}) "
@@ -82,14 +108,18 @@ def generate_table(preds: dict) -> tuple[str, list[float], dict]:
 
 
 def speedup_table(tpot: dict) -> str:
-    rows = ["| GPU | model | batch | static compiled over eager dynamic, per output token (pred / meas) |",
-            "|---|---|---|---|"]
-    for (gpu, model, batch, cache, mode), (p_dyn, m_dyn) in sorted(tpot.items()):
-        if (cache, mode) != ("dynamic", "eager") or (gpu, model, batch, "static", "compiled") not in tpot:
+    rows = ["| GPU | host profile | model | batch | static compiled over eager dynamic, per output token (pred / meas) |",
+            "|---|---|---|---|---|"]
+    errs = []
+    for (gpu, host, model, batch, cache, mode), (p_dyn, m_dyn) in sorted(tpot.items()):
+        if (cache, mode) != ("dynamic", "eager") or (gpu, host, model, batch, "static", "compiled") not in tpot:
             continue
-        p_st, m_st = tpot[(gpu, model, batch, "static", "compiled")]
+        p_st, m_st = tpot[(gpu, host, model, batch, "static", "compiled")]
         ps, ms = p_dyn / p_st, m_dyn / m_st
-        rows.append(f"| {gpu} | {model} | {batch} | {ps:.2f}x / {ms:.2f}x ({pct(ps, ms)}) |")
+        errs.append(abs(ps / ms - 1) * 100)
+        rows.append(f"| {gpu} | {host} | {model} | {batch} | {ps:.2f}x / {ms:.2f}x ({pct(ps, ms)}) |")
+    if errs:
+        rows += ["", f"Speed-up: median error {statistics.median(errs):.0f}% over {len(errs)} pairs."]
     return "\n".join(rows)
 
 
@@ -109,19 +139,16 @@ def _on(env, fn, args):
     from gpusim.predict.pipeline import as_spec, lower, predict_lowering
     spec = as_spec(GPUS[env["gpu"]])
     g = capture(fn, args)
-    return predict_lowering(lower(g, "eager", spec=spec), spec, host=HOSTS[env["gpu"]])
+    return predict_lowering(lower(g, "eager", spec=spec), spec, host=env["_host"])
 
 
-def prefill_table() -> tuple[str, dict]:
+def prefill_table() -> str:
     """The measured call: ``model(ids, past_key_values=DynamicCache(...), use_cache=True,
-    logits_to_keep=1)`` (no mask, no positions). Also, per GPU, the lease's host speed: the
-    median of measured over predicted wall of its host-bound prefills (kernels under half
-    the wall), the way ``eager_forward_factor`` is derived from reference forwards."""
+    logits_to_keep=1)`` (no mask, no positions), on the record's host profile."""
     import torch
     from transformers import DynamicCache
     rows = ["| GPU | model | batch | prompt | kernels (pred / meas) | device µs (pred / meas) | wall µs (pred / meas) |",
             "|---|---|---|---|---|---|---|"]
-    ratios: dict = {}
     for env, r in records("prefill"):
         m = _lm(r["model"])
         ids = torch.zeros(r["batch"], r["prompt"], dtype=torch.long, device="meta")
@@ -131,32 +158,6 @@ def prefill_table() -> tuple[str, dict]:
         rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['prompt']} | {p.kernel_count} / {r['kernel_count']} "
                     f"| {p.device_us:.0f} / {dev:.0f} ({pct(p.device_us, dev)}) "
                     f"| {p.end_to_end_us:.0f} / {wall:.0f} ({pct(p.end_to_end_us, wall)}) |")
-        if dev < 0.5 * wall:
-            ratios.setdefault(env["gpu"], []).append(wall / p.end_to_end_us)
-    return "\n".join(rows), {g: statistics.median(v) for g, v in ratios.items()}
-
-
-def lease_hosts(factors: dict) -> dict:
-    """The machine kind's host profile with its eager speed scaled to the lease's."""
-    from gpusim.hw.host import load_host
-    out = {}
-    for gpu, name in HOSTS.items():
-        h = load_host(name)
-        out[gpu] = h.replace(eager_forward_factor=(h.eager_forward_factor or 1.0) * factors.get(gpu, 1.0))
-    return out
-
-
-def lease_table(preds: dict, factors: dict) -> str:
-    rows = ["| GPU | lease host factor | model | batch | cache, mode | TTFT ms (pred / meas) "
-            "| time per output token ms (pred / meas) |", "|---|---|---|---|---|---|---|"]
-    for env, r in records("generate"):
-        cache, mode = _mode(r)
-        g = preds[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], cache, mode)]
-        ttft = _med(r["ttft_ms"]) * 1e3
-        m_tpot = statistics.mean(t * 1e3 for t in r["token_ms"])
-        rows.append(f"| {env['gpu']} | {factors.get(env['gpu'], 1.0):.2f} | {r['model']} | {r['batch']} | {cache}, {mode} "
-                    f"| {_ms(g.ttft_us)} / {_ms(ttft)} ({pct(g.ttft_us, ttft)}) "
-                    f"| {_ms(g.tpot_us)} / {_ms(m_tpot)} ({pct(g.tpot_us, m_tpot)}) |")
     return "\n".join(rows)
 
 
@@ -219,22 +220,17 @@ def decode_host_table() -> str:
 def report() -> str:
     preds = predictions()
     gen, errs, tpot = generate_table(preds)
-    parts = ["Whole generate() calls (greedy, `max_new_tokens = min_new_tokens = new`), on the host profile of "
-             "the machine kind:", "", gen]
-    if errs:
-        parts += ["", f"Time per output token: median error {statistics.median(errs):.0f}% over {len(errs)} calls.",
-                  "", speedup_table(tpot)]
+    parts = ["Whole generate() calls (greedy, `max_new_tokens = min_new_tokens = new`), each on its record's host "
+             "profile: its lease's own (`gpusim calibrate --host-only` run on the lease before the generate runs: "
+             "`lease_hosts.json`) where one was measured, else the machine kind's:", "", gen, ""]
+    for kind, what in (("lease", "on the lease's own host profile"), ("kind", "on the machine kind's profile")):
+        if errs[kind]:
+            parts.append(f"- Time per output token {what}: median error {statistics.median(errs[kind]):.0f}% "
+                         f"over {len(errs[kind])} calls.")
+    parts += ["", speedup_table(tpot)]
     if records("prefill"):
-        table, factors = prefill_table()
-        parts += ["", "Prefill (one forward over the prompt filling a DynamicCache, `logits_to_keep=1`):", "", table]
-        lease = predictions(lease_hosts(factors))
-        errs2 = [abs(g.tpot_us / statistics.mean(t * 1e3 for t in r["token_ms"]) - 1) * 100
-                 for env, r in records("generate")
-                 for g in [lease[(env["gpu"], r["model"], r["batch"], r["prompt"], r["new"], *_mode(r))]]]
-        parts += ["", "The same generate() calls with the host's eager speed scaled to the lease's (the median of "
-                  "measured over predicted wall of the lease's host-bound prefills above):", "",
-                  lease_table(lease, factors), "",
-                  f"Time per output token: median error {statistics.median(errs2):.0f}% over {len(errs2)} calls."]
+        parts += ["", "Prefill (one forward over the prompt filling a DynamicCache, `logits_to_keep=1`):", "",
+                  prefill_table()]
     if records("decode_host"):
         parts += ["", "One eager decode step (DynamicCache) under the profiler with CPU activity (cold: the step's key "
                   "lengths are new to the process, so each cuDNN attention call builds its plan):", "", decode_host_table()]
