@@ -34,7 +34,8 @@ OVERLAP = ("gemm_slowdown", "copy_slowdown", "comm_slowdown")
 _TOP = {"name", "display_name", "aliases", "scope", "nccl_class", "datasheet", "nccl", "measured"}
 _DATASHEET = {"bandwidth_gbs": False, "unidirectional_gbs": False, "links": True}
 _NCCL = ("base_us_ll", "base_us_simple", "hop_us_ll", "hop_us_simple")
-_REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False}   # figure -> required
+_NCCL_BUSBW = ("busbw_ll", "busbw_simple")   # optional: NCCL's own modelled bus bandwidths (its TUNING table)
+_REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False, "hop_us": False}  # -> required
 
 
 class LinkError(GpusimError):
@@ -43,13 +44,13 @@ class LinkError(GpusimError):
 
 @dataclass(frozen=True)
 class Regime:
-    """One size regime of one collective, up to ``max_bytes``:
-    ``base_us + (n-1) x rank_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs``.
+    """One regime of one collective (a protocol; optionally only up to ``max_bytes``):
+    ``base_us + (n-1) x rank_us + steps(n) x hop_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs``.
 
     ``link_gbs`` is one direction of one GPU's link (the ring moves ``bytes x factor(n)`` over it); ``rank_us`` is the
-    latency each rank past the first adds (None: unfitted; then NCCL's ``steps(n) x hop_us`` of the protocol, from
-    ``[nccl]``); both are figures of the link, shared by the collectives of a regime; ``shard_gbs`` (inf: none)
-    prices the rank's own shard, ``bytes / n``."""
+    latency each rank past the first adds (None: none); ``hop_us`` the latency of one step of the ring's chain (None:
+    NCCL's own figure for the protocol, ``[nccl]``); ``shard_gbs`` (inf: none) prices the rank's own shard,
+    ``bytes / n``."""
     name: str
     protocol: str
     max_bytes: float
@@ -57,6 +58,7 @@ class Regime:
     link_gbs: float
     rank_us: float | None = None
     shard_gbs: float = math.inf
+    hop_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class LinkSpec:
     hop_us: dict = field(hash=False)    # protocol -> NCCL latency per ring step (us)
     measured: dict = field(hash=False)  # gpu name -> Measured
     provenance: dict = field(hash=False, repr=False)  # figure key -> (source, ref)
+    nccl_busbw: dict = field(default_factory=dict, hash=False)  # protocol -> NCCL's modelled bus bandwidth (GB/s)
 
     def __hash__(self):
         return hash(self.name)
@@ -116,7 +119,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         where = f"[measured.\"{gpu}\".{coll}.{rname}]"
         if not isinstance(r, dict) or set(r) - {"protocol", "max_bytes", *_REGIME}:
             raise LinkError(f"{path}: {where} must hold protocol, max_bytes, base_us, link_gbs (and optionally "
-                            "rank_us, shard_gbs)")
+                            "rank_us, shard_gbs, hop_us)")
         if r.get("protocol") not in PROTOCOLS:
             raise LinkError(f"{path}: {where}.protocol must be one of {', '.join(PROTOCOLS)}, got {r.get('protocol')!r}")
         mb = r.get("max_bytes", math.inf)
@@ -126,7 +129,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         fig = {f: _figure(path, f"{where}.{f}", r.get(f), prov, f"{k}.{f}") for f in _REGIME
                if f in r or _REGIME[f]}
         out.append(Regime(rname, r["protocol"], float(mb), fig["base_us"], fig["link_gbs"], fig.get("rank_us"),
-                          fig.get("shard_gbs", math.inf)))
+                          fig.get("shard_gbs", math.inf), fig.get("hop_us")))
     if not out:
         raise LinkError(f"{path}: [measured.\"{gpu}\".{coll}] has no regimes")
     return tuple(sorted(out, key=lambda r: r.max_bytes))
@@ -181,11 +184,14 @@ def parse_link(data: dict, path: str) -> LinkSpec:
         if k not in nc:
             raise LinkError(f"{path}: field [nccl].{k} is missing")
         lat[k] = _figure(path, f"[nccl].{k}", nc[k], prov, k)
+    for k in set(nc) - set(_NCCL) - set(_NCCL_BUSBW):
+        raise LinkError(f"{path}: unknown field [nccl].{k}; known: {', '.join(_NCCL + _NCCL_BUSBW)}")
+    busbw = {k.removeprefix("busbw_"): _figure(path, f"[nccl].{k}", nc[k], prov, k) for k in _NCCL_BUSBW if k in nc}
     return LinkSpec(data["name"], data["display_name"], tuple(aliases), data["scope"], data["nccl_class"],
                     fig["bandwidth_gbs"], fig["unidirectional_gbs"], fig.get("links"),
                     {"ll": lat["base_us_ll"], "simple": lat["base_us_simple"]},
                     {"ll": lat["hop_us_ll"], "simple": lat["hop_us_simple"]},
-                    _measured(path, data, prov), prov)
+                    _measured(path, data, prov), prov, busbw)
 
 
 def read_link(path) -> LinkSpec:
