@@ -114,6 +114,18 @@ def test_link_figures_are_shared():
     assert set(by_regime) == {"ll", "simple"} and all(len(v) == 1 for v in by_regime.values()), by_regime
 
 
+def test_p2p_channels_follow_nccl_and_the_records():
+    """NCCL's p2p rule: 16 channels per send/recv of 1-256 MiB on 2 ranks, 8 on 4 (per-peer channels halved while
+    they times the world exceed 32), 16 from 256 MiB on 4; the 4-rank records show it: 128 MiB runs at ~262 GB/s
+    (8 channels), 256 MiB at ~360 GB/s, as on 2 ranks."""
+    nv = link_spec("nvlink4")
+    assert [C.p2p_channels(s << 20, 2, nv) for s in (1, 128, 256, 1024)] == [16, 16, 16, 32]
+    assert [C.p2p_channels(s << 20, 4, nv) for s in (1, 128, 256, 1024)] == [8, 8, 16, 32]
+    w4 = [C.send_recv(s << 20, nv, "h200-sxm") for s in (128, 256)]
+    r4 = [C.ring("send_recv", s << 20, 4, nv, "h200-sxm").busbw_gbs for s in (128, 256)]
+    assert r4[0] < 0.8 * r4[1] and w4[0].busbw_gbs > r4[0]
+
+
 def test_protocol_is_nccls_choice():
     """The protocol NCCL 2.28.9 logged for every call of the 2x H200 sweep (its per-call summary: function, bytes
     per rank, algorithm, protocol) is the one gpusim picks, at every size of the log."""

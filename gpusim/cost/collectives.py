@@ -120,12 +120,33 @@ def switch_bytes(collective: str, world: int, link: LinkSpec) -> float:
     return max(0.0, dlat / dslope) if dslope > 0 else (math.inf if dlat > 0 else 0.0)
 
 
+def p2p_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
+    """The channels NCCL gives one send/recv of ``nbytes`` in a communicator of ``world`` ranks (src/enqueue.cc:
+    the per-peer channels, halved while they times the world exceed the p2p channels; one per 1/8 chunk up to that;
+    doubled while a part exceeds 32 chunks); None where the link file lacks NCCL's p2p set-up."""
+    p = link.nccl_p2p
+    if not p:
+        return None
+    lo = p["p2p_channels_per_peer"]
+    while lo * world > p["p2p_channels"] and lo > 1:
+        lo //= 2
+    nch = max(1, min(lo, math.ceil(nbytes / (p["p2p_chunk_bytes"] / 8))))
+    while math.ceil(nbytes / nch) > 32 * p["p2p_chunk_bytes"] and nch <= p["p2p_channels_per_peer"] // 2:
+        nch *= 2
+    return nch
+
+
 def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: LinkSpec) -> float:
-    """One regime's law: ``base + (n-1) x rank + steps(n) x hop + bytes x factor(n) / link_gbs + (bytes / n) /
-    shard_gbs`` (us); no ``hop_us``: NCCL's per-step latency of the protocol (the link's ``[nccl]``)."""
+    """One regime's law: ``base + (n-1) x rank + steps(n) x hop + bytes x factor(n) / bw + (bytes / n) /
+    shard_gbs`` (us); ``bw`` is ``link_gbs``, for a send/recv on few channels ``channels x channel_gbs`` if lower
+    (:func:`p2p_channels`); no ``hop_us``: NCCL's per-step latency of the protocol (the link's ``[nccl]``)."""
     hop = link.hop_us[regime.protocol] if regime.hop_us is None else regime.hop_us
+    bw = regime.link_gbs
+    if collective == "send_recv" and math.isfinite(regime.channel_gbs):
+        nch = p2p_channels(nbytes, world, link)
+        bw = bw if nch is None else min(bw, nch * regime.channel_gbs)
     return (regime.base_us + (world - 1) * (regime.rank_us or 0.0) + RING_STEPS[collective](world) * hop
-            + nbytes * BUSBW_FACTOR[collective](world) / (regime.link_gbs * 1e3)
+            + nbytes * BUSBW_FACTOR[collective](world) / (bw * 1e3)
             + nbytes / world / (regime.shard_gbs * 1e3))
 
 

@@ -35,7 +35,9 @@ _TOP = {"name", "display_name", "aliases", "scope", "nccl_class", "datasheet", "
 _DATASHEET = {"bandwidth_gbs": False, "unidirectional_gbs": False, "links": True}
 _NCCL = ("base_us_ll", "base_us_simple", "hop_us_ll", "hop_us_simple")
 _NCCL_BUSBW = ("busbw_ll", "busbw_simple")   # optional: NCCL's own modelled bus bandwidths (its TUNING table)
-_REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False, "hop_us": False}  # -> required
+_NCCL_P2P = ("p2p_channels", "p2p_channels_per_peer", "p2p_chunk_bytes")   # optional: NCCL's p2p set-up (its log)
+_REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False, "hop_us": False,
+           "channel_gbs": False}  # figure -> required
 
 
 class LinkError(GpusimError):
@@ -59,6 +61,7 @@ class Regime:
     rank_us: float | None = None
     shard_gbs: float = math.inf
     hop_us: float | None = None
+    channel_gbs: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class LinkSpec:
     measured: dict = field(hash=False)  # gpu name -> Measured
     provenance: dict = field(hash=False, repr=False)  # figure key -> (source, ref)
     nccl_busbw: dict = field(default_factory=dict, hash=False)  # protocol -> NCCL's modelled bus bandwidth (GB/s)
+    nccl_p2p: dict = field(default_factory=dict, hash=False)    # _NCCL_P2P name -> NCCL's p2p set-up (integers)
 
     def __hash__(self):
         return hash(self.name)
@@ -119,7 +123,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         where = f"[measured.\"{gpu}\".{coll}.{rname}]"
         if not isinstance(r, dict) or set(r) - {"protocol", "max_bytes", *_REGIME}:
             raise LinkError(f"{path}: {where} must hold protocol, max_bytes, base_us, link_gbs (and optionally "
-                            "rank_us, shard_gbs, hop_us)")
+                            "rank_us, shard_gbs, hop_us, channel_gbs)")
         if r.get("protocol") not in PROTOCOLS:
             raise LinkError(f"{path}: {where}.protocol must be one of {', '.join(PROTOCOLS)}, got {r.get('protocol')!r}")
         mb = r.get("max_bytes", math.inf)
@@ -129,7 +133,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         fig = {f: _figure(path, f"{where}.{f}", r.get(f), prov, f"{k}.{f}") for f in _REGIME
                if f in r or _REGIME[f]}
         out.append(Regime(rname, r["protocol"], float(mb), fig["base_us"], fig["link_gbs"], fig.get("rank_us"),
-                          fig.get("shard_gbs", math.inf), fig.get("hop_us")))
+                          fig.get("shard_gbs", math.inf), fig.get("hop_us"), fig.get("channel_gbs", math.inf)))
     if not out:
         raise LinkError(f"{path}: [measured.\"{gpu}\".{coll}] has no regimes")
     return tuple(sorted(out, key=lambda r: r.max_bytes))
@@ -184,14 +188,17 @@ def parse_link(data: dict, path: str) -> LinkSpec:
         if k not in nc:
             raise LinkError(f"{path}: field [nccl].{k} is missing")
         lat[k] = _figure(path, f"[nccl].{k}", nc[k], prov, k)
-    for k in set(nc) - set(_NCCL) - set(_NCCL_BUSBW):
-        raise LinkError(f"{path}: unknown field [nccl].{k}; known: {', '.join(_NCCL + _NCCL_BUSBW)}")
+    for k in set(nc) - set(_NCCL) - set(_NCCL_BUSBW) - set(_NCCL_P2P):
+        raise LinkError(f"{path}: unknown field [nccl].{k}; known: {', '.join(_NCCL + _NCCL_BUSBW + _NCCL_P2P)}")
     busbw = {k.removeprefix("busbw_"): _figure(path, f"[nccl].{k}", nc[k], prov, k) for k in _NCCL_BUSBW if k in nc}
+    p2p = {k: _figure(path, f"[nccl].{k}", nc[k], prov, k, True) for k in _NCCL_P2P if k in nc}
+    if p2p and len(p2p) != len(_NCCL_P2P):
+        raise LinkError(f"{path}: [nccl] must give all of {', '.join(_NCCL_P2P)} or none")
     return LinkSpec(data["name"], data["display_name"], tuple(aliases), data["scope"], data["nccl_class"],
                     fig["bandwidth_gbs"], fig["unidirectional_gbs"], fig.get("links"),
                     {"ll": lat["base_us_ll"], "simple": lat["base_us_simple"]},
                     {"ll": lat["hop_us_ll"], "simple": lat["hop_us_simple"]},
-                    _measured(path, data, prov), prov, busbw)
+                    _measured(path, data, prov), prov, busbw, p2p)
 
 
 def read_link(path) -> LinkSpec:

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gpusim.cost.collectives import BUSBW_FACTOR, RING_STEPS, nccl_protocol, ring  # noqa: E402
+from gpusim.cost.collectives import BUSBW_FACTOR, RING_STEPS, nccl_protocol, p2p_channels, ring  # noqa: E402
 from gpusim.hw.links import COLLECTIVES, Measured, Regime, links_dir, parse_link  # noqa: E402
 from gpusim.hw.spec_io import figure_line  # noqa: E402
 
@@ -114,6 +114,8 @@ def points(runs, gpu_name, clean=True) -> dict:
 #: the collectives that pay for the rank's own shard (bytes / n) at a rate of their own
 SHARDED = ("all_reduce", "all_gather", "reduce_scatter")
 PROTOS = ("ll", "simple")
+#: messages this large are bandwidth-bound on NVLink (the latency is < 10% of their time in the records)
+BANDWIDTH_BOUND = 8 << 20
 
 
 def _cols(colls, proto, free_hop):
@@ -133,26 +135,64 @@ def _x(col, coll, n, nbytes, proto):
     return float(RING_STEPS[coll](n))
 
 
+def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf):
+    """Bounded least squares in relative error; a send/recv on channels slower than ``link_gbs`` pays its bytes at
+    ``channels x channel`` (fixed) instead of the link's rate. Returns (solution by column, loss)."""
+    t = np.array([p[3] for p in pts])
+    fixed_hop = 0.0 if free_hop else link.hop_us[proto]
+    X, y = [], []
+    for c, b, n, tt in pts:
+        row = [_x(col, c, n, b, proto) for col in cols]
+        extra = RING_STEPS[c](n) * fixed_hop
+        nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
+        if nch is not None and nch * channel < link_gbs:
+            row[cols.index(("link", None))] = 0.0
+            extra += b / (nch * channel * 1e3)
+        X.append(row)
+        y.append(tt - extra)
+    X, y = np.array(X) / t[:, None], np.array(y) / t
+    lo = [1.0 / link.unidirectional_gbs if k == "link" else 0.0 for k, _ in cols]
+    r = lsq_linear(X, y, bounds=(lo, [np.inf] * len(cols)))
+    return dict(zip(cols, r.x)), float(np.sum(r.fun ** 2))
+
+
+def _channel(pts, proto, link, cols, free_hop, sol, loss):
+    """Send/recv's per-channel rate: where its largest message on the fewest NCCL channels (of those of
+    ``BANDWIDTH_BOUND`` bytes or more, the records' world sizes; :func:`p2p_channels`) ran more than 10% below the
+    link's fitted rate, that message's bandwidth per
+    channel, kept if the refit (those points then channel-bound) lowers the loss; else inf (no channel limit)."""
+    best = (loss, math.inf, sol)
+    sr = [p for p in pts if p[0] == "send_recv" and p[1] >= BANDWIDTH_BOUND]
+    if proto != "simple" or not link.nccl_p2p or not sr:
+        return best
+    fewest = min(p2p_channels(b, n, link) for _, b, n, _ in sr)
+    _, b, n, t = max((p for p in sr if p2p_channels(p[1], p[2], link) == fewest), key=lambda p: p[1])
+    lk = 1.0 / sol[("link", None)]
+    if b / t / 1e3 < 0.9 * lk:
+        ch = b / t / 1e3 / fewest
+        s, l = _solve(pts, proto, link, cols, free_hop, ch, lk)
+        if l < best[0]:
+            best = (l, float(ch), s)
+    return best
+
+
 def fit_protocol(pts, proto, link) -> dict:
     """One protocol, every collective at once: bounded least squares in relative error over (coll, bytes, n, t) of
 
     - LL: ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``;
     - Simple: ``t = base[c] + steps(n) x hop + bytes x factor(n) x s_link + bytes / n x s_shard[c]``, ``hop``
-      fitted where the points hold two world sizes or more, else NCCL's (the link's ``[nccl]``).
+      fitted where the points hold two world sizes or more, else NCCL's (the link's ``[nccl]``); a send/recv on
+      fewer NCCL channels than the link needs pays ``bytes / (channels x channel_gbs)`` instead (:func:`_channel`).
 
     ``s_link`` is never below the datasheet's one direction (a faster link is one the points do not resolve: a
-    latency-bound protocol); the other figures are >= 0. Returns {"link_gbs", "hop_us" (None: NCCL's), coll:
-    (lat_us, shard_gbs)}."""
+    latency-bound protocol); the other figures are >= 0. Returns {"link_gbs", "hop_us" (None: NCCL's),
+    "channel_gbs", coll: (lat_us, shard_gbs)}."""
     colls = [c for c in COLLECTIVES if any(p[0] == c for p in pts)]
     free_hop = proto == "simple" and len({p[2] for p in pts}) > 1
     cols = _cols(colls, proto, free_hop)
-    t = np.array([p[3] for p in pts])
-    X = np.array([[_x(col, c, n, b, proto) for col in cols] for c, b, n, _ in pts]) / t[:, None]
-    fixed_hop = 0.0 if free_hop else link.hop_us[proto]
-    y = (t - np.array([RING_STEPS[c](n) * fixed_hop for c, b, n, _ in pts])) / t
-    lo = [1.0 / link.unidirectional_gbs if k == "link" else 0.0 for k, _ in cols]
-    sol = dict(zip(cols, lsq_linear(X, y, bounds=(lo, [np.inf] * len(cols))).x))
-    out = {"link_gbs": float(1.0 / sol[("link", None)]), "hop_us": float(sol[("hop", None)]) if free_hop else None}
+    _, channel, sol = _channel(pts, proto, link, cols, free_hop, *_solve(pts, proto, link, cols, free_hop))
+    out = {"link_gbs": float(1.0 / sol[("link", None)]), "hop_us": float(sol[("hop", None)]) if free_hop else None,
+           "channel_gbs": channel}
     for c in colls:
         k = float(sol.get(("shard", c), 0.0))
         out[c] = (max(float(sol[("lat", c)]), 0.01), 1.0 / k if k > 1e-5 else math.inf)  # > 100 TB/s: none
@@ -174,7 +214,8 @@ def fit(data: dict, link, worlds, sizes=None) -> dict:
             if c in f:
                 lat, shard = f[c]
                 rank = lat if proto == "ll" else None   # LL: base = rank = the latency per participating rank
-                out[c].append(Regime(proto, proto, math.inf, lat, f["link_gbs"], rank, shard, f["hop_us"]))
+                ch = f["channel_gbs"] if c == "send_recv" else math.inf
+                out[c].append(Regime(proto, proto, math.inf, lat, f["link_gbs"], rank, shard, f["hop_us"], ch))
     return {c: tuple(r) for c, r in out.items()}
 
 
@@ -278,6 +319,12 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
                 lines.append(figure_line("hop_us", round(r.hop_us, 3), "measured",
                                          f"latency of one step of the ring's chain with the {r.name} protocol, shared "
                                          f"by every collective (joint fit over world sizes); {ref}"))
+            if math.isfinite(r.channel_gbs):
+                lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "measured",
+                                         f"rate of one NCCL p2p channel of {coll} with the {r.name} protocol: the "
+                                         "bandwidth of its largest message on the fewest channels, per channel "
+                                         "(channels by NCCL's rule, gpusim.cost.collectives.p2p_channels); "
+                                         f"{ref}"))
             if math.isfinite(r.shard_gbs):
                 lines.append(figure_line("shard_gbs", round(r.shard_gbs, 1), "measured",
                                          f"rate of the rank's own shard (bytes / n) of {coll} with the {r.name} "
