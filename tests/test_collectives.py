@@ -240,3 +240,19 @@ def test_bad_link_file_is_one_line_error(tmp_path, edit, field):
     msg = str(e.value)
     assert "\n" not in msg and str(p) in msg and field in msg
     assert read_link(ROOT / "hwspecs/links/nvlink3.toml").unidirectional_gbs == 300.0
+
+
+def test_leave_one_gpu_out_scores_the_other_gpus_records(recorded):
+    """One GPU's fit scores another GPU's records on the same link: with the H200 records standing in for a second
+    GPU, the scores are the in-sample ones (and nothing is scored across different links)."""
+    _, data, _ = recorded
+    base = F.base_link("nvlink4")
+    regimes = F.fit(data, base, [2, 4])
+    results = {g: {"link": "nvlink4", "base": base, "regimes": regimes, "data": data} for g in ("h200-sxm", "h100-sxm")}
+    rows = F.leave_one_gpu_out(results)
+    assert {(r["fit"], r["scored"]) for r in rows} == {("h200-sxm", "h100-sxm"), ("h100-sxm", "h200-sxm")}
+    inside = F.errors(F.with_fit(base, "h200-sxm", regimes), "h200-sxm", data, [2, 4])
+    for r in rows:
+        assert r["median"] == pytest.approx(statistics.median(inside[r["collective"]]))
+    results["h100-sxm"]["link"] = "pcie5-x16"
+    assert F.leave_one_gpu_out(results) == []
