@@ -265,6 +265,23 @@ def noise(runs, gpu_name) -> dict:
             "clean": pairs(cln, lambda k: True), "within": within}
 
 
+def small_by_run(runs, gpu_name) -> dict:
+    """(run label, collective) -> median time of the messages of 8 KiB and below in that clean run: the small-message
+    floor of each lease and world size."""
+    out = {}
+    for run in runs:
+        if not run["clean"] or run["env"]["gpu_name"] != gpu_name:
+            continue
+        e = run["env"]
+        label = (f"{os.path.basename(run['path']).removesuffix('.jsonl')} run {e['args'].get('repeat_index', 0)}, "
+                 f"world {e['world_size']}")
+        for c in COLLECTIVES:
+            xs = [r["us"] for r in run["points"] if r["collective"] == c and r["bytes"] <= 8192]
+            if xs:
+                out[(label, c)] = statistics.median(xs)
+    return out
+
+
 def overlap_figures(runs, gpu_name) -> dict:
     rows = [o for run in runs if run["clean"] and run["env"]["gpu_name"] == gpu_name for o in run["overlap"]]
     g = [o for o in rows if o["compute"].startswith("gemm")]
@@ -410,7 +427,8 @@ def run(paths, check=False) -> dict:
         busbw = {(c, n): max(d) * BUSBW_FACTOR[c](n) / (d[max(d)] * 1e3) for (c, n), d in data.items()}
         results[gpu] = {"gpu_name": gpu_name, "link": link_name, "ref": ref, "data": data, "regimes": regimes,
                         "rows": score_gpu(data, base, gpu), "worlds": sorted({n for _, n in data}), "base": base,
-                        "noise": noise(runs, gpu_name), "overlap": ov, "reference": reference, "busbw": busbw}
+                        "noise": noise(runs, gpu_name), "overlap": ov, "reference": reference, "busbw": busbw,
+                        "small": small_by_run(runs, gpu_name)}
         blocks[link_name].append(measured_block(gpu, gpu_name, regimes, ov, ref, base.unidirectional_gbs))
     summary = _summary(results, leave_one_gpu_out(results))
     outputs = {links_dir() / f"{ln}.toml": link_text(links_dir() / f"{ln}.toml", bl) for ln, bl in blocks.items()}
