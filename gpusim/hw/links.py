@@ -5,10 +5,13 @@ A link file gives, each figure as ``{ value = ..., source = ..., ref = ... }``:
 - ``[datasheet]``: the bandwidth per GPU as the datasheet states it (both directions together), one direction's
   share, and the link count;
 - ``[nccl]``: NCCL's own ring latencies for the link's class (``src/graph/tuning.cc``: a base latency and a latency
-  per ring step, for the LL and Simple protocols);
-- ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, size
-  regimes (``protocol``, ``max_bytes``, ``base_us``, ``link_gbs``, and optionally ``rank_us`` and ``shard_gbs``), and
-  ``overlap`` (how much concurrent compute slows while NCCL runs).
+  per ring step, for the LL and Simple protocols); optionally its modelled bus bandwidths (``busbw_ll``,
+  ``busbw_simple``: with the latencies, the protocol NCCL picks) and its point-to-point set-up (``p2p_channels``,
+  ``p2p_channels_per_peer``, ``p2p_chunk_bytes``: how many channels a send/recv gets), as NCCL logged them;
+- ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, one
+  regime per protocol (``protocol``, optionally ``max_bytes``, ``base_us``, ``link_gbs``, and optionally
+  ``rank_us``, ``hop_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
+  while NCCL runs).
 
 :func:`link_spec` finds a link by name, alias (``"nvlink4"``, ``"h100-sxm"``, ``"ib"``) or path; a bad file raises
 :class:`LinkError`, one line naming the file and field. The laws that read these live in
