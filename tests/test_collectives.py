@@ -231,6 +231,10 @@ GOOD = (ROOT / "hwspecs/links/nvlink3.toml").read_text()
     (lambda s: s + '\n[measured."a100"]\ngpu = "A100"\nrecord = "x"\n[measured."a100".all_reduce.ll]\n'
                    'protocol = "ll"\nbase_us = 1.0\n', "base_us"),
     (lambda s: s.replace("[nccl]", "[nccl"), "not valid TOML"),
+    (lambda s: s.replace("[nccl]\n", '[nccl]\np2p_channels = { value = 32, source = "derived", ref = "log" }\n'),
+     "p2p_chunk_bytes"),
+    (lambda s: s.replace("[nccl]\n", '[nccl]\nbusbw_lx = { value = 1.0, source = "derived", ref = "log" }\n'),
+     "busbw_lx"),
 ])
 def test_bad_link_file_is_one_line_error(tmp_path, edit, field):
     p = tmp_path / "bad.toml"
