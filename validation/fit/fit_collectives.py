@@ -5,7 +5,8 @@
 
 Reads ``validation/results/collectives/*.jsonl`` (``validation/measure/collectives.py`` under torchrun). Only clean
 runs are fitted: a run whose environment set ``NCCL_DEBUG`` logged every call from the host, which slows small
-messages, so it serves only as the second run for run-to-run noise above 1 MiB.
+messages, so it serves only as the second run for run-to-run noise above 1 MiB; so does a run with another GPU lead
+than the default (``--lead-per-call-us``: the host-bound test of the small-message floor).
 
 Per GPU, each point goes to the protocol NCCL's tuner picks for it (:func:`gpusim.cost.collectives.nccl_protocol`:
 LL or Simple, by NCCL's own model, so the switch moves with the world size as NCCL's does), and each protocol is one
@@ -88,8 +89,9 @@ def load_runs(paths) -> list[dict]:
         for line in open(p):
             r = json.loads(line)
             if r["kind"] == "environment":
+                lead = r.get("args", {}).get("lead_per_call_us", 30.0)
                 cur = {"env": r, "path": os.path.relpath(p, ROOT), "points": [], "overlap": [],
-                       "clean": "NCCL_DEBUG" not in r.get("env", {})}
+                       "clean": "NCCL_DEBUG" not in r.get("env", {}) and lead == 30.0}
                 runs.append(cur)
             elif cur is not None and r["kind"] == "collective" and "error" not in r:
                 cur["points"].append(r)
