@@ -97,8 +97,8 @@ def verdict(rows) -> str:
     return (f"Leave one world size out, the issue's target (#33) being a median of 5% per collective over its sweep: "
             f"{'met' if worst['median'] <= 0.05 else 'not met'}; the worst median is {pct(worst['median'])} "
             f"({worst['collective']}, {worst['scored']}); above 1 MiB the medians are {pct(min(big))}-{pct(max(big))}. "
-            "At 1 MiB and below the records' own run-to-run noise (below) is of the same size: the small-message "
-            "times are launch-bound floors that differ between leases of one world size.")
+            "At 1 MiB and below the records' own run-to-run noise (one world size, two leases or runs) is of the same "
+            "size: the small-message times are launch-bound floors that differ between leases.")
 
 
 def doc(results: dict, law_note: str = "") -> str:
