@@ -161,8 +161,9 @@ def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf
 def _channel(pts, proto, link, cols, free_hop, sol, loss):
     """Send/recv's per-channel rate: where its largest message on the fewest NCCL channels (of those of
     ``BANDWIDTH_BOUND`` bytes or more, the records' world sizes; :func:`p2p_channels`) ran more than 10% below the
-    link's fitted rate, that message's bandwidth per
-    channel, kept if the refit (those points then channel-bound) lowers the loss; else inf (no channel limit)."""
+    link's fitted rate, that message's bandwidth per channel (its time less the fitted latency), kept if the refit
+    (those points then channel-bound) fits the send/recvs of ``BANDWIDTH_BOUND`` bytes or more better; else inf (no
+    channel limit)."""
     best = (loss, math.inf, sol)
     sr = [p for p in pts if p[0] == "send_recv" and p[1] >= BANDWIDTH_BOUND]
     if proto != "simple" or not link.nccl_p2p or not sr:
@@ -170,12 +171,24 @@ def _channel(pts, proto, link, cols, free_hop, sol, loss):
     fewest = min(p2p_channels(b, n, link) for _, b, n, _ in sr)
     _, b, n, t = max((p for p in sr if p2p_channels(p[1], p[2], link) == fewest), key=lambda p: p[1])
     lk = 1.0 / sol[("link", None)]
-    if b / t / 1e3 < 0.9 * lk:
-        ch = b / t / 1e3 / fewest
+    lat = sol[("lat", "send_recv")] + RING_STEPS["send_recv"](n) * sol.get(("hop", None), link.hop_us[proto])
+    if b / t / 1e3 < 0.9 * lk and t > lat:
+        ch = b / (t - lat) / 1e3 / fewest
         s, l = _solve(pts, proto, link, cols, free_hop, ch, lk)
-        if l < best[0]:
+        if _sr_error(sr, s, link, ch) < _sr_error(sr, sol, link, math.inf):
             best = (l, float(ch), s)
     return best
+
+
+def _sr_error(sr, sol, link, ch) -> float:
+    """Squared relative error of the send/recv points ``sr`` under a solution of :func:`_solve`."""
+    lat, lk = sol[("lat", "send_recv")], 1.0 / sol[("link", None)]
+    out = 0.0
+    for _, b, n, t in sr:
+        bw = min(lk, p2p_channels(b, n, link) * ch)
+        hop = sol.get(("hop", None), link.hop_us["simple"])
+        out += ((lat + RING_STEPS["send_recv"](n) * hop + b / bw / 1e3 - t) / t) ** 2
+    return out
 
 
 def fit_protocol(pts, proto, link) -> dict:
@@ -340,10 +353,10 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
                                          f"by every collective (joint fit over world sizes); {ref}"))
             if math.isfinite(r.channel_gbs):
                 lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "measured",
-                                         f"rate of one NCCL p2p channel of {coll} with the {r.name} protocol: the "
-                                         "bandwidth of its largest message on the fewest channels, per channel "
-                                         "(channels by NCCL's rule, gpusim.cost.collectives.p2p_channels); "
-                                         f"{ref}"))
+                                         f"rate of one NCCL p2p channel of {coll} with the {r.name} protocol: from the "
+                                         "bandwidth of its largest message on the fewest channels, per channel, "
+                                         "refined by the joint fit (channels by NCCL's rule, gpusim.cost.collectives."
+                                         f"p2p_channels); {ref}"))
             if math.isfinite(r.shard_gbs):
                 lines.append(figure_line("shard_gbs", round(r.shard_gbs, 1), "measured",
                                          f"rate of the rank's own shard (bytes / n) of {coll} with the {r.name} "
