@@ -1,25 +1,35 @@
 """Cost: NCCL collectives, one small law each, in NCCL's own terms (its ``src/graph/tuning.cc``).
 
 For a ring of ``n`` ranks over one link, a message of ``bytes`` (nccl-tests' size: the larger buffer; all-gather's
-gathered output, reduce-scatter's full input) in size regime ``r``::
+gathered output, reduce-scatter's full input) with protocol ``p``::
 
-    time = base_us[c, r] + (n-1) x rank_us[r] + bytes x factor(n) / link_gbs[r] + (bytes / n) / shard_gbs[c, r]
+    time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p]
+           + bytes x factor_c(n) / link_gbs[p] + (bytes / n) / shard_gbs[c, p]
 
+- the protocol is NCCL's own choice (:func:`nccl_protocol`): its tuner's model, ``latency + bytes x factor / busBw``
+  with its base and per-step latencies and its bus bandwidths (``[nccl]`` of the link file), the faster of LL and
+  Simple; send/recv by NCCL's point-to-point rule (LL up to ``NCCL_P2P_LL_THRESHOLD``, 16 KiB, on one channel).
+  So the size where LL gives way to Simple moves with the world size as NCCL's does (2 MiB all-reduces are LL on
+  4 ranks, Simple on 2);
+- ``steps`` is the chain a ring walks (all-reduce 2(n-1); all-gather, reduce-scatter and broadcast n-1; send/recv 1)
+  and ``hop_us`` its latency per step (fitted where the records hold two world sizes; else NCCL's);
 - ``factor`` is nccl-tests' bus-bandwidth factor (all-reduce 2(n-1)/n; all-gather and reduce-scatter (n-1)/n;
   broadcast and send/recv 1): the bytes each rank moves over its link, so ``link_gbs`` is one figure of the link
   (one direction of one GPU's NVLink), shared by every collective and world size;
-- ``rank_us`` is the latency each rank past the first adds, the same for every collective (fitted where the records
-  hold two world sizes or more: on 4 H200s a 1-8 KiB all-reduce (6 ring steps), all-gather (3) and send/recv (1)
-  all take 23-24 us, against 9-15 us on 2, so the growth is per rank, not per ring step); unfitted, the term is
-  NCCL's own, ``steps(n) x hop_us[protocol]`` (``[nccl]``; all-reduce 2(n-1) steps, all-gather, reduce-scatter and
-  broadcast n-1, send/recv 1);
-- ``bytes / n`` is the rank's own shard: all-reduce, all-gather and reduce-scatter pay for it once at a rate of
-  their own (``shard_gbs``; measured, not in NCCL's model: with it the link's bandwidth is one figure from 2 to 4
-  ranks, where nccl-tests' bus bandwidth climbs from 265 to 325 GB/s for all-gather on H200);
-- the regimes (by bytes: NCCL's LL protocol up to 1 MiB, Simple above) and their figures are fitted from our own
-  sweeps of that GPU and link (``[measured."<gpu>"]``, by ``validation/fit/fit_collectives.py``); a link or GPU
-  never measured is priced from the datasheet's one-direction bandwidth and NCCL's Simple-protocol latencies
-  (``source="datasheet"``: a ceiling, optimistic).
+- ``bytes / n`` is the rank's own shard, paid once at a rate of the collective's own (``shard_gbs``; measured, not
+  in NCCL's model: with it the link's bandwidth is one figure from 2 to 4 ranks, where nccl-tests' bus bandwidth
+  climbs from 265 to 325 GB/s for all-gather on H200);
+- ``rank_us``: on LL the records' small messages cost a latency per participating rank (``base_us = rank_us``:
+  latency proportional to n; on one 4-H200 lease, 1-8 KiB messages of every collective, broadcast and send/recv
+  included, whose chains do not grow, took 1.3-2.6x, median 2x, as long on 4 ranks as on 2), fitted per collective;
+  Simple has none. It is the per-call floor of eager c10d calls issued back to back (the sweep's loop), not NCCL's
+  kernel: in the DDP step records a small broadcast is a ~3 us kernel at 2 and 4 ranks, and another lease's floor
+  at 2 ranks is ~20 us where two others' is 7-17;
+- a send/recv runs on the channels NCCL's p2p rule gives it (:func:`p2p_channels`: fewer per peer on more ranks),
+  at ``min(link_gbs, channels x channel_gbs)``;
+- figures are fitted from our own sweeps of that GPU and link (``[measured."<gpu>"]``, by
+  ``validation/fit/fit_collectives.py``); a link or GPU never measured is priced from the datasheet's one-direction
+  bandwidth and NCCL's Simple-protocol latencies (``source="datasheet"``: a ceiling, optimistic).
 
 Ring only. TODO: NCCL's tree all-reduce (chosen across hosts at mid sizes) and NVLS (off on the lent machines).
 Across hosts (``nnodes > 1``) a collective is a hierarchical composition (intra-host ring, inter-host ring over the
@@ -39,6 +49,15 @@ BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n:
                 "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "send_recv": lambda n: 1.0}
 RING_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1,
               "reduce_scatter": lambda n: n - 1, "broadcast": lambda n: n - 1, "send_recv": lambda n: 1}
+#: the steps NCCL's tuner charges its per-step latency for (tuning.cc: a broadcast on rings that share channels pays
+#: one hop, whatever n)
+TUNER_STEPS = {**RING_STEPS, "broadcast": lambda n: 1}
+#: NCCL's NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc): a send/recv of up to this many bytes per channel uses LL;
+#: below 64 KiB (its smallest part, p2pChunkSize / 8) it runs on one channel
+P2P_LL_THRESHOLD = 16384
+#: NCCL's LL protocol moves half its line in flags (tuning.cc: ring LL busBw = busBw x 0.5); used where the link
+#: file lacks NCCL's printed bus bandwidths
+LL_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -63,8 +82,8 @@ def _gpu_key(gpu: str | None) -> str | None:
 
 
 def regimes(link: LinkSpec, collective: str, gpu: str | None = None) -> tuple[tuple, str]:
-    """The size regimes that price ``collective`` on ``link`` for ``gpu``, and their source: that GPU's measured
-    fit; else the same link measured on another GPU; else one Simple regime from the datasheet."""
+    """The regimes that price ``collective`` on ``link`` for ``gpu``, and their source: that GPU's measured fit;
+    else the same link measured on another GPU; else one Simple regime from the datasheet."""
     key = _gpu_key(gpu)
     if key in link.measured and collective in link.measured[key].regimes:
         return link.measured[key].regimes[collective], "measured"
@@ -74,21 +93,79 @@ def regimes(link: LinkSpec, collective: str, gpu: str | None = None) -> tuple[tu
     return (Regime("datasheet", "simple", math.inf, link.base_us["simple"], link.unidirectional_gbs),), "datasheet"
 
 
+def nccl_busbw(link: LinkSpec, protocol: str) -> float:
+    """NCCL's modelled bus bandwidth of a ring on ``link`` (GB/s): its TUNING table's where the link file holds it,
+    else the datasheet's one direction (Simple) and half of it (LL, NCCL's LL factor)."""
+    if protocol in link.nccl_busbw:
+        return link.nccl_busbw[protocol]
+    return link.unidirectional_gbs * (LL_FRACTION if protocol == "ll" else 1.0)
+
+
+def nccl_model_us(collective: str, nbytes: float, world: int, link: LinkSpec, protocol: str) -> float:
+    """NCCL's tuner time of a ring (tuning.cc): ``baseLat + steps x hwLat + bytes x factor / busBw``."""
+    return (link.base_us[protocol] + TUNER_STEPS[collective](world) * link.hop_us[protocol]
+            + nbytes * BUSBW_FACTOR[collective](world) / (nccl_busbw(link, protocol) * 1e3))
+
+
+def nccl_protocol(collective: str, nbytes: float, world: int, link: LinkSpec) -> str:
+    """The protocol NCCL picks: the faster of LL and Simple in its tuner's model; send/recv: LL up to 16 KiB."""
+    if collective == "send_recv":
+        return "ll" if nbytes <= P2P_LL_THRESHOLD else "simple"
+    return min(("ll", "simple"), key=lambda p: (nccl_model_us(collective, nbytes, world, link, p), p))
+
+
+def switch_bytes(collective: str, world: int, link: LinkSpec) -> float:
+    """The largest message NCCL still sends with LL (0: none): where its tuner's two lines cross."""
+    if collective == "send_recv":
+        return P2P_LL_THRESHOLD
+    dlat = nccl_model_us(collective, 0, world, link, "simple") - nccl_model_us(collective, 0, world, link, "ll")
+    dslope = (nccl_model_us(collective, 1e9, world, link, "ll") - nccl_model_us(collective, 0, world, link, "ll")
+              - nccl_model_us(collective, 1e9, world, link, "simple")
+              + nccl_model_us(collective, 0, world, link, "simple")) / 1e9
+    return max(0.0, dlat / dslope) if dslope > 0 else (math.inf if dlat > 0 else 0.0)
+
+
+def p2p_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
+    """The channels NCCL gives one send/recv of ``nbytes`` in a communicator of ``world`` ranks (src/enqueue.cc:
+    the per-peer channels, halved while they times the world exceed the p2p channels; one per 1/8 chunk up to that;
+    doubled while a part exceeds 32 chunks); None where the link file lacks NCCL's p2p set-up."""
+    p = link.nccl_p2p
+    if not p:
+        return None
+    lo = p["p2p_channels_per_peer"]
+    while lo * world > p["p2p_channels"] and lo > 1:
+        lo //= 2
+    nch = max(1, min(lo, math.ceil(nbytes / (p["p2p_chunk_bytes"] / 8))))
+    while math.ceil(nbytes / nch) > 32 * p["p2p_chunk_bytes"] and nch <= p["p2p_channels_per_peer"] // 2:
+        nch *= 2
+    return nch
+
+
 def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: LinkSpec) -> float:
-    """One regime's law: ``base + (n-1) x rank_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs`` (us);
-    with no fitted ``rank_us``, the latency term is NCCL's ``steps(n) x hop_us[protocol]`` (the link's ``[nccl]``)."""
-    lat = (RING_STEPS[collective](world) * link.hop_us[regime.protocol] if regime.rank_us is None
-           else (world - 1) * regime.rank_us)
-    return (regime.base_us + lat
-            + nbytes * BUSBW_FACTOR[collective](world) / (regime.link_gbs * 1e3)
+    """One regime's law: ``base + (n-1) x rank + steps(n) x hop + bytes x factor(n) / bw + (bytes / n) /
+    shard_gbs`` (us); ``bw`` is ``link_gbs``, for a send/recv on few channels ``channels x channel_gbs`` if lower
+    (:func:`p2p_channels`); no ``hop_us``: NCCL's per-step latency of the protocol (the link's ``[nccl]``)."""
+    hop = link.hop_us[regime.protocol] if regime.hop_us is None else regime.hop_us
+    bw = regime.link_gbs
+    if collective == "send_recv" and math.isfinite(regime.channel_gbs):
+        nch = p2p_channels(nbytes, world, link)
+        bw = bw if nch is None else min(bw, nch * regime.channel_gbs)
+    return (regime.base_us + (world - 1) * (regime.rank_us or 0.0) + RING_STEPS[collective](world) * hop
+            + nbytes * BUSBW_FACTOR[collective](world) / (bw * 1e3)
             + nbytes / world / (regime.shard_gbs * 1e3))
 
 
-def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | None = None) -> CollectiveTime:
-    """:func:`law_us` of the regime that holds ``nbytes``, over one ring of ``world`` ranks.
+def _pick(rs: tuple, protocol: str, nbytes: float) -> Regime:
+    own = [r for r in rs if r.protocol == protocol] or list(rs)
+    return next((r for r in own if nbytes <= r.max_bytes), own[-1])
 
-    Reads the link's regimes (:func:`regimes`); a message is never priced below the largest message of a smaller
-    regime. One rank (or no bytes) costs nothing."""
+
+def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | None = None) -> CollectiveTime:
+    """:func:`law_us` of the regime of the protocol NCCL picks (:func:`nccl_protocol`), over one ring of ``world``
+    ranks.
+
+    A message is never priced below the largest one of the other protocol (monotone in bytes across NCCL's switch,
+    whatever the fitted figures). One rank (or no bytes) costs nothing."""
     if collective not in BUSBW_FACTOR:
         raise UserError(f"unknown collective {collective!r}; known: {', '.join(BUSBW_FACTOR)}")
     if world < 1 or nbytes < 0:
@@ -96,17 +173,22 @@ def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | 
     if world == 1 or nbytes == 0:
         return CollectiveTime(collective, int(nbytes), world, 0.0, math.inf, math.inf, "ring", "none", "trivial")
     rs, source = regimes(link, collective, gpu)
-    r = next((r for r in rs if nbytes <= r.max_bytes), rs[-1])
-    # never faster than the largest message of a smaller regime (monotone in bytes across regime edges)
-    us = max([law_us(collective, nbytes, world, r, link)]
-             + [law_us(collective, g.max_bytes, world, g, link) for g in rs if g.max_bytes < nbytes])
+    proto = nccl_protocol(collective, nbytes, world, link)
+    r = _pick(rs, proto, nbytes)
+    floors = [law_us(collective, g.max_bytes, world, g, link) for g in rs
+              if g.protocol == r.protocol and g.max_bytes < nbytes]
+    if proto == "simple" and any(g.protocol == "ll" for g in rs):
+        edge = min(switch_bytes(collective, world, link), nbytes)
+        floors.append(law_us(collective, edge, world, _pick(rs, "ll", edge), link))
+    us = max([law_us(collective, nbytes, world, r, link)] + floors)
     algbw = nbytes / us / 1e3
     return CollectiveTime(collective, int(nbytes), world, us, algbw, algbw * BUSBW_FACTOR[collective](world), "ring",
                           r.protocol, source)
 
 
 def all_reduce(nbytes, world, link, gpu=None) -> CollectiveTime:
-    """Ring all-reduce: ``base + (n-1) x rank + bytes x 2(n-1)/n / link + bytes/n / shard`` (see :func:`ring`)."""
+    """Ring all-reduce: ``base + (n-1) x rank + 2(n-1) x hop + bytes x 2(n-1)/n / link + bytes/n / shard`` (see
+    :func:`ring`)."""
     return ring("all_reduce", nbytes, world, link, gpu)
 
 

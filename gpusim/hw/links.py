@@ -5,10 +5,13 @@ A link file gives, each figure as ``{ value = ..., source = ..., ref = ... }``:
 - ``[datasheet]``: the bandwidth per GPU as the datasheet states it (both directions together), one direction's
   share, and the link count;
 - ``[nccl]``: NCCL's own ring latencies for the link's class (``src/graph/tuning.cc``: a base latency and a latency
-  per ring step, for the LL and Simple protocols);
-- ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, size
-  regimes (``protocol``, ``max_bytes``, ``base_us``, ``link_gbs``, and optionally ``rank_us`` and ``shard_gbs``), and
-  ``overlap`` (how much concurrent compute slows while NCCL runs).
+  per ring step, for the LL and Simple protocols); optionally its modelled bus bandwidths (``busbw_ll``,
+  ``busbw_simple``: with the latencies, the protocol NCCL picks) and its point-to-point set-up (``p2p_channels``,
+  ``p2p_channels_per_peer``, ``p2p_chunk_bytes``: how many channels a send/recv gets), as NCCL logged them;
+- ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, one
+  regime per protocol (``protocol``, optionally ``max_bytes``, ``base_us``, ``link_gbs``, and optionally
+  ``rank_us``, ``hop_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
+  while NCCL runs).
 
 :func:`link_spec` finds a link by name, alias (``"nvlink4"``, ``"h100-sxm"``, ``"ib"``) or path; a bad file raises
 :class:`LinkError`, one line naming the file and field. The laws that read these live in
@@ -34,7 +37,10 @@ OVERLAP = ("gemm_slowdown", "copy_slowdown", "comm_slowdown")
 _TOP = {"name", "display_name", "aliases", "scope", "nccl_class", "datasheet", "nccl", "measured"}
 _DATASHEET = {"bandwidth_gbs": False, "unidirectional_gbs": False, "links": True}
 _NCCL = ("base_us_ll", "base_us_simple", "hop_us_ll", "hop_us_simple")
-_REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False}   # figure -> required
+_NCCL_BUSBW = ("busbw_ll", "busbw_simple")   # optional: NCCL's own modelled bus bandwidths (its TUNING table)
+_NCCL_P2P = ("p2p_channels", "p2p_channels_per_peer", "p2p_chunk_bytes")   # optional: NCCL's p2p set-up (its log)
+_REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False, "hop_us": False,
+           "channel_gbs": False}  # figure -> required
 
 
 class LinkError(GpusimError):
@@ -43,13 +49,13 @@ class LinkError(GpusimError):
 
 @dataclass(frozen=True)
 class Regime:
-    """One size regime of one collective, up to ``max_bytes``:
-    ``base_us + (n-1) x rank_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs``.
+    """One regime of one collective (a protocol; optionally only up to ``max_bytes``):
+    ``base_us + (n-1) x rank_us + steps(n) x hop_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs``.
 
     ``link_gbs`` is one direction of one GPU's link (the ring moves ``bytes x factor(n)`` over it); ``rank_us`` is the
-    latency each rank past the first adds (None: unfitted; then NCCL's ``steps(n) x hop_us`` of the protocol, from
-    ``[nccl]``); both are figures of the link, shared by the collectives of a regime; ``shard_gbs`` (inf: none)
-    prices the rank's own shard, ``bytes / n``."""
+    latency each rank past the first adds (None: none); ``hop_us`` the latency of one step of the ring's chain (None:
+    NCCL's own figure for the protocol, ``[nccl]``); ``shard_gbs`` (inf: none) prices the rank's own shard,
+    ``bytes / n``."""
     name: str
     protocol: str
     max_bytes: float
@@ -57,6 +63,8 @@ class Regime:
     link_gbs: float
     rank_us: float | None = None
     shard_gbs: float = math.inf
+    hop_us: float | None = None
+    channel_gbs: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,8 @@ class LinkSpec:
     hop_us: dict = field(hash=False)    # protocol -> NCCL latency per ring step (us)
     measured: dict = field(hash=False)  # gpu name -> Measured
     provenance: dict = field(hash=False, repr=False)  # figure key -> (source, ref)
+    nccl_busbw: dict = field(default_factory=dict, hash=False)  # protocol -> NCCL's modelled bus bandwidth (GB/s)
+    nccl_p2p: dict = field(default_factory=dict, hash=False)    # _NCCL_P2P name -> NCCL's p2p set-up (integers)
 
     def __hash__(self):
         return hash(self.name)
@@ -116,7 +126,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         where = f"[measured.\"{gpu}\".{coll}.{rname}]"
         if not isinstance(r, dict) or set(r) - {"protocol", "max_bytes", *_REGIME}:
             raise LinkError(f"{path}: {where} must hold protocol, max_bytes, base_us, link_gbs (and optionally "
-                            "rank_us, shard_gbs)")
+                            "rank_us, shard_gbs, hop_us, channel_gbs)")
         if r.get("protocol") not in PROTOCOLS:
             raise LinkError(f"{path}: {where}.protocol must be one of {', '.join(PROTOCOLS)}, got {r.get('protocol')!r}")
         mb = r.get("max_bytes", math.inf)
@@ -126,7 +136,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         fig = {f: _figure(path, f"{where}.{f}", r.get(f), prov, f"{k}.{f}") for f in _REGIME
                if f in r or _REGIME[f]}
         out.append(Regime(rname, r["protocol"], float(mb), fig["base_us"], fig["link_gbs"], fig.get("rank_us"),
-                          fig.get("shard_gbs", math.inf)))
+                          fig.get("shard_gbs", math.inf), fig.get("hop_us"), fig.get("channel_gbs", math.inf)))
     if not out:
         raise LinkError(f"{path}: [measured.\"{gpu}\".{coll}] has no regimes")
     return tuple(sorted(out, key=lambda r: r.max_bytes))
@@ -181,11 +191,17 @@ def parse_link(data: dict, path: str) -> LinkSpec:
         if k not in nc:
             raise LinkError(f"{path}: field [nccl].{k} is missing")
         lat[k] = _figure(path, f"[nccl].{k}", nc[k], prov, k)
+    for k in set(nc) - set(_NCCL) - set(_NCCL_BUSBW) - set(_NCCL_P2P):
+        raise LinkError(f"{path}: unknown field [nccl].{k}; known: {', '.join(_NCCL + _NCCL_BUSBW + _NCCL_P2P)}")
+    busbw = {k.removeprefix("busbw_"): _figure(path, f"[nccl].{k}", nc[k], prov, k) for k in _NCCL_BUSBW if k in nc}
+    p2p = {k: _figure(path, f"[nccl].{k}", nc[k], prov, k, True) for k in _NCCL_P2P if k in nc}
+    if p2p and len(p2p) != len(_NCCL_P2P):
+        raise LinkError(f"{path}: [nccl] must give all of {', '.join(_NCCL_P2P)} or none")
     return LinkSpec(data["name"], data["display_name"], tuple(aliases), data["scope"], data["nccl_class"],
                     fig["bandwidth_gbs"], fig["unidirectional_gbs"], fig.get("links"),
                     {"ll": lat["base_us_ll"], "simple": lat["base_us_simple"]},
                     {"ll": lat["hop_us_ll"], "simple": lat["hop_us_simple"]},
-                    _measured(path, data, prov), prov)
+                    _measured(path, data, prov), prov, busbw, p2p)
 
 
 def read_link(path) -> LinkSpec:

@@ -1,22 +1,25 @@
 """Fit the collective laws (:mod:`gpusim.cost.collectives`) on our own NCCL sweeps, score them, write the figures.
 
-``python3 validation/fit/fit_collectives.py [RECORDS.jsonl ...] [--check]``
+``python3 -m validation.fit.fit_collectives [RECORDS.jsonl ...] [--check]`` (the figures and scores only;
+``python3 -m validation.reports.collectives_page`` runs this and writes the pages too)
 
 Reads ``validation/results/collectives/*.jsonl`` (``validation/measure/collectives.py`` under torchrun). Only clean
 runs are fitted: a run whose environment set ``NCCL_DEBUG`` logged every call from the host, which slows small
-messages, so it serves only as the second run for run-to-run noise above 1 MiB.
+messages, so it serves only as the second run for run-to-run noise above 1 MiB; so does a run with another GPU lead
+than the default (``--lead-per-call-us``: the host-bound test of the small-message floor).
 
-Per GPU, four size regimes (NCCL's protocol switch as its log shows it on 2x H200: LL up to 1 MiB, split at 16 KiB
-where its channel count starts to climb; Simple above, split at 32 MiB because its bus bandwidth still climbs there).
-Each regime is one least-squares fit in relative error over every collective and world size at once (:func:`fit_band`)
-of ``time = base_us[c] + (n-1) x rank_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs[c]``: the link's
-figures (``link_gbs``, ``rank_us``) shared, the collective's own (``base_us``, ``shard_gbs``) not.
+Per GPU, each point goes to the protocol NCCL's tuner picks for it (:func:`gpusim.cost.collectives.nccl_protocol`:
+LL or Simple, by NCCL's own model, so the switch moves with the world size as NCCL's does), and each protocol is one
+bounded least-squares fit in relative error over every collective and world size at once (:func:`fit_protocol`):
+the link's figures (``link_gbs``; Simple's ``hop_us``) shared, the collective's own (latency, ``shard_gbs``) not.
 
-Writes the ``[measured."<gpu>"]`` tables of the GPU's link file (below the marker line) and ``docs/collectives.md``:
-measured bus bandwidths and latencies, the fitted figures, and the scores: in sample; leave one world size out
-(when the records hold two or more); alternate sizes left out (fit on 1 KiB x 4^k, predict the sizes between); and
-the reference points of 4 GPUs from DESIGN.md and KINDS.md (scored, never fitted). ``--check`` writes nothing and
-fails if a written file would change.
+Writes the ``[measured."<gpu>"]`` tables of the GPU's link file (below the marker line) and
+``validation/results/collectives/scores.json``; :mod:`validation.reports.collectives_page` renders them (with the
+reference points of 4 GPUs from DESIGN.md and KINDS.md, scored, never fitted) into ``docs/collectives.md`` and the
+collectives section of ``docs/accuracy.md``. Scores: in sample; each world size left out (fit on the others: the law's
+structure must carry the figures across world sizes); alternate sizes left out (fit on 1 KiB x 4^k); and, where two
+GPU kinds share a link, one GPU left out. Prints the table. ``--check`` writes nothing and fails if a written file
+would change.
 """
 
 from __future__ import annotations
@@ -34,21 +37,19 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import lsq_linear
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gpusim.cost.collectives import BUSBW_FACTOR, RING_STEPS, ring  # noqa: E402
+from gpusim.cost.collectives import BUSBW_FACTOR, RING_STEPS, nccl_protocol, p2p_channels, ring  # noqa: E402
 from gpusim.hw.links import COLLECTIVES, Measured, Regime, links_dir, parse_link  # noqa: E402
 from gpusim.hw.spec_io import figure_line  # noqa: E402
 
+SCORES = ROOT / "validation" / "results" / "collectives" / "scores.json"
+
 MARKER = "# --- measured: written by validation/fit/fit_collectives.py; do not edit below this line ---"
-#: (upper bound in bytes, regime name, NCCL protocol): LL up to 1 MiB (NCCL 2.28.9's choice on 2x H200, its log in
-#: validation/results/collectives/h200-x2-2026-11-28-nccl.txt), split at 16 KiB where NCCL goes from 1-2 channels to
-#: 4 and more (all-reduce's time steps up there); Simple above, split at 32 MiB where busbw still climbs
-REGIMES = ((16 << 10, "ll_small", "ll"), (1 << 20, "ll", "ll"), (32 << 20, "mid", "simple"),
-           (math.inf, "large", "simple"))
 #: which link and GPU spec a record's GPU measured (NV18 on every lent H100/H200 machine: `nvidia-smi topo -m`)
 GPUS = {"NVIDIA H200": ("nvlink4", "h200-sxm"), "NVIDIA H100 80GB HBM3": ("nvlink4", "h100-sxm")}
 #: bus bandwidth at 1 GiB measured by earlier sessions, never fitted: (gpu, link, world, collective, GB/s, where)
@@ -62,6 +63,22 @@ REFERENCE = (
 )
 
 
+def pct(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+
+def q(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, math.ceil(p * len(xs)) - 1))]
+
+
+def score_row(fit_on: str, scored: str, coll: str, errs: list, big: list) -> dict:
+    """One row of the stored scores: medians and p90s over a sweep (every size; sizes above 1 MiB)."""
+    return {"fit": fit_on, "scored": scored, "collective": coll, "points": len(errs),
+            "median": statistics.median(errs), "p90": q(errs, 0.9),
+            "median_above_1mib": statistics.median(big) if big else None, "p90_above_1mib": q(big, 0.9) if big else None}
+
+
 # ---------------------------------------------------------------- records
 
 def load_runs(paths) -> list[dict]:
@@ -72,8 +89,9 @@ def load_runs(paths) -> list[dict]:
         for line in open(p):
             r = json.loads(line)
             if r["kind"] == "environment":
+                lead = r.get("args", {}).get("lead_per_call_us", 30.0)
                 cur = {"env": r, "path": os.path.relpath(p, ROOT), "points": [], "overlap": [],
-                       "clean": "NCCL_DEBUG" not in r.get("env", {})}
+                       "clean": "NCCL_DEBUG" not in r.get("env", {}) and lead == 30.0}
                 runs.append(cur)
             elif cur is not None and r["kind"] == "collective" and "error" not in r:
                 cur["points"].append(r)
@@ -95,71 +113,124 @@ def points(runs, gpu_name, clean=True) -> dict:
 
 # ---------------------------------------------------------------- fit
 
-#: the terms of one regime's joint fit: a base per collective, the link's seconds per byte and per-step latency
-#: (shared), and a shard term for the collectives that have one
+#: the collectives that pay for the rank's own shard (bytes / n) at a rate of their own
 SHARDED = ("all_reduce", "all_gather", "reduce_scatter")
+PROTOS = ("ll", "simple")
+#: messages this large are bandwidth-bound on NVLink (the latency is < 10% of their time in the records)
+BANDWIDTH_BOUND = 8 << 20
 
 
-def _columns(colls, free_rank):
-    return ([("base", c) for c in colls] + [("link", None)] + [("shard", c) for c in colls if c in SHARDED]
-            + ([("rank", None)] if free_rank else []))
+def _cols(colls, proto, free_hop):
+    lat = [("lat", c) for c in colls]
+    return lat + [("link", None)] + [("shard", c) for c in colls if c in SHARDED] + (
+        [("hop", None)] if free_hop else [])
 
 
-def _row(cols, coll, n, nbytes):
-    return [float(c == coll) if k == "base" else nbytes * BUSBW_FACTOR[coll](n) / 1e3 if k == "link" else
-            (nbytes / n / 1e3 if c == coll else 0.0) if k == "shard" else float(n - 1) for k, c in cols]
+def _x(col, coll, n, nbytes, proto):
+    k, c = col
+    if k == "lat":   # LL: latency per participating rank (x n); Simple: a base
+        return float(c == coll) * (n if proto == "ll" else 1.0)
+    if k == "link":
+        return nbytes * BUSBW_FACTOR[coll](n) / 1e3
+    if k == "shard":
+        return nbytes / n / 1e3 if c == coll else 0.0
+    return float(RING_STEPS[coll](n))
 
 
-def fit_band(pts, proto, link) -> dict:
-    """One size regime, every collective at once: least squares in relative error of
-    ``t = base[c] + (n-1) x rank + bytes x factor(n) x s_link + bytes / n x s_shard[c]`` over (coll, bytes, n, t).
-    ``rank`` is fitted only where the points hold two world sizes or more (else the term is NCCL's steps(n) x hop,
-    the link's ``[nccl]``: one world cannot tell it from the base); a slope that comes out negative is dropped (no
-    shard term; rank 0); a link faster than the datasheet's one-direction figure is one the points do not resolve
-    (a latency-bound regime): it is set to that figure. Returns {"link_gbs", "rank_us" (None: NCCL's), coll:
-    (base_us, shard_gbs)}."""
-    colls = [c for c in COLLECTIVES if any(p[0] == c for p in pts)]
-    free_rank = len({p[2] for p in pts}) > 1
-    cols = _columns(colls, free_rank)
-    X = np.array([_row(cols, c, n, b) for c, b, n, t in pts])
+def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf):
+    """Bounded least squares in relative error; a send/recv on channels slower than ``link_gbs`` pays its bytes at
+    ``channels x channel`` (fixed) instead of the link's rate. Returns (solution by column, loss)."""
     t = np.array([p[3] for p in pts])
-    y = t - (0.0 if free_rank else np.array([RING_STEPS[c](n) * link.hop_us[proto] for c, b, n, t_ in pts]))
-    fixed = {}   # column -> value held fixed
-    for _ in range(len(cols)):
-        act = [j for j in range(len(cols)) if j not in fixed]
-        rhs = y - sum(X[:, j] * v for j, v in fixed.items())
-        sol = dict(zip(act, np.linalg.lstsq(X[:, act] / t[:, None], rhs / t, rcond=None)[0]))
-        link_j = cols.index(("link", None))
-        if link_j in sol and sol[link_j] < 1.0 / link.unidirectional_gbs:
-            fixed[link_j] = 1.0 / link.unidirectional_gbs
-            continue
-        neg = [j for j, v in sol.items() if cols[j][0] in ("shard", "rank") and v < 0]
-        if not neg:
-            break
-        fixed.update({j: 0.0 for j in neg})
-    val = {**sol, **fixed}
-    out = {"link_gbs": 1.0 / float(val[link_j]),
-           "rank_us": max(float(val[cols.index(("rank", None))]), 0.01) if free_rank else None}
+    fixed_hop = 0.0 if free_hop else link.hop_us[proto]
+    X, y = [], []
+    for c, b, n, tt in pts:
+        row = [_x(col, c, n, b, proto) for col in cols]
+        extra = RING_STEPS[c](n) * fixed_hop
+        nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
+        if nch is not None and nch * channel < link_gbs:
+            row[cols.index(("link", None))] = 0.0
+            extra += b / (nch * channel * 1e3)
+        X.append(row)
+        y.append(tt - extra)
+    X, y = np.array(X) / t[:, None], np.array(y) / t
+    lo = [1.0 / link.unidirectional_gbs if k == "link" else 0.0 for k, _ in cols]
+    r = lsq_linear(X, y, bounds=(lo, [np.inf] * len(cols)))
+    return dict(zip(cols, r.x)), float(np.sum(r.fun ** 2))
+
+
+def _channel(pts, proto, link, cols, free_hop, sol, loss):
+    """Send/recv's per-channel rate: where its largest message on the fewest NCCL channels (of those of
+    ``BANDWIDTH_BOUND`` bytes or more, the records' world sizes; :func:`p2p_channels`) ran more than 10% below the
+    link's fitted rate, that message's bandwidth per channel (its time less the fitted latency), kept if the refit
+    (those points then channel-bound) fits the send/recvs of ``BANDWIDTH_BOUND`` bytes or more better; else inf (no
+    channel limit)."""
+    best = (loss, math.inf, sol)
+    sr = [p for p in pts if p[0] == "send_recv" and p[1] >= BANDWIDTH_BOUND]
+    if proto != "simple" or not link.nccl_p2p or not sr:
+        return best
+    fewest = min(p2p_channels(b, n, link) for _, b, n, _ in sr)
+    _, b, n, t = max((p for p in sr if p2p_channels(p[1], p[2], link) == fewest), key=lambda p: p[1])
+    lk = 1.0 / sol[("link", None)]
+    lat = sol[("lat", "send_recv")] + RING_STEPS["send_recv"](n) * sol.get(("hop", None), link.hop_us[proto])
+    if b / t / 1e3 < 0.9 * lk and t > lat:
+        ch = b / (t - lat) / 1e3 / fewest
+        s, l = _solve(pts, proto, link, cols, free_hop, ch, lk)
+        if _sr_error(sr, s, link, ch) < _sr_error(sr, sol, link, math.inf):
+            best = (l, float(ch), s)
+    return best
+
+
+def _sr_error(sr, sol, link, ch) -> float:
+    """Squared relative error of the send/recv points ``sr`` under a solution of :func:`_solve`."""
+    lat, lk = sol[("lat", "send_recv")], 1.0 / sol[("link", None)]
+    out = 0.0
+    for _, b, n, t in sr:
+        bw = min(lk, p2p_channels(b, n, link) * ch)
+        hop = sol.get(("hop", None), link.hop_us["simple"])
+        out += ((lat + RING_STEPS["send_recv"](n) * hop + b / bw / 1e3 - t) / t) ** 2
+    return out
+
+
+def fit_protocol(pts, proto, link) -> dict:
+    """One protocol, every collective at once: bounded least squares in relative error over (coll, bytes, n, t) of
+
+    - LL: ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``;
+    - Simple: ``t = base[c] + steps(n) x hop + bytes x factor(n) x s_link + bytes / n x s_shard[c]``, ``hop``
+      fitted where the points hold two world sizes or more, else NCCL's (the link's ``[nccl]``); a send/recv on
+      fewer NCCL channels than the link needs pays ``bytes / (channels x channel_gbs)`` instead (:func:`_channel`).
+
+    ``s_link`` is never below the datasheet's one direction (a faster link is one the points do not resolve: a
+    latency-bound protocol); the other figures are >= 0. Returns {"link_gbs", "hop_us" (None: NCCL's),
+    "channel_gbs", coll: (lat_us, shard_gbs)}."""
+    colls = [c for c in COLLECTIVES if any(p[0] == c for p in pts)]
+    free_hop = proto == "simple" and len({p[2] for p in pts}) > 1
+    cols = _cols(colls, proto, free_hop)
+    _, channel, sol = _channel(pts, proto, link, cols, free_hop, *_solve(pts, proto, link, cols, free_hop))
+    out = {"link_gbs": float(1.0 / sol[("link", None)]), "hop_us": float(sol[("hop", None)]) if free_hop else None,
+           "channel_gbs": channel}
     for c in colls:
-        k = float(val.get(cols.index(("shard", c)), 0.0)) if c in SHARDED else 0.0
-        out[c] = (max(float(val[cols.index(("base", c))]), 0.1), 1.0 / k if k > 0 else math.inf)
+        k = float(sol.get(("shard", c), 0.0))
+        out[c] = (max(float(sol[("lat", c)]), 0.01), 1.0 / k if k > 1e-5 else math.inf)  # > 100 TB/s: none
     return out
 
 
 def fit(data: dict, link, worlds, sizes=None) -> dict:
-    """collective -> tuple[Regime] fitted on the world sizes ``worlds`` (and only ``sizes``, if given)."""
+    """collective -> (LL regime, Simple regime) fitted on the world sizes ``worlds`` (and only ``sizes``, if given);
+    each point goes to the protocol NCCL picks for it (:func:`gpusim.cost.collectives.nccl_protocol`)."""
     pts = [(c, b, n, t) for (c, n), d in data.items() if n in worlds for b, t in d.items()
            if sizes is None or b in sizes]
-    out, lo = defaultdict(list), 0
-    for hi, name, proto in REGIMES:
-        sel = [p for p in pts if lo < p[1] <= hi]
-        lo = hi
+    out = defaultdict(list)
+    for proto in PROTOS:
+        sel = [p for p in pts if nccl_protocol(p[0], p[1], p[2], link) == proto]
         if not sel:
             continue
-        f = fit_band(sel, proto, link)
+        f = fit_protocol(sel, proto, link)
         for c in COLLECTIVES:
             if c in f:
-                out[c].append(Regime(name, proto, hi, f[c][0], f["link_gbs"], f["rank_us"], f[c][1]))
+                lat, shard = f[c]
+                rank = lat if proto == "ll" else None   # LL: base = rank = the latency per participating rank
+                ch = f["channel_gbs"] if c == "send_recv" else math.inf
+                out[c].append(Regime(proto, proto, math.inf, lat, f["link_gbs"], rank, shard, f["hop_us"], ch))
     return {c: tuple(r) for c, r in out.items()}
 
 
@@ -186,11 +257,6 @@ def errors(link, gpu, data, worlds, sizes=None) -> dict:
     return out
 
 
-def q(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, math.ceil(p * len(xs)) - 1))]
-
-
 # ---------------------------------------------------------------- noise and overlap
 
 def noise(runs, gpu_name) -> dict:
@@ -212,6 +278,23 @@ def noise(runs, gpu_name) -> dict:
               run["env"]["gpu_name"] == gpu_name for r in run["points"]]
     return {"between": [e for _, e in pairs(per, lambda k: k[2] > (1 << 20))],
             "clean": pairs(cln, lambda k: True), "within": within}
+
+
+def small_by_run(runs, gpu_name) -> dict:
+    """(run label, collective) -> median time of the messages of 8 KiB and below in that clean run: the small-message
+    floor of each lease and world size."""
+    out = {}
+    for run in runs:
+        if not run["clean"] or run["env"]["gpu_name"] != gpu_name:
+            continue
+        e = run["env"]
+        label = (f"{os.path.basename(run['path']).removesuffix('.jsonl')} run {e['args'].get('repeat_index', 0)}, "
+                 f"world {e['world_size']}")
+        for c in COLLECTIVES:
+            xs = [r["us"] for r in run["points"] if r["collective"] == c and r["bytes"] <= 8192]
+            if xs:
+                out[(label, c)] = statistics.median(xs)
+    return out
 
 
 def overlap_figures(runs, gpu_name) -> dict:
@@ -247,24 +330,37 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
             lines += ["", f'[measured."{gpu}".{coll}.{r.name}]', f'protocol = "{r.protocol}"']
             if math.isfinite(r.max_bytes):
                 lines.append(f"max_bytes = {int(r.max_bytes)}")
-            lines.append(figure_line("base_us", round(r.base_us, 2), "measured",
-                                     f"base latency of {coll} in the {r.name} regime (joint fit of the regime); {ref}"))
-            if r.link_gbs >= ceiling:   # fit_band's clamp: the points are latency-bound
+            if r.protocol == "ll":
+                what = (f"latency of {coll} per participating rank with NCCL's LL protocol (the law's base_us + "
+                        "(n-1) x rank_us: latency proportional to the world size; joint fit of the protocol)")
+                lines.append(figure_line("base_us", round(r.base_us, 2), "measured", f"{what}; {ref}"))
+                lines.append(figure_line("rank_us", round(r.base_us, 2), "measured", f"{what}; {ref}"))
+            else:
+                lines.append(figure_line("base_us", round(r.base_us, 2), "measured",
+                                         f"base latency of {coll} with NCCL's {r.protocol} protocol (joint fit of the "
+                                         f"protocol); {ref}"))
+            if r.link_gbs >= ceiling * (1 - 1e-9):   # fit_protocol's bound: the points are latency-bound
                 lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "derived",
-                                         f"not resolved by the points of the {r.name} regime (latency-bound): the "
+                                         f"not resolved by the points of the {r.name} protocol (latency-bound): the "
                                          f"datasheet's one-direction figure; {ref}"))
             else:
                 lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "measured",
-                                         f"one direction of one GPU's link in the {r.name} regime, shared by every "
-                                         f"collective and world size (joint fit of the regime); {ref}"))
-            if r.rank_us is not None:
-                lines.append(figure_line("rank_us", round(r.rank_us, 2), "measured",
-                                         f"latency each rank past the first adds in the {r.name} regime, shared by "
-                                         f"every collective (joint fit of the regime over world sizes); {ref}"))
+                                         f"one direction of one GPU's link with the {r.name} protocol, shared by every "
+                                         f"collective and world size (joint fit of the protocol); {ref}"))
+            if r.hop_us is not None:
+                lines.append(figure_line("hop_us", round(r.hop_us, 3), "measured",
+                                         f"latency of one step of the ring's chain with the {r.name} protocol, shared "
+                                         f"by every collective (joint fit over world sizes); {ref}"))
+            if math.isfinite(r.channel_gbs):
+                lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "measured",
+                                         f"rate of one NCCL p2p channel of {coll} with the {r.name} protocol: from the "
+                                         "bandwidth of its largest message on the fewest channels, per channel, "
+                                         "refined by the joint fit (channels by NCCL's rule, gpusim.cost.collectives."
+                                         f"p2p_channels); {ref}"))
             if math.isfinite(r.shard_gbs):
                 lines.append(figure_line("shard_gbs", round(r.shard_gbs, 1), "measured",
-                                         f"rate of the rank's own shard (bytes / n) of {coll} in the {r.name} regime "
-                                         f"(joint fit of the regime); {ref}"))
+                                         f"rate of the rank's own shard (bytes / n) of {coll} with the {r.name} "
+                                         f"protocol (joint fit of the protocol); {ref}"))
     if overlap:
         what = {"gemm_slowdown": "a bf16 8192^3 GEMM loop timed alone vs while 256 MiB bf16 all-reduces run on "
                                  "another stream (median over runs of the slower rank)",
@@ -282,123 +378,49 @@ def link_text(path: Path, blocks: list[str]) -> str:
     return head + "\n\n" + MARKER + "\n" + "\n".join(blocks)
 
 
-def size(b: int) -> str:
-    return f"{b >> 30} GiB" if b >= 1 << 30 else f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
-
-
-def pct(x):
-    return f"{100 * x:.1f}%"
-
-
-LAW = ("`time = base_us[c, r] + (n-1) x rank_us[r] + bytes x factor(n) / link_gbs[r] + (bytes / n) / "
-       "shard_gbs[c, r]` for collective c in size regime r over a ring of n ranks: `factor` is nccl-tests' bus-"
-       "bandwidth factor (the bytes each rank moves over its link); `rank_us` the latency each rank past the first "
-       "adds (on 4 H200s, 1-8 KiB all-reduce, all-gather and send/recv all take 23-24 us, whatever their ring "
-       "steps: 6, 3, 1); `link_gbs` and `rank_us` are figures of the link, "
-       "shared by every collective of a regime and every world size; `base_us` per collective; `shard_gbs` (all-"
-       "reduce, all-gather, reduce-scatter) prices the rank's own shard. Each regime is one joint least-squares fit "
-       "in relative error over every collective and world size; `rank_us` is fitted only where the fit's records hold "
-       "two world sizes or more, else the latency term is NCCL's own, steps(n) x hop_us (`[nccl]` of the link "
-       "file; all-reduce 2(n-1) steps, all-gather, reduce-scatter, broadcast n-1, send/recv 1).")
-
-
-def _score_rows(r) -> list[str]:
-    rows = ["| fit on | scored on | collective | points | median | p90 | median > 1 MiB | p90 > 1 MiB |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for label, scored, errs, big in r["scores"]:
-        for coll in COLLECTIVES:
-            if errs.get(coll):
-                e, g = errs[coll], big.get(coll) or [math.nan]
-                rows.append(f"| {label} | {scored} | {coll} | {len(e)} | {pct(statistics.median(e))} | "
-                            f"{pct(q(e, 0.9))} | {pct(statistics.median(g))} | {pct(q(g, 0.9))} |")
-    return rows
-
-
-def _noise_rows(nz) -> list[str]:
-    cl = [e for _, e in nz["clean"]]
-    out = []
-    if cl:
-        per = ", ".join(f"{c} {pct(statistics.median([e for k, e in nz['clean'] if k == c]))}" for c in COLLECTIVES
-                        if any(k == c for k, _ in nz["clean"]))
-        out.append(f"- between two clean runs of one world size, every size (world 4 twice on the 4-GPU host; world "
-                   f"2 on the 2-GPU host and on the 4-GPU host): median {pct(statistics.median(cl))}, p90 "
-                   f"{pct(q(cl, 0.9))} ({len(cl)} points); median per collective: {per}. At 1 MiB and below the "
-                   "runs differ by tens of percent (host-bound launches): no law can be closer than that there")
-    if nz["between"]:
-        out.append(f"- between two runs, sizes above 1 MiB: median {pct(statistics.median(nz['between']))}, "
-                   f"p90 {pct(q(nz['between'], 0.9))} ({len(nz['between'])} points)")
-    out.append(f"- within a run, (median - fastest) / median of a point's samples: median "
-               f"{pct(statistics.median(nz['within']))}, p90 {pct(q(nz['within'], 0.9))} (some samples are far "
-               "slower, up to 40x at small sizes: a host stall past the queued lead; the median ignores them)")
-    return out
-
-
-def _loo_rows(r) -> list[str]:
-    if not r["loo"]:
-        return ["", f"Leave one world size out: not scored; the records hold world size(s) {r['worlds']} only."]
-    meds = {(sc, c): statistics.median(e) for _, sc, errs, _ in r["scores"] if "left out" in sc and "n=" in sc
-            for c, e in errs.items() if e}
-    worst = max(meds.values())
-    ll = sorted({g.rank_us for regs in r["regimes"].values() for g in regs if g.protocol == "ll" and g.rank_us})
-    per_rank = f"{ll[0]:.1f}-{ll[-1]:.1f}" if ll else "?"
-    return ["", f"Leave one world size out: the issue's target (#33, #36) is a median of 5% per collective over its "
-            f"sweep. {'Met' if worst <= 0.05 else 'Not met'}: the worst median is {pct(worst)} "
-            f"({', '.join(f'{c} {sc.split()[0]} {pct(v)}' for (sc, c), v in sorted(meds.items()))}). A fit on one "
-            "world size cannot resolve the latency per rank (it is confounded with the base latency), so it takes "
-            "NCCL's steps x hop (0.6 us per ring step for LL, 3.4 for Simple), while the records' joint fit finds "
-            f"{per_rank} us per rank at 1 MiB and below; the sizes above 1 MiB, where the link's bandwidth is the one figure shared "
-            "across world sizes, carry over far better (last two columns). "
-            "tests/test_collectives.py guards these figures as measured (plus the noise margin), not the 5% target."]
-
-
-def doc(results) -> str:
-    out = ["# Collectives: measured, fitted, scored", "",
-           "Generated by `python3 validation/fit/fit_collectives.py` from `validation/results/collectives/*.jsonl` "
-           f"(do not edit). The law (`gpusim.cost.collectives`, ring): {LAW} The figures are written to "
-           "`[measured.\"<gpu>\"]` of the link file. Error = |predicted - measured| / measured time, per size (1 KiB "
-           ".. 1 GiB, powers of 2; the median of the clean runs), median and p90 over the sizes.", ""]
-    for gpu, r in results.items():
-        out += [f"## {r['gpu_name']} ({gpu}, link {r['link']})", "", r["ref"], ""]
-        out += ["### Measured", "", "| collective | world | latency (<= 8 KiB, median) | busbw at 1 GiB |",
-                "| --- | --- | --- | --- |"]
-        for (coll, n), d in sorted(r["data"].items()):
-            small = statistics.median(t for b, t in d.items() if b <= 8192)
-            top = max(d)
-            bw = top * BUSBW_FACTOR[coll](n) / (d[top] * 1e3)
-            out.append(f"| {coll} | {n} | {small:.1f} us | {bw:.0f} GB/s ({size(top)}) |")
-        out += ["", "### Fitted (all clean runs)", "", "Per regime (the link's figures):", "",
-                "| regime | protocol | up to | link_gbs | rank_us |", "| --- | --- | --- | --- | --- |"]
-        first = next(iter(r["regimes"].values()))
-        for g in first:
-            up = "-" if not math.isfinite(g.max_bytes) else size(int(g.max_bytes))
-            hop = "NCCL's" if g.rank_us is None else f"{g.rank_us:.2f}"
-            out.append(f"| {g.name} | {g.protocol} | {up} | {g.link_gbs:.1f} | {hop} |")
-        out += ["", "Per collective:", "", "| collective | regime | base_us | shard_gbs |", "| --- | --- | --- | --- |"]
-        for coll, regs in r["regimes"].items():
-            for g in regs:
-                sh = f"{g.shard_gbs:.0f}" if math.isfinite(g.shard_gbs) else "-"
-                out.append(f"| {coll} | {g.name} | {g.base_us:.2f} | {sh} |")
-        out += ["", "### Scores", ""] + _score_rows(r) + _loo_rows(r)
-        out += ["", "### Reference points (bus bandwidth at 1 GiB, measured by earlier sessions; scored, never "
-                "fitted)", "", "| GPU | world | collective | measured | predicted | error | where |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
-        for ref_gpu, ref_gpu_link, n, coll, bw, where in REFERENCE:
-            p = ring(coll, 1 << 30, n, r["linkspec"], ref_gpu)
-            out.append(f"| {ref_gpu} | {n} | {coll} | {bw:.0f} GB/s | {p.busbw_gbs:.0f} GB/s ({p.source}) | "
-                       f"{pct(abs(p.busbw_gbs - bw) / bw)} | {where} |")
-        out += ["", "### Noise", ""] + _noise_rows(r["noise"])
-        if r["overlap"]:
-            out += ["", "### Concurrent compute while NCCL runs (all-reduce of 256 MiB bf16 on another stream)", ""]
-            out += [f"- {k}: {v:.3f}" for k, v in sorted(r["overlap"].items())]
-        out.append("")
-    return "\n".join(out)
-
-
 def scored(link, gpu, data, worlds, sizes=None) -> tuple[dict, dict]:
     """Errors over ``sizes`` (all if None), and over those above 1 MiB."""
     sizes = sizes if sizes is not None else {b for d in data.values() for b in d}
     return (errors(link, gpu, data, worlds, sizes),
             errors(link, gpu, data, worlds, {b for b in sizes if b > (1 << 20)}))
+
+
+def _rows(fit_on, where, errs, big) -> list[dict]:
+    return [score_row(fit_on, where, c, errs[c], big.get(c, [])) for c in COLLECTIVES if errs.get(c)]
+
+
+def score_gpu(data, base, gpu) -> list[dict]:
+    """In sample; each world size left out (fit on the others); alternate sizes left out (fit on 1 KiB x 4^k)."""
+    worlds = sorted({n for _, n in data})
+    full = with_fit(base, gpu, fit(data, base, worlds))
+    rows = _rows(f"n={worlds}", f"n={worlds} (in sample)", *scored(full, gpu, data, worlds))
+    for w in worlds if len(worlds) > 1 else []:
+        rest = [x for x in worlds if x != w]
+        rows += _rows(f"n={rest}", f"n={w} (left out)", *scored(with_fit(base, gpu, fit(data, base, rest)), gpu,
+                                                                  data, [w]))
+    sizes = {b for d in data.values() for b in d}
+    even = {b for b in sizes if round(math.log(b / 1024, 4), 6).is_integer()}
+    alt = with_fit(base, gpu, fit(data, base, worlds, even))
+    return rows + _rows("1 KiB x 4^k", "sizes between (left out)", *scored(alt, gpu, data, worlds, sizes - even))
+
+
+def leave_one_gpu_out(results) -> list[dict]:
+    """Fit on one GPU's records (every world size), score another GPU's on the same link."""
+    rows = []
+    for a, ra in results.items():
+        for b, rb in results.items():
+            if a != b and ra["link"] == rb["link"]:
+                link = with_fit(ra["base"], b, ra["regimes"])
+                rows += _rows(a, b, *scored(link, b, rb["data"], sorted({n for _, n in rb["data"]})))
+    return rows
+
+
+def _summary(results, logo) -> dict:
+    return {"gpus": {g: {"gpu_name": r["gpu_name"], "link": r["link"], "worlds": r["worlds"], "rows": r["rows"],
+                         "noise": {c: statistics.median([e for k, e in r["noise"]["clean"] if k == c])
+                                   for c in COLLECTIVES if any(k == c for k, _ in r["noise"]["clean"])}}
+                     for g, r in results.items()},
+            "leave_one_gpu_out": logo}
 
 
 def run(paths, check=False) -> dict:
@@ -411,36 +433,52 @@ def run(paths, check=False) -> dict:
         link_name, gpu = GPUS[gpu_name]
         base = base_link(link_name)
         data = points(runs, gpu_name)
-        worlds = sorted({n for _, n in data})
         ref = provenance(runs, gpu_name)
-        regimes = fit(data, base, worlds)
+        regimes = fit(data, base, sorted({n for _, n in data}))
         ov = overlap_figures(runs, gpu_name)
         full = with_fit(base, gpu, regimes, ov)
-        scores = [(f"n={worlds}", f"n={worlds} (in sample)", *scored(full, gpu, data, worlds))]
-        loo = len(worlds) > 1
-        for w in worlds if loo else []:
-            rest = [x for x in worlds if x != w]
-            scores.append((f"n={rest}", f"n={w} (left out)", *scored(with_fit(base, gpu, fit(data, base, rest)), gpu,
-                                                                     data, [w])))
-        sizes = {b for d in data.values() for b in d}
-        even = {b for b in sizes if round(math.log(b / 1024, 4), 6).is_integer()}
-        alt = with_fit(base, gpu, fit(data, base, worlds, even))
-        scores.append(("1 KiB x 4^k", "sizes between (left out)", *scored(alt, gpu, data, worlds, sizes - even)))
+        reference = [(g, n, c, bw, ring(c, 1 << 30, n, full, g).busbw_gbs, ring(c, 1 << 30, n, full, g).source, w)
+                     for g, lk, n, c, bw, w in REFERENCE if lk == link_name]
+        busbw = {(c, n): max(d) * BUSBW_FACTOR[c](n) / (d[max(d)] * 1e3) for (c, n), d in data.items()}
         results[gpu] = {"gpu_name": gpu_name, "link": link_name, "ref": ref, "data": data, "regimes": regimes,
-                        "scores": scores, "loo": loo, "worlds": worlds, "linkspec": full,
-                        "noise": noise(runs, gpu_name), "overlap": ov}
+                        "rows": score_gpu(data, base, gpu), "worlds": sorted({n for _, n in data}), "base": base,
+                        "noise": noise(runs, gpu_name), "overlap": ov, "reference": reference, "busbw": busbw,
+                        "small": small_by_run(runs, gpu_name)}
         blocks[link_name].append(measured_block(gpu, gpu_name, regimes, ov, ref, base.unidirectional_gbs))
+    summary = _summary(results, leave_one_gpu_out(results))
     outputs = {links_dir() / f"{ln}.toml": link_text(links_dir() / f"{ln}.toml", bl) for ln, bl in blocks.items()}
-    outputs[ROOT / "docs" / "collectives.md"] = doc(results)
+    outputs[SCORES] = json.dumps(summary, indent=1, sort_keys=True) + "\n"
+    stale = write(outputs, check)
+    return {"results": results, "stale": stale, "summary": summary}
+
+
+def write(outputs: dict, check: bool) -> list:
+    """Write ``{path: text}`` (or, with ``check``, write nothing and say which would change); the stale paths."""
     stale = [p for p, text in outputs.items() if not p.exists() or p.read_text() != text]
-    if check:
-        for p in stale:
-            print(f"stale: {os.path.relpath(p, ROOT)} (run python3 validation/fit/fit_collectives.py)")
-    else:
-        for p, text in outputs.items():
-            p.write_text(text)
+    for p in stale if check else outputs:
+        if check:
+            print(f"stale: {os.path.relpath(p, ROOT)} (run python3 -m validation.reports.collectives_page)")
+        else:
+            p.write_text(outputs[p])
             print(f"wrote {os.path.relpath(p, ROOT)}")
-    return {"results": results, "stale": stale}
+    return stale
+
+
+def table(summary) -> str:
+    """The leave-one-world-out table as printed: per GPU and collective, the median over each scored sweep."""
+    lines = []
+    for gpu, g in summary["gpus"].items():
+        for r in g["rows"]:
+            lines.append(f"{gpu:10s} fit {r['fit']:14s} -> {r['scored']:26s} {r['collective']:15s} median "
+                         f"{pct(r['median']):>6s}  (> 1 MiB {pct(r['median_above_1mib']):>6s})")
+    for r in summary["leave_one_gpu_out"]:
+        lines.append(f"fit {r['fit']} -> {r['scored']} {r['collective']:15s} median {pct(r['median']):>6s}  "
+                     f"(> 1 MiB {pct(r['median_above_1mib']):>6s})")
+    return "\n".join(lines)
+
+
+def default_records() -> list[str]:
+    return sorted(glob.glob(str(ROOT / "validation/results/collectives/*.jsonl")))
 
 
 def main(argv=None):
@@ -448,12 +486,8 @@ def main(argv=None):
     ap.add_argument("records", nargs="*", help="JSONL records (default: validation/results/collectives/*.jsonl)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a written file would change")
     args = ap.parse_args(argv)
-    paths = args.records or sorted(glob.glob(str(ROOT / "validation/results/collectives/*.jsonl")))
-    out = run(paths, check=args.check)
-    for gpu, r in out["results"].items():
-        for label, where, errs, _ in r["scores"]:
-            meds = ", ".join(f"{c} {pct(statistics.median(e))}" for c, e in errs.items() if e)
-            print(f"{gpu}: fit {label} -> {where}: {meds}")
+    out = run(args.records or default_records(), check=args.check)
+    print(table(out["summary"]))
     return 1 if args.check and out["stale"] else 0
 
 

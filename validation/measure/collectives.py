@@ -150,7 +150,7 @@ def max_over_ranks(us: float, dev) -> float:
     return float(t.item())
 
 
-def time_op(op, k: int, samples: int, clock: Clock, dev) -> list[float]:
+def time_op(op, k: int, samples: int, clock: Clock, dev, lead_per_call_us: float = 30.0) -> list[float]:
     for _ in range(2):  # warm-up: communicator set-up, buffer registration, first-touch
         op()
     if clock.cuda:
@@ -158,7 +158,7 @@ def time_op(op, k: int, samples: int, clock: Clock, dev) -> list[float]:
     out = []
     for _ in range(samples):
         dist.barrier()
-        t0 = clock.start(lead_us=200 + 30 * k)
+        t0 = clock.start(lead_us=200 + lead_per_call_us * k)
         for _ in range(k):
             op()
         us = clock.stop(t0) / k
@@ -181,7 +181,7 @@ def sweep(args, world, rank, dev, clock, emit):
                 if op is None:
                     continue
                 k, n = plan(nbytes)
-                ts = time_op(op, k, n, clock, dev)
+                ts = time_op(op, k, n, clock, dev, args.lead_per_call_us)
                 med = statistics.median(ts)
                 algbw = nbytes / (med * 1e-6) / 1e9
                 rec.update(us=med, us_min=min(ts), us_max=max(ts), samples=n, calls_per_sample=k,
@@ -293,6 +293,10 @@ def main(argv=None):
     ap.add_argument("--overlap-bytes", type=int, default=256 << 20)
     ap.add_argument("--overlap-ms", type=float, default=30.0)
     ap.add_argument("--no-overlap", action="store_true")
+    ap.add_argument("--lead-per-call-us", type=float, default=30.0,
+                    help="GPU sleep queued ahead of each sample, per call (requested us; the sleep spins 1500 cycles "
+                         "a us): larger leads tell a host-bound per-call floor (it falls) from NCCL's own time (it "
+                         "stays); runs with a lead other than 30 are not fitted")
     args = ap.parse_args(argv)
 
     cuda = torch.cuda.is_available()

@@ -233,8 +233,8 @@ def accuracy_page(full: str, holdout: str | None, published: str | None = None,
 
 
 def stored_sections(broad: str | None, published: str | None, dist: str | None = None) -> list[str]:
-    """The page's last sections, the ones stored predictions decide (broad sample, published,
-    then training steps across GPUs), as lines to join after the rest."""
+    """The page's last sections, the ones stored predictions decide (broad sample, published, collectives, then
+    training steps across GPUs), as lines to join after the rest."""
     from validation.reports.dist_page import DIST_HEAD, dist_markdown
     dist = dist_markdown() if dist is None else dist
     parts = []
@@ -242,6 +242,10 @@ def stored_sections(broad: str | None, published: str | None, dist: str | None =
         parts += ["", BROAD_HEAD, broad]
     if published:
         parts += ["", PUBLISHED_HEAD, published]
+    from validation.reports.collectives_page import collectives_markdown
+    coll = collectives_markdown()
+    if coll:
+        parts += ["", coll]
     if dist:
         parts += ["", DIST_HEAD, dist]
     return parts

@@ -1,0 +1,211 @@
+"""Report: the collectives' fit and scores as Markdown: ``docs/collectives.md`` (whole page) and the collectives
+section of ``docs/accuracy.md`` (from the stored ``validation/results/collectives/scores.json``).
+
+``python3 -m validation.reports.collectives_page [--check]`` refits (:mod:`validation.fit.fit_collectives`: the link
+file's figures and the stored scores), prints the leave-one-world-out table and writes both pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+
+from validation.fit import fit_collectives as F
+from validation.fit.fit_collectives import pct, q
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCORES = str(F.SCORES)
+COLL_HEAD = "## Across GPUs: collectives (NCCL, leave one world size out)"
+BEGIN, END = "<!-- collectives:begin -->", "<!-- collectives:end -->"
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv")
+
+LAW = ("`time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p] + bytes x factor_c(n) / link_gbs[p] "
+       "+ (bytes / n) / shard_gbs[c, p]` for collective c over a ring of n ranks with protocol p, the one NCCL's "
+       "tuner picks (its model, `tuning.cc`: base + steps x hop latency + bytes x factor / busBw, the faster of LL and "
+       "Simple; send/recv LL up to 16 KiB): `factor` is nccl-tests' bus-bandwidth factor (the bytes each rank moves "
+       "over its link); `steps` the ring's chain (all-reduce 2(n-1); all-gather, reduce-scatter, broadcast n-1; "
+       "send/recv 1); `link_gbs` and `hop_us` are figures of the link, shared by every collective and world size; "
+       "`shard_gbs` (all-reduce, all-gather, reduce-scatter) prices the rank's own shard. LL: `base_us = rank_us`, a "
+       "latency per participating rank (proportional to n; the chain's hops are NCCL's 0.6 us); Simple: a base per "
+       "collective and `hop_us` fitted where the records hold two world sizes or more, else NCCL's 3.4 us. One "
+       "bounded least-squares fit in relative error per protocol over every collective and world size.")
+
+
+def size(b: int) -> str:
+    return f"{b >> 30} GiB" if b >= 1 << 30 else f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+
+
+def _score_table(rows) -> list[str]:
+    out = ["| fit on | scored on | collective | points | median | p90 | median > 1 MiB | p90 > 1 MiB |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += [f"| {r['fit']} | {r['scored']} | {r['collective']} | {r['points']} | {pct(r['median'])} | {pct(r['p90'])} "
+            f"| {pct(r['median_above_1mib'])} | {pct(r['p90_above_1mib'])} |" for r in rows]
+    return out
+
+
+def _noise_rows(nz) -> list[str]:
+    cl = [e for _, e in nz["clean"]]
+    out = []
+    if cl:
+        per = ", ".join(f"{c} {pct(statistics.median([e for k, e in nz['clean'] if k == c]))}" for c in COLLECTIVES
+                        if any(k == c for k, _ in nz["clean"]))
+        out.append(f"- between two clean runs of one world size, every size (world 4 twice on the 4-GPU host; world "
+                   f"2 on the 2-GPU host and on the 4-GPU host): median {pct(statistics.median(cl))}, p90 "
+                   f"{pct(q(cl, 0.9))} ({len(cl)} points); median per collective: {per}. At 1 MiB and below the "
+                   "runs differ by tens of percent (host-bound launches): no law can be closer than that there")
+    if nz["between"]:
+        out.append(f"- between two runs, sizes above 1 MiB: median {pct(statistics.median(nz['between']))}, "
+                   f"p90 {pct(q(nz['between'], 0.9))} ({len(nz['between'])} points)")
+    out.append(f"- within a run, (median - fastest) / median of a point's samples: median "
+               f"{pct(statistics.median(nz['within']))}, p90 {pct(q(nz['within'], 0.9))} (some samples are far "
+               "slower, up to 40x at small sizes: a host stall past the queued lead; the median ignores them)")
+    return out
+
+
+def _small_rows(small: dict) -> list[str]:
+    """The small-message floor of each clean run, and what it is not."""
+    labels = sorted({k[0] for k in small})
+    out = ["Median time of the messages of 8 KiB and below, per clean run (us):", "",
+           "| run | " + " | ".join(COLLECTIVES) + " |", "|---|" + "---|" * len(COLLECTIVES)]
+    out += [f"| {lb} | " + " | ".join(f"{small[(lb, c)]:.1f}" if (lb, c) in small else "-" for c in COLLECTIVES)
+            + " |" for lb in labels]
+    return out + ["", "- Not NCCL's per-step latency: its model (`tuning.cc`, 0.6 us a ring step with LL) adds 2.4 us "
+                  "to an all-reduce from 2 to 4 ranks; the records add about as much to every collective, broadcast "
+                  "and send/recv included, whose steps do not grow. The law's LL latency is per participating rank.",
+                  "- Not the protocol or the algorithm: every call NCCL logged (2 ranks) was ring, LL up to NCCL's "
+                  "switch and Simple above, the switch gpusim computes from NCCL's model "
+                  "(`tests/test_collectives.py::test_protocol_is_nccls_choice`); LL128 and tree never win in "
+                  "NCCL's own table on this machine, NVLS is off.",
+                  "- A per-call floor of back-to-back eager c10d calls: the same world size differs by tens of "
+                  "percent between leases (the 2-GPU rows above), and in the DDP step records a small NCCL "
+                  "broadcast runs as a ~3 us kernel at 2 and 4 ranks (docs/distributed.md). The sweep's loop "
+                  "measures the launch-bound rate, which is what eager code issuing collectives back to back pays."]
+
+
+def verdict(rows) -> str:
+    """One paragraph: the issue's 5% target against the leave-one-world-out medians."""
+    loo = [r for r in rows if "left out" in r["scored"] and r["scored"].startswith("n=")]
+    if not loo:
+        return "Leave one world size out: not scored; the records hold one world size only."
+    worst = max(loo, key=lambda r: r["median"])
+    big = [r["median_above_1mib"] for r in loo if r["median_above_1mib"] is not None]
+    return (f"Leave one world size out, the issue's target (#33) being a median of 5% per collective over its sweep: "
+            f"{'met' if worst['median'] <= 0.05 else 'not met'}; the worst median is {pct(worst['median'])} "
+            f"({worst['collective']}, {worst['scored']}); above 1 MiB the medians are {pct(min(big))}-{pct(max(big))}. "
+            "At 1 MiB and below the records' own run-to-run noise (one world size, two leases or runs) is of the same "
+            "size: the small-message times are launch-bound floors that differ between leases.")
+
+
+def doc(results: dict, law_note: str = "") -> str:
+    """``docs/collectives.md``: per GPU, what was measured, the fitted figures, the scores, reference points, noise."""
+    out = ["# Collectives: measured, fitted, scored", "",
+           "Generated by `python3 -m validation.reports.collectives_page` from `validation/results/collectives/*.jsonl` "
+           f"(do not edit). The law (`gpusim.cost.collectives`, ring): {LAW}{law_note} The figures are written to "
+           "`[measured.\"<gpu>\"]` of the link file. Error = |predicted - measured| / measured time, per size (1 KiB "
+           ".. 1 GiB, powers of 2; the median of the clean runs), median and p90 over the sizes.", ""]
+    for gpu, r in results.items():
+        out += [f"## {r['gpu_name']} ({gpu}, link {r['link']})", "", r["ref"], ""]
+        out += ["### Measured", "", "| collective | world | latency (<= 8 KiB, median) | busbw at 1 GiB |",
+                "| --- | --- | --- | --- |"]
+        for (coll, n), d in sorted(r["data"].items()):
+            small = statistics.median(t for b, t in d.items() if b <= 8192)
+            top = max(d)
+            out.append(f"| {coll} | {n} | {small:.1f} us | {r['busbw'][(coll, n)]:.0f} GB/s ({size(top)}) |")
+        out += ["", "### Fitted (all clean runs)", "", "| collective | protocol | base_us | rank_us | hop_us | "
+                "link_gbs | shard_gbs |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for coll, regs in r["regimes"].items():
+            for g in regs:
+                sh = f"{g.shard_gbs:.0f}" if math.isfinite(g.shard_gbs) else "-"
+                rk = "-" if g.rank_us is None else f"{g.rank_us:.2f}"
+                hop = "NCCL's" if g.hop_us is None else f"{g.hop_us:.2f}"
+                out.append(f"| {coll} | {g.protocol} | {g.base_us:.2f} | {rk} | {hop} | {g.link_gbs:.1f} | {sh} |")
+        out += ["", "### Scores", ""] + _score_table(r["rows"]) + ["", verdict(r["rows"])]
+        out += ["", "### Where the small-message error comes from", ""] + _small_rows(r["small"])
+        out += ["", "### Reference points (bus bandwidth at 1 GiB, measured by earlier sessions; scored, never "
+                "fitted)", "", "| GPU | world | collective | measured | predicted | error | where |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [f"| {g} | {n} | {c} | {bw:.0f} GB/s | {p:.0f} GB/s ({src}) | {pct(abs(p - bw) / bw)} | {where} |"
+                for g, n, c, bw, p, src, where in r["reference"]]
+        out += ["", "### Noise", ""] + _noise_rows(r["noise"])
+        if r["overlap"]:
+            out += ["", "### Concurrent compute while NCCL runs (all-reduce of 256 MiB bf16 on another stream)", ""]
+            out += [f"- {k}: {v:.3f}" for k, v in sorted(r["overlap"].items())]
+        out.append("")
+    return "\n".join(out)
+
+
+def accuracy_block(scores: dict) -> str:
+    """The collectives section's body for docs/accuracy.md, from the stored scores."""
+    out = ["", "NCCL sweeps of all-reduce, all-gather, reduce-scatter, broadcast and send/recv, 1 KiB .. 1 GiB bf16 "
+           "(`validation/measure/collectives.py`, records in `validation/results/collectives/`), against "
+           "`gpusim.cost.collectives` fitted by `python3 -m validation.fit.fit_collectives` (law, figures and where "
+           "the small-message error comes from: docs/collectives.md; this section: `python3 -m "
+           "validation.reports.collectives_page`). Median |error| over each collective's size sweep; in brackets, "
+           "over the sizes above 1 MiB. Fit on one world size, scored on the other: the law's structure carries "
+           "the figures across world sizes.", ""]
+    for gpu, g in scores["gpus"].items():
+        cols = [(r["fit"], r["scored"]) for r in g["rows"] if r["collective"] == COLLECTIVES[0]]
+        out += [f"**{g['gpu_name']}** ({gpu}; world sizes {g['worlds']})", "",
+                "| collective | " + " | ".join(f"fit {f} -> {s}" for f, s in cols) + " | run-to-run noise |",
+                "|---|" + "---|" * (len(cols) + 1)]
+        for c in COLLECTIVES:
+            cells = [next((r for r in g["rows"] if r["collective"] == c and (r["fit"], r["scored"]) == k), None)
+                     for k in cols]
+            out.append(f"| {c} | " + " | ".join("-" if r is None else f"{pct(r['median'])} ({pct(r['median_above_1mib'])})"
+                                                 for r in cells) + f" | {pct(g['noise'].get(c))} |")
+        out += ["", verdict(g["rows"]), ""]
+    if scores.get("leave_one_gpu_out"):
+        out += ["**Leave one GPU out** (fit on one GPU's every world size, score another's)", "",
+                "| fit on | scored on | collective | median | median > 1 MiB |", "|---|---|---|---|---|"]
+        out += [f"| {r['fit']} | {r['scored']} | {r['collective']} | {pct(r['median'])} | "
+                f"{pct(r['median_above_1mib'])} |" for r in scores["leave_one_gpu_out"]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def collectives_markdown(path: str = SCORES) -> str | None:
+    """The section (head, markers, body) from the stored scores, or None if never fitted."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        scores = json.load(f)
+    return "\n".join([COLL_HEAD, BEGIN, accuracy_block(scores), END])
+
+
+def with_collectives(text: str, section: str | None) -> str:
+    """``text`` (docs/accuracy.md) with its collectives section replaced, or inserted before the training-steps
+    section (the page's last, which validation.reports.dist_page rewrites), or appended."""
+    if section is None:
+        return text
+    if COLL_HEAD in text and END in text:
+        head, rest = text.split(COLL_HEAD, 1)
+        return head + section + rest.split(END, 1)[1]
+    from validation.reports.dist_page import DIST_HEAD
+    first = DIST_HEAD.splitlines()[0]
+    if first in text:
+        head, rest = text.split(first, 1)
+        return head + section + "\n\n" + first + rest
+    return text.rstrip("\n") + "\n\n" + section + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("records", nargs="*", help="JSONL records (default: validation/results/collectives/*.jsonl)")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a written file would change")
+    args = ap.parse_args(argv)
+    out = F.run(args.records or F.default_records(), check=args.check)
+    page = Path(ROOT) / "docs" / "accuracy.md"
+    section = "\n".join([COLL_HEAD, BEGIN, accuracy_block(out["summary"]), END])
+    stale = out["stale"] + F.write({Path(ROOT) / "docs" / "collectives.md": doc(out["results"]),
+                                    page: with_collectives(page.read_text(), section)}, args.check)
+    print(F.table(out["summary"]))
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
