@@ -32,15 +32,16 @@ def node_bytes(attrs: dict) -> int:
     return numel(shape or ()) * DTYPE_BYTES.get(attrs.get("dtype"), 4)
 
 
-def storage_roots(graph: OpGraph, eager: bool = False, split: bool | None = None) -> dict[str, str]:
+def storage_roots(graph: OpGraph, eager: bool = False, split: dict | None = None) -> dict[str, str]:
     """Each node -> the node whose storage holds its tensor (views and in-place ops
     resolve to the storage they alias; with ``eager``, also ATen's own out= reuse:
     :func:`safe_softmax_out`, and each result of a multi-output op is its own storage:
-    :func:`split_outputs`; ``split`` asks for the split alone, None: with ``eager``)."""
+    :func:`split_outputs`; ``split``: the ops split, None: all of them with ``eager``)."""
     g = graph.g
     root: dict[str, str] = {}
-    split = eager if split is None else split
-    own = {s for kids in split_outputs(graph).values() for s in kids} if split else set()
+    if split is None:
+        split = split_outputs(graph) if eager else {}
+    own = {s for kids in split.values() for s in kids}
     for n in graph.order:
         a = g.nodes[n]
         src = safe_softmax_out(graph, n) if eager else None
@@ -85,6 +86,30 @@ def split_outputs(graph: OpGraph) -> dict[str, list[str]]:
                 continue
             out.setdefault(src, []).append(n)
     return out
+
+
+#: multi-output ops whose results a compiled training step holds apart (:func:`compiled_splits`)
+COMPILED_SPLIT = ("cudnn_batch_norm", "native_batch_norm", "_native_batch_norm_legit",
+                  "_native_batch_norm_legit_functional", "max_pool2d_with_indices",
+                  "max_pool3d_with_indices", "native_batch_norm_backward",
+                  "cudnn_batch_norm_backward")
+
+
+def compiled_splits(low) -> dict[str, list[str]]:
+    """The multi-output ops of a compiled training step whose results are separate buffers
+    (:func:`split_outputs`): batch norm's output, mean and rstd, max pooling's values and
+    indices, batch norm backward's input gradient and its weight and bias gradients (held
+    to the step's end). Inductor realises each on its own and AOTAutograd saves for the
+    backward only those it reads (H100 ResNet-50 bf16 compiled step: held whole, the saved
+    mean and rstd of the batch norms ahead of a residual add kept their output alive, 21 MB;
+    the record's forward ends 11 MB under eager's). Other ops (dropout, attention, layer
+    norm) stay whole: split, the H100 BERT-base step's forward grew 100 MB past its record,
+    a rule not yet understood, and layer norm's backward alone moved its peak 16 MB further."""
+    if low.partition is not None or "train" not in low.graph.meta:
+        return {}
+    g = low.graph.g
+    return {k: v for k, v in split_outputs(low.graph).items()
+            if packet_name(g.nodes[k]["op"]) in COMPILED_SPLIT}
 
 
 def pool_indices(graph: OpGraph, n: str) -> bool:
@@ -155,14 +180,8 @@ def _buffers(low) -> tuple[dict, list]:
     temporaries ``[(kernel index, bytes, last kernel)]``."""
     graph, g = low.graph, low.graph.g
     eager = low.mode == "eager" and low.partition is None
-    # a compiled training step's multi-output ops (batch norm's output, mean and rstd; max
-    # pooling's values and indices) are separate buffers too: Inductor realises each output
-    # on its own and AOTAutograd saves for the backward only those it reads (H100 ResNet-50
-    # bf16 compiled step: the saved mean and rstd of the batch norms ahead of a residual add
-    # held their whole output, 21 MB; the record's forward ends 11 MB under eager's)
-    split_each = eager or (low.partition is None and "train" in graph.meta)
-    root = storage_roots(graph, eager=eager, split=split_each)
-    split = split_outputs(graph) if split_each else {}
+    split = split_outputs(graph) if eager else compiled_splits(low)
+    root = storage_roots(graph, eager=eager, split=split)
     results = {r for kids in split.values() for r in kids}
     kernels = low.kernels
     kid: dict[str, int] = {}
