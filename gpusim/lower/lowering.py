@@ -364,7 +364,7 @@ def step_issuers(low: Lowering) -> list[str] | None:
     g = low.graph.g
     out = []
     for k in low.kernels:
-        a = g.nodes[k.ops[0]]
+        a = g.nodes[k.ops[0]] if k.ops and k.ops[0] in g else {}   # a collective: no node
         compiled = a.get("region") == "model" and a.get("phase") in ("forward", "backward")
         out.append(a["phase"] if compiled and k.impl != "aten" else "eager")
     return out
