@@ -24,12 +24,17 @@ class TorchCalls(TorchFunctionMode):
     issues, the same count on every run. Entered inside the traced function so that the
     tracer's own torch calls are not counted."""
 
-    def __init__(self):
+    def __init__(self, where=None):
         super().__init__()
         self.calls = 0
+        self.where = where      # () -> a label of the code running now (a training step's region)
+        self.by: dict = {}      # label -> calls made under it
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.calls += 1
+        if self.where is not None:
+            key = self.where()
+            self.by[key] = self.by.get(key, 0) + 1
         return func(*args, **(kwargs or {}))
 
 

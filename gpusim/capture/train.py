@@ -375,8 +375,9 @@ def trace_step(fn, args=()):
             for p in state.params.values():
                 p.grad = None
     snames, stensors = state.state_inputs()
-    counts = TorchCalls()
+    counts = TorchCalls(where=lambda: phases.region)
     calls = [0]
+    step_modules = [0]      # nn.Module calls outside the model's region (the loss module)
 
     def pure(plist, blist, slist, *a):
         params, buffers = dict(zip(pkeys, plist)), dict(zip(bkeys, blist))
@@ -389,6 +390,7 @@ def trace_step(fn, args=()):
 
     def count(module, inputs):
         calls[0] += 1
+        step_modules[0] += phases.region == "step"
     phases = _Phases([m for _, m in modules if any(True for _ in m.parameters())])
     live = LiveAutocast()
     hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
@@ -416,6 +418,9 @@ def trace_step(fn, args=()):
     cuda_batch_norm(gm)
     gm.meta["module_calls"] = calls[0]
     gm.meta["torch_calls"] = counts.calls
+    # the Python that still runs when the model is compiled: the step's own calls outside the
+    # model's region (zero_grad, the loss, the optimizer's per-parameter loop)
+    gm.meta["step_calls"] = {"module_calls": step_modules[0], "torch_calls": counts.by.get("step", 0)}
     gm.meta["autocast_casts"] = live.casts
     alive = {n.name for n in gm.graph.nodes}
     gm.meta["py_deaths"] = {k: v for k, v in live.deaths.items() if k in alive and v in alive}
@@ -448,6 +453,7 @@ def capture_step(fn, args=(), name: str | None = None) -> "fakes.Captured":
     nbytes = {k: int(t.numel() * t.element_size()) for k, t in zip(names, flat)}
     grads = sum(nbytes[k] for k, t in zip(names, flat) if k.startswith("p:") and t.requires_grad)
     graph.meta.update(module_calls=gm.meta["module_calls"], torch_calls=gm.meta["torch_calls"],
+                      step_calls=gm.meta["step_calls"],
                       inputs=len(flat), train={
                           "params": sum(1 for x in names if x.startswith("p:")),
                           "optimizers": [type(o).__name__ for _, o in optimizers],

@@ -350,3 +350,35 @@ def _grad_layout_copy(graph: OpGraph, n: str) -> list[Kernel]:
         return []
     numel = c["Cout"] * (c["Cin"] // c["groups"]) * c["kh"] * c["kw"]
     return [Kernel((n,), "aten", role="aux", variant="strided_copy", bytes=2.0 * 4 * numel)]
+
+
+def step_issuers(low: Lowering) -> list[str] | None:
+    """Who issues each kernel of a training step with ``torch.compile(model)`` inside it:
+    ``"forward"`` / ``"backward"``, the wrapper Inductor generated for that compiled graph
+    (AOTAutograd's forward, run by the compiled model's call; its backward, run by
+    autograd's engine through ``CompiledFunction.backward``), or ``"eager"``: the rest of the
+    step (``zero_grad``, the loss and its backward, the optimizer) and the helper kernels
+    autograd launches itself (``AccumulateGrad``'s layout copies, :func:`_grad_layout_copy`).
+    None for anything else (an eager step, a forward)."""
+    if low.mode == "eager" or low.partition is not None or "train" not in low.graph.meta:
+        return None
+    g = low.graph.g
+    out = []
+    for k in low.kernels:
+        a = g.nodes[k.ops[0]] if k.ops and k.ops[0] in g else {}   # a collective: no node
+        compiled = a.get("region") == "model" and a.get("phase") in ("forward", "backward")
+        out.append(a["phase"] if compiled and k.impl != "aten" else "eager")
+    return out
+
+
+def step_region_inputs(low: Lowering) -> dict[str, int]:
+    """Tensors each compiled graph of a training step takes per call (views resolved to
+    their storage's producer): the forward graph the parameters, buffers and batch it
+    reads; the backward graph what it reads from outside itself (the activations and
+    weights the forward saved, the gradients of the model's outputs)."""
+    g = low.graph.g
+    out = {}
+    for ph, nodes in step_regions(low.graph).items():
+        inside = set(nodes)
+        out[ph] = len({p for n in nodes for p in g.nodes[n]["reads"] if p not in inside})
+    return out

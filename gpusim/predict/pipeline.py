@@ -14,9 +14,9 @@ from gpusim.graph.opgraph import OpGraph
 from gpusim.hw.spec import GPUSpec, load_spec
 from gpusim.hw.host import HostProfile, load_host, python_us
 from gpusim.lower import lowering
-from gpusim.lower.lowering import Lowering
+from gpusim.lower.lowering import Lowering, step_issuers, step_region_inputs
 from gpusim.sim.memory import MemoryEstimate, capacity_bytes, simulate_memory
-from gpusim.sim.timeline import Timeline, is_sync, region_entry_us, simulate
+from gpusim.sim.timeline import Timeline, is_sync, region_entry_us, simulate, step_entry_us
 from gpusim.lower.modes import MODES, ModeError, check_mode
 
 
@@ -186,10 +186,16 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     regions = any(k.region_inputs is not None for k in low.kernels)
     hb = [region_entry_us(host, k.region_inputs) if k.region_inputs is not None else 0.0
           for k in low.kernels] if regions else None
+    issuers = step_issuers(low)
+    py = python_us(graph.meta, host)
+    if issuers is not None:     # torch.compile(model) in a training step: the step's Python stays
+        hb = step_entry_us(issuers, step_region_inputs(low), host)
+        py = python_us(graph.meta.get("step_calls") or {}, host)
     tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb,
                   inputs=0 if regions else graph.meta.get("inputs", 0),
-                  python_us=python_us(graph.meta, host), host=host,
-                  call_overhead=not regions, params=len(graph.meta.get("params") or ()))
+                  python_us=py, host=host,
+                  call_overhead=not regions, params=len(graph.meta.get("params") or ()),
+                  issuers=issuers)
     return Prediction(spec.name, mode, graph, kernels, tl, spec, low, host)
 
 

@@ -69,9 +69,14 @@ def forward_factor_used(pred) -> float | None:
 def python_lines(pred) -> list[str]:
     """Eager: the model's own Python per call, and how it was priced (capture's counts
     times the host's per-call figures: the same on every run)."""
+    tl, meta, host = pred.timeline, pred.graph.meta, pred.host
+    if pred.mode == "compiled" and "train" in meta and tl.python_us:
+        c = meta.get("step_calls") or {}
+        return [f"step's Python    {tl.python_us:.1f} us per step, outside the compiled model "
+                f"({c.get('module_calls', 0)} nn.Module calls, {c.get('torch_calls', 0)} torch calls: "
+                "zero_grad, the loss, the optimizer's loops; eager factor included)"]
     if pred.mode != "eager":
         return []
-    tl, meta, host = pred.timeline, pred.graph.meta, pred.host
     k = forward_factor_used(pred)
     f = f" x {k:.2f}" if k else ""
     if "torch_calls" in meta and (host.python_module_call_us is not None

@@ -188,11 +188,37 @@ def region_entry_us(host, inputs: int) -> float:
     return (host.compiled_region_us or host.compiled_call_us) + inputs * (host.compiled_input_us or 0.0)
 
 
+def step_issue_us(kernels: list[KernelEstimate], issuers: list[str], host) -> list[float]:
+    """Host time to issue each kernel of a compiled training step (issuers:
+    :func:`gpusim.lower.lowering.step_issuers`): a compiled graph's kernel what Inductor's
+    wrapper pays (:func:`compiled_launch_us`); the rest of the step, eager PyTorch's law in a
+    program of the step's eager kernels (:func:`kernel_overhead_us`)."""
+    n_eager = sum(1 for w in issuers if w == "eager")
+    return [kernel_overhead_us(k, host, "eager", n_eager) if w == "eager"
+            else kernel_overhead_us(k, host, "compiled") for k, w in zip(kernels, issuers)]
+
+
+def step_entry_us(issuers: list[str], region_inputs: dict, host) -> list[float]:
+    """Host time before each kernel of a compiled training step for entering a compiled graph,
+    paid before its first kernel: one compiled call (``compiled_call_us``: Dynamo's guards and
+    AOTAutograd's wrapper in the forward; the engine's call of ``CompiledFunction.backward``
+    in the backward, assumed to cost the same) and ``compiled_input_us`` per tensor the graph
+    takes (``region_inputs``: parameters, buffers, batch; saved activations and output
+    gradients), as calibrate measured them on an inference call."""
+    out, seen = [0.0] * len(issuers), set()
+    for i, w in enumerate(issuers):
+        if w != "eager" and w not in seen:
+            seen.add(w)
+            out[i] = host.compiled_call_us + compiled_inputs_us(host, region_inputs.get(w, 0))
+    return out
+
+
 def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              views_before: list[int] | None = None, trailing_views: int = 0,
              calls: int = 6, host_before: list[float] | None = None,
              inputs: int = 0, python_us: float = 0.0, host=None,
-             call_overhead: bool = True, params: int = 0) -> Timeline:
+             call_overhead: bool = True, params: int = 0,
+             issuers: list[str] | None = None) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
@@ -204,6 +230,11 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     input handling); ``params`` of them ``nn.Parameter``s (:func:`compiled_inputs_us`). ``host``: a :class:`~gpusim.hw.host.HostProfile` (None: the reference
     host); ``spec`` gives the GPU's figures. ``call_overhead=False``: no compiled call
     cost (the program's regions pay their own entry through ``host_before``).
+    ``issuers`` (compiled mode; a training step with ``torch.compile(model)`` inside,
+    :func:`gpusim.lower.lowering.step_issuers`): each kernel's issuer, a compiled graph or
+    eager PyTorch (:func:`step_issue_us`); ``python_us`` is then the step's own Python
+    outside the model, spread over its eager kernels at the eager factor, and the graphs'
+    entries come through ``host_before`` (:func:`step_entry_us`).
     Returns the first call's events and the steady-state timing.
     """
     check_mode(mode)
@@ -224,6 +255,13 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
                  for k, v in zip(kernels, views_before)]
         tail = f * trailing_views * hp.eager_view_us
         gpu_gap = 0.0
+    elif mode == "compiled" and issuers is not None:
+        call_us, tail, gpu_gap = 0.0, 0.0, 0.0
+        per_k = step_issue_us(kernels, issuers, hp)
+        eager = [i for i, w in enumerate(issuers) if w == "eager"]
+        python = eager_forward_factor(hp, len(eager)) * python_us if eager else 0.0
+        for i in eager:
+            per_k[i] += python / len(eager)
     elif mode == "compiled":
         call_us = (hp.compiled_call_us + compiled_inputs_us(hp, inputs, params)
                    if call_overhead else 0.0)
