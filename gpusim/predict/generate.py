@@ -267,6 +267,7 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, mod
         if first is None:
             g = repeated.capture_repeated(module, fn, args, name, capture) if module is not None else None
             graphs[key] = g if g is not None else capture(fn, a, name=name)
+            gc.freeze()     # as generate_grid does: the next capture's collection skips what is kept
             if sig is not None:
                 graphs[(same, sig)] = graphs[key]
         else:

@@ -179,10 +179,6 @@ def _sub(a, b):
     return tuple(x - y for x, y in zip(a, b))
 
 
-def _add(a, b):
-    return tuple(x + y for x, y in zip(a, b))
-
-
 class Series:
     """A sequence at k layers and the rule that makes it k+1 (learnt from 1 -> 2 layers)."""
 
@@ -216,20 +212,26 @@ class Series:
             self.copy.append([_sub(two[p + n].nums, two[p].nums) for p in prev])
         self.seq, self.runs = two, [tuple(r) for r in runs]
 
-    def step(self) -> None:
-        """k layers -> k + 1: every record moves by its move; each run gets one more repeat."""
+    def step(self, m: int = 1) -> None:
+        """k layers -> k + m: every record moves by m times its move; each run gets m more
+        repeats, the t-th of them its latest repeat moved m times and copied t times."""
         ends = {s + n - 1: (r, s, n) for r, (s, n) in enumerate(self.runs)}
         out, runs = [], list(self.runs)
         for i, rec in enumerate(self.seq):
-            out.append(_Rec(rec.key, _add(rec.nums, rec.d), rec.d))
+            out.append(_Rec(rec.key, _move(rec.nums, rec.d, m), rec.d))
             if i in ends:
                 r, s, n = ends[i]
-                start = len(out)
-                for j in range(n):
-                    last = out[start - n + j]
-                    out.append(_Rec(last.key, _add(last.nums, self.copy[r][j]), last.d))
-                runs[r] = (start, n)
+                latest = out[-n:]
+                for t in range(1, m + 1):
+                    start = len(out)
+                    out.extend(_Rec(e.key, _move(e.nums, c, t), e.d) for e, c in zip(latest, self.copy[r]))
+                if m:
+                    runs[r] = (start, n)
         self.seq, self.runs = out, runs
+
+
+def _move(nums: tuple, d: tuple, m: int) -> tuple:
+    return tuple(x + m * y for x, y in zip(nums, d)) if m else nums
 
 
 # -- the OpGraph as records -------------------------------------------------------------------
@@ -298,13 +300,13 @@ class _Graphs:
             else:
                 self.meta[k] = (kind, v2)
 
-    def step(self) -> None:
-        self.nodes.step()
+    def step(self, m: int = 1) -> None:
+        self.nodes.step(m)
         for kind, v in self.meta.values():
             if kind in ("list", "dict"):
-                v.step()
+                v.step(m)
             elif kind == "int":
-                v[0] += v[1]
+                v[0] += m * v[1]
 
     def graph(self, name: str) -> OpGraph:
         meta = {}
@@ -328,6 +330,5 @@ def extend(small: list[OpGraph], layers: int, name: str) -> OpGraph:
     rule.step()
     if not same_graph(rule.graph(three.name), three):
         raise NotPeriodic("the rule learnt from the first two captures does not give the third")
-    for _ in range(layers - SMALL[2]):
-        rule.step()
+    rule.step(layers - SMALL[2])
     return rule.graph(name)
