@@ -26,6 +26,7 @@ class, one parameter layout and one layer type (``config.layer_types``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from difflib import SequenceMatcher
 
@@ -113,6 +114,7 @@ def capture_repeated(module, fn, args, name: str, capture) -> OpGraph | None:
 
 # -- records: a structure of strings and numbers ----------------------------------------------
 
+@functools.lru_cache(maxsize=1 << 16)
 def _text(s: str) -> tuple[tuple, tuple]:
     """``"linear_7"`` -> ``(("linear_", ""), (7,))``; an identifier without a counter gets 0."""
     if _IDENT.fullmatch(s) and not _COUNTED.search(s):
@@ -121,7 +123,8 @@ def _text(s: str) -> tuple[tuple, tuple]:
     return tuple(parts[0::2]), tuple(int(x) for x in parts[1::2])
 
 
-def _render(texts: tuple, nums) -> str:
+@functools.lru_cache(maxsize=1 << 16)
+def _render(texts: tuple, nums: tuple) -> str:
     out = texts[0] + "".join(f"{n}{t}" for n, t in zip(nums, texts[1:]))
     return out[:-2] if out.endswith("_0") and _IDENT.fullmatch(out) else out
 
@@ -163,7 +166,7 @@ def decode(r: _Rec):
     def dec(s):
         if s == "s":
             t = next(it_t)
-            return _render(t, [next(it_n) for _ in range(len(t) - 1)])
+            return _render(t, tuple(next(it_n) for _ in range(len(t) - 1)))
         if s[0] == "v":
             return s[2]
         if s[0] == "d":
