@@ -41,7 +41,7 @@ SMALL = (2, 3, 4)
 #: fewer layers than this are captured whole (the small captures would cost about as much)
 MIN_LAYERS = 12
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"(0|[1-9][0-9]*)")     # "007" is three numbers: every text comes back
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COUNTED = re.compile(r"_\d+$")
 
@@ -103,12 +103,12 @@ def capture_repeated(module, fn, args, name: str, capture) -> OpGraph | None:
     if where is None:
         return None
     small = []
-    for k in SMALL:
-        with truncated(module, where, k):
-            small.append(capture(fn, args(), name=name))
     try:
+        for k in SMALL:
+            with truncated(module, where, k):
+                small.append(capture(fn, args(), name=name))
         return extend(small, module.config.num_hidden_layers, name)
-    except NotPeriodic:
+    except Exception:  # noqa: BLE001 - not repeats, or a truncated model that does not run: capture it whole
         return None
 
 
