@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import re
 from difflib import SequenceMatcher
 
@@ -44,6 +45,9 @@ MIN_LAYERS = 12
 _DIGITS = re.compile(r"(0|[1-9][0-9]*)")     # "007" is three numbers: every text comes back
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COUNTED = re.compile(r"_\d+$")
+
+
+_SCALARS = (bool, int, float)
 
 
 class NotPeriodic(Exception):
@@ -107,6 +111,7 @@ def capture_repeated(module, fn, args, name: str, capture) -> OpGraph | None:
         for k in SMALL:
             with truncated(module, where, k):
                 small.append(capture(fn, args(), name=name))
+            gc.freeze()     # as generate does: the next capture's collection skips what is kept
         return extend(small, module.config.num_hidden_layers, name)
     except Exception:  # noqa: BLE001 - not repeats, or a truncated model that does not run: capture it whole
         return None
@@ -147,6 +152,8 @@ def _enc(x, texts: list, nums: list):
     if isinstance(x, dict):
         return ("d", tuple((_enc(k, texts, nums), _enc(v, texts, nums)) for k, v in x.items()))
     if isinstance(x, (list, tuple)):
+        if all(v is None or type(v) in _SCALARS for v in x):       # a shape: one leaf
+            return ("v", type(x).__name__, tuple(x)) if isinstance(x, list) else ("v", "tuple", x)
         return ("l" if isinstance(x, list) else "t", tuple(_enc(v, texts, nums) for v in x))
     if x is None or isinstance(x, (bool, int, float)):
         return ("v", type(x).__name__, x)
@@ -160,20 +167,36 @@ def encode(x) -> _Rec:
 
 
 def decode(r: _Rec):
+    """The structure back: its key's compiled builder, given the rendered strings."""
     spec, texts = r.key
-    it_t, it_n = iter(texts), iter(r.nums)
+    code, consts = _builder(spec)
+    strings, k = [], 0
+    for t in texts:
+        n = len(t) - 1
+        strings.append(_render(t, r.nums[k:k + n]))
+        k += n
+    return eval(code, {"__builtins__": {"list": list}}, {"s": strings, "c": consts})  # noqa: S307 - our own source
 
-    def dec(s):
-        if s == "s":
-            t = next(it_t)
-            return _render(t, tuple(next(it_n) for _ in range(len(t) - 1)))
-        if s[0] == "v":
-            return s[2]
-        if s[0] == "d":
-            return {dec(k): dec(v) for k, v in s[1]}
-        items = [dec(v) for v in s[1]]
-        return items if s[0] == "l" else tuple(items)
-    return dec(spec)
+
+@functools.lru_cache(maxsize=1 << 14)
+def _builder(spec):
+    """Python source that builds a structure of ``spec`` (strings ``s[i]``, values ``c[j]``),
+    compiled once per spec: decoding thousands of records is then one ``eval`` each."""
+    consts, count = [], [0]
+
+    def src(x) -> str:
+        if x == "s":
+            count[0] += 1
+            return f"s[{count[0] - 1}]"
+        if x[0] == "v":
+            consts.append(x[2])
+            return f"list(c[{len(consts) - 1}])" if x[1] == "list" else f"c[{len(consts) - 1}]"
+        if x[0] == "d":
+            return "{" + ", ".join(f"{src(k)}: {src(v)}" for k, v in x[1]) + "}"
+        items = [src(v) for v in x[1]]
+        return "[" + ", ".join(items) + "]" if x[0] == "l" else "(" + "".join(i + ", " for i in items) + ")"
+    text = src(spec)
+    return compile(text, "<record>", "eval"), tuple(consts)
 
 
 # -- a sequence of records, one layer longer each step ----------------------------------------
