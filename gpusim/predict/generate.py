@@ -261,12 +261,12 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, mod
     ``module``: the decoder ``fn`` runs, whose repeated layers may be captured at 1, 2 and 3
     of them and extended (:mod:`gpusim.predict.repeated`; the same graph, checked)."""
     if key not in graphs:
-        a = args()
+        a = args() if same is not None else None
         sig = reuse.signature(a) if same is not None else None
         first = graphs.get((same, sig)) if sig is not None else None
         if first is None:
             g = repeated.capture_repeated(module, fn, args, name, capture) if module is not None else None
-            graphs[key] = g if g is not None else capture(fn, a, name=name)
+            graphs[key] = g if g is not None else capture(fn, a if a is not None else args(), name=name)
             gc.freeze()     # as generate_grid does: the next capture's collection skips what is kept
             if sig is not None:
                 graphs[(same, sig)] = graphs[key]
