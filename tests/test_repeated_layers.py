@@ -76,6 +76,23 @@ def test_a_rule_the_third_capture_contradicts_is_refused(llama):
         extend([two, three, wrong], LAYERS, "g")
 
 
+def test_a_checked_rule_extends_another_context_from_one_capture(mistral):
+    fn = decode.forward_fn(mistral)
+
+    def args(context):
+        return lambda: decode.forward_args(mistral, "dynamic", 2, 1, context, 40, torch.bfloat16)
+    keep = {}
+    extend(_small(mistral, fn, args(20)), LAYERS, "g", keep)
+    three = _small(mistral, fn, args(30))[1]
+    whole = capture(fn, args(30)(), name="g")
+    assert repeated.same_graph(repeated.extend_like(keep["rule"], three, LAYERS, "g"), whole)
+    prefill = decode.forward_fn(mistral, keep_cache=True)      # another function: other names
+    other = _small(mistral, prefill, lambda: decode.forward_args(mistral, "dynamic", 2, 12, 0, 40,
+                                                                 torch.bfloat16))[1]
+    with pytest.raises(NotPeriodic):
+        repeated.extend_like(keep["rule"], other, LAYERS, "g")
+
+
 def test_layers_that_differ_are_not_repeats():
     model = _lm(hf.LlamaForCausalLM, hf.LlamaConfig)
     model.model.layers[5].mlp.up_proj = torch.nn.Linear(64, 64, bias=False, device="meta")
@@ -107,7 +124,9 @@ def test_generate_answers_the_same_with_layers_extended(mistral):
     whole, n_whole = _generate(mistral, False)
     ext, n_ext = _generate(mistral, True)
     assert ext == whole                                   # every figure, exactly
-    assert len(n_ext) == len(n_whole) + 2 * 6             # 3 small captures for each of the 6 big ones
+    # 3 small captures for each prefill and first step; the second context's step: one, at 3
+    # layers, extended by the rule its first context checked
+    assert len(n_ext) == len(n_whole) + 2 * 4
 
 
 def test_anything_but_repeats_answers_none(llama, monkeypatch):

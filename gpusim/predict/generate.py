@@ -265,7 +265,9 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, mod
         sig = reuse.signature(a) if same is not None else None
         first = graphs.get((same, sig)) if sig is not None else None
         if first is None:
-            g = repeated.capture_repeated(module, fn, args, name, capture) if module is not None else None
+            g = (repeated.capture_repeated(module, fn, args, name, capture, graphs,
+                                           ("rule",) + same if same is not None else None)
+                 if module is not None else None)
             graphs[key] = g if g is not None else capture(fn, a if a is not None else args(), name=name)
             gc.freeze()     # as generate_grid does: the next capture's collection skips what is kept
             if sig is not None:

@@ -21,11 +21,17 @@ Anything else (a layer that differs, a count that is not affine, a name the rule
 answers None and the caller captures all L layers. What no check at 3 layers can see, code that
 asks how many layers there are and acts on it past 3, is excluded by asking for layers of one
 class, one parameter layout and one layer type (``config.layer_types``).
+
+**Another call of the same function** (``generate``'s step at its second context) whose capture
+at 3 layers reads as the checked rule's did, string for string, and whose layers repeat their
+numbers (shapes, bytes) is extended by that rule from this one capture (:func:`extend_like`):
+the rule is about names, and its names were checked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import gc
 import re
@@ -99,20 +105,44 @@ def truncated(module, where, k: int):
             cfg.layer_types = types
 
 
-def capture_repeated(module, fn, args, name: str, capture) -> OpGraph | None:
-    """``capture(fn, args(), name=name)`` of the whole module, from captures at 1, 2 and 3
+def capture_repeated(module, fn, args, name: str, capture, rules: dict | None = None,
+                     family=None) -> OpGraph | None:
+    """``capture(fn, args(), name=name)`` of the whole module, from captures at :data:`SMALL`
     layers (``args()`` is called under each truncation); None when the module's layers are not
-    repeats or the captures are not one rule's (the caller then captures it whole)."""
+    repeats or the captures are not one rule's (the caller then captures it whole).
+
+    ``rules``, ``family``: where a checked rule of this function is kept (``rules[family]``).
+    A later call whose capture at 3 layers reads as the same strings as that rule's (the same
+    names, references and ``meta``; only numbers such as the cache's length differ) and whose
+    layers repeat their numbers is extended by it from that one capture (:func:`extend_like`)."""
     where = layer_list(module)
     if where is None:
         return None
-    small = []
+    layers = module.config.num_hidden_layers
     try:
+        kept = rules.get(family) if rules is not None and family is not None else None
+        three = None
+        if kept is not None:
+            with truncated(module, where, SMALL[1]):
+                three = capture(fn, args(), name=name)
+            gc.freeze()
+            try:
+                return extend_like(kept, three, layers, name)
+            except NotPeriodic:
+                pass
+        small = []
         for k in SMALL:
+            if k == SMALL[1] and three is not None:
+                small.append(three)
+                continue
             with truncated(module, where, k):
                 small.append(capture(fn, args(), name=name))
             gc.freeze()     # as generate does: the next capture's collection skips what is kept
-        return extend(small, module.config.num_hidden_layers, name)
+        keep = {} if rules is not None and family is not None else None
+        out = extend(small, layers, name, keep)
+        if keep:
+            rules[family] = keep["rule"]
+        return out
     except Exception:  # noqa: BLE001 - not repeats, or a truncated model that does not run: capture it whole
         return None
 
@@ -326,6 +356,13 @@ class _Graphs:
             else:
                 self.meta[k] = (kind, v2)
 
+    def copy(self) -> "_Graphs":
+        """A rule that steps on without moving this one."""
+        out = copy.copy(self)
+        out.nodes = copy.copy(self.nodes)
+        out.meta = {k: (kind, copy.copy(v) if kind != "int" else list(v)) for k, (kind, v) in self.meta.items()}
+        return out
+
     def step(self, m: int = 1) -> None:
         self.nodes.step(m)
         for kind, v in self.meta.values():
@@ -348,13 +385,38 @@ class _Graphs:
         return _build([decode(r) for r in self.nodes.seq], meta, name)
 
 
-def extend(small: list[OpGraph], layers: int, name: str) -> OpGraph:
+def extend(small: list[OpGraph], layers: int, name: str, keep: dict | None = None) -> OpGraph:
     """The ``layers``-layer graph from the captures at :data:`SMALL` layers (``small``): the
-    rule learnt from the first two, checked on the third. Raises :class:`NotPeriodic`."""
+    rule learnt from the first two, checked on the third. Raises :class:`NotPeriodic`.
+    ``keep``: gets ``"rule"``, the checked rule at the second capture's layers, for
+    :func:`extend_like`."""
     one, two, three = small
     rule = _Graphs(one, two)
+    at_two = (rule.copy(), two.meta)
     rule.step()
     if not same_graph(rule.graph(three.name), three):
         raise NotPeriodic("the rule learnt from the first two captures does not give the third")
+    if keep is not None:
+        keep["rule"] = at_two
     rule.step(layers - SMALL[2])
+    return rule.graph(name)
+
+
+def extend_like(kept, two: OpGraph, layers: int, name: str) -> OpGraph:
+    """The ``layers``-layer graph from one capture at ``SMALL[1]`` layers (``two``) and a rule
+    checked on another call of the same function (``kept``, from :func:`extend`): ``two``
+    must read as the rule's capture did, string for string (node names, references, input
+    labels) with the same ``meta``, and repeat its layers' numbers. Raises :class:`NotPeriodic`."""
+    rule, meta = kept
+    if not (two.meta == meta and list(map(repr, two.meta.items())) == list(map(repr, meta.items()))):
+        raise NotPeriodic("meta differs from the checked rule's")
+    recs, ref = _node_records(two), rule.nodes.seq
+    if len(recs) != len(ref) or any(a.key[1] != b.key[1] or a.nums != b.nums for a, b in zip(recs, ref)):
+        raise NotPeriodic("names differ from the checked rule's")
+    for s, n in rule.nodes.runs:
+        if any(recs[p].key != recs[p + n].key for p in range(s - n, s)):
+            raise NotPeriodic("a layer's numbers differ from the layer before")
+    rule = rule.copy()
+    rule.nodes.seq = [_Rec(a.key, b.nums, b.d) for a, b in zip(recs, ref)]
+    rule.step(layers - SMALL[1])
     return rule.graph(name)
