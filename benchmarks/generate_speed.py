@@ -9,7 +9,9 @@ and the load average. The commands:
   (its real width, 4 of its 32 layers), both paths side by side (dynamic eager, static
   compiled): 8 captures (two prefills, generate's tail, 3 + 2 decode steps);
 * the same with ``--cache static`` (one path: 4 captures);
-* ``benchmarks/mistral_7b_full.py:model``, Mistral-7B at all 32 layers, ``--cache static``.
+* ``benchmarks/mistral_7b_full.py:model``, Mistral-7B at all 32 layers, ``--cache static``;
+* the same model, both paths (the default command, issue 34's target);
+* ``benchmarks/llama_8b_full.py:model``, Llama-3.1-8B at all 32 layers, both paths.
 
 Not a test: timings on a shared machine are noisy.
 
@@ -26,8 +28,10 @@ import time
 
 BASE = ["generate", "hf:mistral-7b", "--batch", "8", "--prompt", "512", "--new", "256"]
 HERE = os.path.dirname(os.path.abspath(__file__))
-FULL = ["generate", os.path.join(HERE, "mistral_7b_full.py") + ":model", "--batch", "8",
-        "--prompt", "512", "--new", "256", "--cache", "static"]
+SIZES = ["--batch", "8", "--prompt", "512", "--new", "256", "--gpu", "h100"]
+FULL_BOTH = ["generate", os.path.join(HERE, "mistral_7b_full.py") + ":model"] + SIZES
+FULL = FULL_BOTH + ["--cache", "static"]
+LLAMA_BOTH = ["generate", os.path.join(HERE, "llama_8b_full.py") + ":model"] + SIZES
 
 
 def timed_run(cmd: list[str]) -> tuple[float, float]:
@@ -47,7 +51,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     cases = [("both paths", BASE), ("--cache static", BASE + ["--cache", "static"])]
     if not a.skip_full:
-        cases.append(("32 layers, --cache static", FULL))
+        cases += [("32 layers, --cache static", FULL), ("32 layers, both paths", FULL_BOTH),
+                  ("32 layers, both paths", LLAMA_BOTH)]
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     print(f"{'command':60s} {'wall s':>7s} {'cpu s':>7s}")
     for label, args in cases:

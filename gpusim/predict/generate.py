@@ -13,7 +13,9 @@ the context, the GEMMs that stream the weights constant. So the step is predicte
 contexts (``samples``, default 2: the first and last step's context, and evenly between) and the time
 of every other step is the **piecewise-linear interpolation** between its neighbours: exact
 at the sampled contexts, exact everywhere if the step is affine in the context, and
-monotone wherever the sampled times are.
+monotone wherever the sampled times are. Contexts whose step arguments have one signature
+(a full-attention static cache: same shapes, the context only in tensor values) trace to one
+graph and are captured once (:mod:`gpusim.predict.reuse`).
 
 **The compiled call.** generate enters its compiled forward through Dynamo, whose guards check
 every tensor input (weights and cache too) on every call, then the CUDA graph tree replays: the
@@ -47,7 +49,8 @@ from dataclasses import dataclass, field
 
 from gpusim.capture.tracing import capture
 from gpusim.hw.host import load_host
-from gpusim.predict import decode
+from gpusim.graph.opgraph import OpGraph
+from gpusim.predict import decode, repeated, reuse
 from gpusim.predict.pipeline import Prediction, as_spec, lower, predict_lowering
 from gpusim.sim.memory import capacity_bytes
 
@@ -250,11 +253,27 @@ def plan_build_us(pred: Prediction) -> float:
     return n * per
 
 
-def _predict(graphs: dict, key, fn, args, spec, mode, host, name) -> Prediction:
+def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, module=None) -> Prediction:
     """Capture ``fn(*args())`` once per ``key`` (the graph is the same on every GPU), then
-    lower, cost and simulate it on ``spec``."""
+    lower, cost and simulate it on ``spec``. ``same``: the calls of one function under this
+    name whose arguments have one :func:`~gpusim.predict.reuse.signature` trace to one graph,
+    so the first capture serves them all (renamed: the graph is shared, not copied).
+    ``module``: the decoder ``fn`` runs, whose repeated layers may be captured at 1, 2 and 3
+    of them and extended (:mod:`gpusim.predict.repeated`; the same graph, checked)."""
     if key not in graphs:
-        graphs[key] = capture(fn, args(), name=name)
+        a = args() if same is not None else None
+        sig = reuse.signature(a) if same is not None else None
+        first = graphs.get((same, sig)) if sig is not None else None
+        if first is None:
+            g = (repeated.capture_repeated(module, fn, args, name, capture, graphs,
+                                           ("rule",) + same if same is not None else None)
+                 if module is not None else None)
+            graphs[key] = g if g is not None else capture(fn, a if a is not None else args(), name=name)
+            gc.freeze()     # as generate_grid does: the next capture's collection skips what is kept
+            if sig is not None:
+                graphs[(same, sig)] = graphs[key]
+        else:
+            graphs[key] = OpGraph(first.g, name=name, meta=first.meta)
     g = graphs[key]
     return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
 
@@ -265,7 +284,7 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
     static = cache == "static"
     prefill = _predict(graphs, ("prefill", cache), decode.forward_fn(module, True, build_mask=static),
                        lambda: decode.forward_args(module, cache, batch, prompt, 0, max_len, dt),
-                       spec, "eager", hp, f"{label} prefill {prompt}")
+                       spec, "eager", hp, f"{label} prefill {prompt}", module=module)
     ttft = token_us(prefill, tail0, cold=not warm)
     contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
     mask, shape = None, None
@@ -278,7 +297,8 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
     for c in contexts:
         s = _predict(graphs, ("step", cache, c), fwd,
                      lambda: decode.forward_args(module, cache, batch, 1, c, max_len, dt, shape), spec,
-                     STEP_MODES[mode], hp, f"{label} decode {cache} at {c}")
+                     STEP_MODES[mode], hp, f"{label} decode {cache} at {c}", same=("step", cache),
+                     module=module)
         steps.append(s)
         s_us.append(token_us(s, tail0, mask, cold=not warm))
         s_dev.append(s.device_us + tail0.device_us + (mask.device_us if mask else 0.0))
