@@ -30,17 +30,25 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def needs_bias_copy(graph: OpGraph, n: str, spec) -> bool:
-    """Whether compiled attention node ``n`` has a mask that Inductor writes as a bias of its
-    own: a cuDNN/flash call (:func:`gpusim.lower.dispatch.attention_variant`) with a bool
-    mask, or with a mask whose last dimension breaks the 8-element alignment."""
+    """Whether compiled attention node ``n`` has a mask that Inductor writes as a bias in a
+    kernel of its own: a cuDNN/flash call (:func:`gpusim.lower.dispatch.attention_variant`)
+    with a bool mask (its conversion is computed inside the call's decomposition), or with a
+    graph input as mask whose last dimension breaks the 8-element alignment (copied). A float
+    mask the graph computes (BEiT's relative position bias) is written aligned by the kernel
+    that computes it: no extra kernel (H100 BEiT records)."""
     a = graph.g.nodes[n]
     info = a.get("sdpa") or {}
     if a["kind"] != "attention" or not info.get("mask") or spec is None:
         return False
     if attention_variant(graph, n, spec) not in ("attention", "attention_mask"):
         return False
+    if str(info.get("mask_dtype")).endswith("bool"):
+        return True
     shape = tuple(info.get("mask_shape") or ())
-    return str(info.get("mask_dtype")).endswith("bool") or bool(shape and shape[-1] % ALIGNMENT)
+    mask = _mask_of(graph, n)[0]
+    base = graph.g.nodes[mask]["base"] if mask in graph.g else None
+    return bool(shape and shape[-1] % ALIGNMENT) and base in graph.g \
+        and graph.g.nodes[base]["kind"] == "input"
 
 
 def _mask_of(graph: OpGraph, n: str) -> tuple:
