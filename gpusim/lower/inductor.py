@@ -131,7 +131,7 @@ def stored_nodes(graph: OpGraph, cls: dict) -> set:
             continue
         users = [s for s in df.successors(n) if cls.get(s) not in (None, "free")]
         if (graph.g.nodes[n]["is_output"] or any(s not in cls for s in df.successors(n))
-                or mutates_input(graph, n)
+                or mutates_input(graph, n) or scatters_input(graph, n)
                 or any(cls[s] == "extern" or packet_name(graph.g.nodes[s]["op"]) in WINDOW_POOLS
                        for s in users)
                 or (len(users) > 1 and len(rd) > REALIZE_READS)
@@ -149,6 +149,25 @@ def mutates_input(graph: OpGraph, n: str) -> bool:
     return (name.endswith("_") and not name.startswith("_") and bool(a["inputs"])
             and graph.g.nodes[a["inputs"][0]]["kind"] == "input"
             and not any(True for _ in graph.dataflow.successors(n)))
+
+
+#: in-place indexed writes Inductor lowers to a scatter into the buffer they mutate
+SCATTERS = frozenset({"index_copy_", "index_put_", "_index_put_impl_"})
+
+
+def scatters_input(graph: OpGraph, n: str) -> bool:
+    """An indexed in-place write into a graph input (a static KV cache's
+    ``keys.index_copy_(2, cache_position, k)``): Inductor's ``index_put_impl_``
+    (``torch/_inductor/lowering.py``) builds an ``ir.Scatter`` whose buffer has a
+    ``MutationLayout`` on the input. It is always stored; its pointwise producers inline
+    into it (the key's rotary embedding); it fuses with no other kernel: readers of the
+    mutated cache read all of it where the scatter writes one indirect column, so no memory
+    dependency matches, and the key and value updates stay two kernels (H100 generate
+    records 2026-11-28c: ``triton_poi_fused_..._cat_cos_index_copy_..._3`` and
+    ``triton_poi_fused_..._index_copy_transpose_view_4``, once per layer and step)."""
+    a = graph.g.nodes[n]
+    return (packet_name(a["op"]) in SCATTERS and bool(a["inputs"])
+            and graph.g.nodes[a["inputs"][0]]["kind"] == "input")
 
 
 def inductor_groups(graph: OpGraph, spec=None, nodes=None) -> list[list[str]]:
@@ -185,6 +204,8 @@ def inductor_groups(graph: OpGraph, spec=None, nodes=None) -> list[list[str]]:
         if cls[n] == "reduction" and split_reduction(graph, n, spec, nhwc) \
                 and not graph.g.nodes[n].get("two_stage"):
             sig[gid] = sig[gid] + ("split",)       # fuses with nothing
+        if scatters_input(graph, n):
+            sig[gid] = sig[gid] + ("scatter",)     # fuses with nothing (scatters_input)
     _break_cycles(graph, groups, sig, owner)
     _fuse(graph, groups, sig, owner, cls, stored)
     pos = graph.position

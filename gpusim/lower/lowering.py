@@ -39,6 +39,7 @@ from gpusim.lower.legality import check_partition, fusion_class
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
 from gpusim.lower.layout import inductor_layout_opt
+from gpusim.lower.sdpa_bias import bias_kernels
 
 @dataclass(frozen=True)
 class Kernel:
@@ -279,8 +280,11 @@ def lower(graph: OpGraph, mode: str = "eager", partition=None,
     kernels: list[Kernel] = []
     # one compiled graph decides its layout once; separately compiled regions each decide
     whole = None if (regions or mode == "eager") else inductor_layout_opt(graph)
-    for g in kernel_order(graph, groups):
-        ks = realize(graph, g, mode, spec, whole, price)
+    ordered = kernel_order(graph, groups)
+    # Inductor's attention-bias kernels (sdpa_bias): the whole graph compiled, one bias per run
+    biases = bias_kernels(graph, ordered, spec, Kernel) if part is None and mode != "eager" else {}
+    for g in ordered:
+        ks = biases.get(g[0], []) + realize(graph, g, mode, spec, whole, price)
         if regions:            # the region is entered before its first kernel runs
             # the region's entry checks its tensor inputs; the kernel keeps its role,
             # class and bytes (a region that opens with a layout copy is still a copy)
