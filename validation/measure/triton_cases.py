@@ -1,0 +1,110 @@
+"""The synthetic functions of the Inductor-kernel microbenchmark (:mod:`validation.measure.triton_bench`).
+
+One case: a small function, its inputs' shapes and dtype, and the Triton kernel class it is meant to
+exercise. The same definitions serve the GPU run (real tensors, ``torch.compile``) and the fit on a
+CPU (gpusim captures the function on fake tensors and lowers it the way Inductor does), so the
+measured and predicted kernels come from one description.
+
+Classes (Inductor's kernel names: ``triton_poi_``, ``triton_per_``, ``triton_red_``):
+
+* ``poi``: a two-op pointwise kernel over 2^10 .. 2^26 elements (fixed cost, waves, bandwidth);
+* ``poi_inputs``: a sum of k = 2 .. 16 inputs (many-input pointwise kernels);
+* ``poi_math``: erf / tanh GELU and SiLU in fp32, fp16, bf16 (16-bit math is upcast to fp32);
+* ``per``: persistent reductions (softmax, row sum, layer norm over rows of 128 .. 1024);
+* ``red``: looped reductions (rows of 2048 .. 32768, softmax reads its row three times);
+* ``red_outer``: reductions over the leading dim and a full reduction (split: red + per).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def scale_shift(x):
+    return x * 2.0 + 1.0
+
+
+def sum_inputs(*xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = out + x
+    return out
+
+
+def gelu_erf(x):
+    return F.gelu(x)
+
+
+def gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def silu(x):
+    return F.silu(x)
+
+
+def softmax_rows(x):
+    return torch.softmax(x, dim=-1)
+
+
+def sum_rows(x):
+    return x.sum(dim=-1)
+
+
+def sum_cols(x):
+    return x.sum(dim=0)
+
+
+def sum_all(x):
+    return x.sum()
+
+
+def layer_norm_rows(x):
+    return F.layer_norm(x, x.shape[-1:])
+
+
+FUNCS = {f.__name__: f for f in (scale_shift, sum_inputs, gelu_erf, gelu_tanh, silu, softmax_rows,
+                                 sum_rows, sum_cols, sum_all, layer_norm_rows)}
+
+
+def _case(cls, fn, shapes, dtype):
+    dims = "x".join(str(d) for d in shapes[0])
+    name = f"{fn}:{dims}{'' if len(shapes) == 1 else f'x{len(shapes)}in'}:{dtype}"
+    return {"case": name, "cls": cls, "fn": fn, "shapes": [list(s) for s in shapes], "dtype": dtype}
+
+
+def cases() -> list[dict]:
+    """Every case, classes interleaved so that a run cut short still covers each class."""
+    poi = [_case("poi", "scale_shift", [(1 << p,)], dt)
+           for p in (10, 14, 17, 20, 22, 24, 26) for dt in ("float32", "bfloat16")]
+    inputs = [_case("poi_inputs", "sum_inputs", [(1 << 22,)] * k, dt)
+              for k in (2, 4, 8, 16) for dt in ("float32", "bfloat16")]
+    math = [_case("poi_math", fn, [(n,)], dt)
+            for fn in ("gelu_erf", "gelu_tanh", "silu") for n in (1 << 20, 1 << 24)
+            for dt in ("float32", "float16", "bfloat16")]
+    per = [_case("per", "softmax_rows", [((1 << 22) // w, w)], dt)
+           for w in (128, 512, 1024) for dt in ("float32", "bfloat16")]
+    per += [_case("per", "sum_rows", [(4096, 1024)], "float32"),
+            _case("per", "softmax_rows", [(64, 1024)], "float32"),
+            _case("per", "layer_norm_rows", [(8192, 768)], "float32"),
+            _case("per", "layer_norm_rows", [(8192, 768)], "bfloat16")]
+    red = [_case("red", "softmax_rows", [((1 << 24) // w, w)], dt)
+           for w in (2048, 8192, 32768) for dt in ("float32", "bfloat16")]
+    red += [_case("red", "sum_rows", [((1 << 24) // w, w)], dt)
+            for w in (4096, 32768) for dt in ("float32", "bfloat16")]
+    red += [_case("red", "layer_norm_rows", [(4096, 4096)], dt) for dt in ("float32", "bfloat16")]
+    outer = [_case("red_outer", "sum_cols", [(4096, 4096)], dt) for dt in ("float32", "bfloat16")]
+    outer += [_case("red_outer", "sum_cols", [(65536, 256)], "float32"),
+              _case("red_outer", "sum_all", [(1 << 24,)], "float32")]
+    groups = [poi, inputs, math, per, red, outer]
+    out = []
+    for i in range(max(len(g) for g in groups)):
+        out += [g[i] for g in groups if i < len(g)]
+    return out
+
+
+def make_inputs(case: dict, device: str = "cuda") -> list:
+    """Random inputs of ``case`` on ``device`` ("meta" for a capture without memory)."""
+    dt = getattr(torch, case["dtype"])
+    return [torch.randn(*s, device=device, dtype=dt) for s in case["shapes"]]
