@@ -1,6 +1,6 @@
 """Inductor's Triton kernels over a size sweep: the data the compiled-kernel cost law is fitted on.
 
-``python3 -m validation.measure.triton_bench --out FILE.jsonl [--budget-s 210] [--reps 10] [--only CLS,..]``
+``python3 -m validation.measure.triton_bench --out FILE.jsonl [--budget-s 220] [--reps 10] [--only CLS,..]``
 
 Each case of :func:`validation.measure.triton_cases.cases` (pointwise, many-input pointwise,
 16-bit transcendental math, persistent, looped and outer reductions) is compiled with
@@ -49,7 +49,7 @@ def run_case(case: dict, reps: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSONL file to write")
-    ap.add_argument("--budget-s", type=float, default=210.0, help="start no case after this many seconds")
+    ap.add_argument("--budget-s", type=float, default=220.0, help="start no case after this many seconds")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated classes (poi,poi_inputs,poi_math,per,red,red_outer)")
     a = ap.parse_args(argv)

@@ -12,7 +12,11 @@ Classes (Inductor's kernel names: ``triton_poi_``, ``triton_per_``, ``triton_red
 * ``poi_math``: erf / tanh GELU and SiLU in fp32, fp16, bf16 (16-bit math is upcast to fp32);
 * ``per``: persistent reductions (softmax, row sum, layer norm over rows of 128 .. 1024);
 * ``red``: looped reductions (rows of 2048 .. 32768, softmax reads its row three times);
-* ``red_outer``: reductions over the leading dim and a full reduction (split: red + per).
+* ``red_outer``: reductions over the leading dim and a full reduction (split: red + per);
+* ``bcast``: an eval batch norm + ReLU over NCHW or channels-last images (per-channel operands);
+* ``chain``: a producer kernel and its consumer, split by a graph break (``torch._dynamo.graph_break``,
+  a no-op when gpusim captures the function): how much of the just-written intermediate the
+  consumer reads from L2, over intermediates of 1 .. 64 MiB.
 """
 
 from __future__ import annotations
@@ -64,14 +68,34 @@ def layer_norm_rows(x):
     return F.layer_norm(x, x.shape[-1:])
 
 
+def bn_relu(x, scale, shift):
+    return torch.relu(x * scale.view(1, -1, 1, 1) + shift.view(1, -1, 1, 1))
+
+
+def shift_scale(x):
+    return (x - 1.0) * 3.0
+
+
+def _chain(first, second):
+    def chain(x):
+        y = first(x)
+        torch._dynamo.graph_break()      # two compiled graphs: y is written, then read back
+        return second(y)
+    chain.__name__ = f"chain_{first.__name__}_{second.__name__}"
+    chain.stages = (first.__name__, second.__name__)
+    return chain
+
+
 FUNCS = {f.__name__: f for f in (scale_shift, sum_inputs, gelu_erf, gelu_tanh, silu, softmax_rows,
-                                 sum_rows, sum_cols, sum_all, layer_norm_rows)}
+                                 sum_rows, sum_cols, sum_all, layer_norm_rows, bn_relu, shift_scale,
+                                 _chain(scale_shift, shift_scale), _chain(scale_shift, softmax_rows))}
 
 
-def _case(cls, fn, shapes, dtype):
+def _case(cls, fn, shapes, dtype, channels_last=False):
     dims = "x".join(str(d) for d in shapes[0])
-    name = f"{fn}:{dims}{'' if len(shapes) == 1 else f'x{len(shapes)}in'}:{dtype}"
-    return {"case": name, "cls": cls, "fn": fn, "shapes": [list(s) for s in shapes], "dtype": dtype}
+    name = f"{fn}:{dims}{'' if len(shapes) == 1 else f'x{len(shapes)}in'}:{dtype}{':cl' if channels_last else ''}"
+    return {"case": name, "cls": cls, "fn": fn, "shapes": [list(s) for s in shapes], "dtype": dtype,
+            "channels_last": channels_last}
 
 
 def cases() -> list[dict]:
@@ -81,7 +105,7 @@ def cases() -> list[dict]:
     inputs = [_case("poi_inputs", "sum_inputs", [(1 << 22,)] * k, dt)
               for k in (2, 4, 8, 16) for dt in ("float32", "bfloat16")]
     math = [_case("poi_math", fn, [(n,)], dt)
-            for fn in ("gelu_erf", "gelu_tanh", "silu") for n in (1 << 20, 1 << 24)
+            for fn in ("gelu_erf", "gelu_tanh", "silu") for n in (1 << 22, 1 << 26)
             for dt in ("float32", "float16", "bfloat16")]
     per = [_case("per", "softmax_rows", [((1 << 22) // w, w)], dt)
            for w in (128, 512, 1024) for dt in ("float32", "bfloat16")]
@@ -97,7 +121,15 @@ def cases() -> list[dict]:
     outer = [_case("red_outer", "sum_cols", [(4096, 4096)], dt) for dt in ("float32", "bfloat16")]
     outer += [_case("red_outer", "sum_cols", [(65536, 256)], "float32"),
               _case("red_outer", "sum_all", [(1 << 24,)], "float32")]
-    groups = [poi, inputs, math, per, red, outer]
+    img = (32, 256, 56, 56)
+    bcast = [_case("bcast", "bn_relu", [img, img[1:2], img[1:2]], dt, cl)
+             for dt, cl in (("bfloat16", True), ("bfloat16", False), ("float32", True))]
+    chain = [_case("chain", "chain_scale_shift_shift_scale", [(1 << p,)], "bfloat16")
+             for p in (19, 21, 22, 23, 24, 25)]
+    chain += [_case("chain", "chain_scale_shift_shift_scale", [(1 << p,)], "float32") for p in (21, 23)]
+    chain += [_case("chain", "chain_scale_shift_softmax_rows", [((1 << p) // w, w)], "bfloat16")
+              for p, w in ((21, 1024), (23, 1024), (23, 8192))]
+    groups = [poi, chain, inputs, math, per, red, outer, bcast]
     out = []
     for i in range(max(len(g) for g in groups)):
         out += [g[i] for g in groups if i < len(g)]
@@ -107,4 +139,7 @@ def cases() -> list[dict]:
 def make_inputs(case: dict, device: str = "cuda") -> list:
     """Random inputs of ``case`` on ``device`` ("meta" for a capture without memory)."""
     dt = getattr(torch, case["dtype"])
-    return [torch.randn(*s, device=device, dtype=dt) for s in case["shapes"]]
+    xs = [torch.randn(*s, device=device, dtype=dt) for s in case["shapes"]]
+    if case.get("channels_last"):
+        xs[0] = xs[0].contiguous(memory_format=torch.channels_last)
+    return xs
