@@ -27,18 +27,19 @@ from validation.measure import timing as measure
 from validation.measure.triton_cases import FUNCS, cases, make_inputs
 
 
-def run_case(case: dict, reps: int) -> dict:
+def run_case(case: dict, reps: int, device: str = "cuda") -> dict:
     """Compile, warm up and profile one case; the record (``failed``: the error, one line)."""
     torch._dynamo.reset()
     rec = dict(case, kind="triton_case")
     try:
         fn = torch.compile(FUNCS[case["fn"]], dynamic=False)
-        args = make_inputs(case)
+        args = make_inputs(case, device)
         t0 = time.time()
         fn(*args)
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
         rec["compile_s"] = round(time.time() - t0, 2)
-        prof = measure.profile_call(fn, args, flush=True, reps=reps, warmup=3, host=False)
+        prof = measure.profile_call(fn, args, flush=device == "cuda", reps=reps, warmup=3, host=False)
         rec.update({k: prof[k] for k in ("kernels", "per_call_kernel_count", "kernel_count", "kernel_sum_us",
                                           "split")})
     except Exception as e:  # noqa: BLE001 - one failed case must not end the sweep
@@ -52,13 +53,16 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=220.0, help="start no case after this many seconds")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated classes (poi,poi_inputs,poi_math,per,red,red_outer)")
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the sweep's code (no kernels recorded)")
     a = ap.parse_args(argv)
-    measure.require_cuda()
+    if a.device == "cuda":
+        measure.require_cuda()
     todo = [c for c in cases() if not a.only or c["cls"] in a.only.split(",")]
     t_start = time.time()
     done, not_reached = 0, []
     with open(a.out, "w") as f:
-        env = {"kind": "environment", **measure.env_info(), "command": "python3 -m validation.measure.triton_bench "
+        env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
+               "command": "python3 -m validation.measure.triton_bench "
                + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[2].strip()}
         f.write(json.dumps(env) + "\n")
         f.flush()
@@ -66,7 +70,7 @@ def main(argv=None) -> int:
             if time.time() - t_start > a.budget_s:
                 not_reached.append(case["case"])
                 continue
-            rec = run_case(case, a.reps)
+            rec = run_case(case, a.reps, a.device)
             f.write(json.dumps(rec) + "\n")
             f.flush()
             done += 1
