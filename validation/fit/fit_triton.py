@@ -1,0 +1,178 @@
+"""Fit the Triton-kernel law's figures (:mod:`gpusim.cost.triton`) on one GPU's ``triton_bench`` sweep.
+
+``python3 -m validation.fit.fit_triton --gpu h100 [--sweep FILE.jsonl]`` prints the spec lines
+(``triton_* = { value, source, ref }``) for ``hwspecs/<gpu>-calibrated.toml`` and, per case class,
+the sweep's median |error| before (the plain roofline) and after.
+
+Each case (:mod:`validation.measure.triton_cases`) is captured here on meta tensors and lowered the
+way Inductor does; its measured Triton kernels are paired in launch order with the predicted
+generated kernels (a case whose counts differ is left out and listed). A chain, one graph here and
+two on the GPU (a graph break), is priced as its two stages. Only the sweep is fitted, never a model:
+
+1. ``triton_mem_efficiency``, ``triton_fixed_us``: the pointwise streams (one to sixteen inputs,
+   2^10 .. 2^26 elements), the pair minimising the mean |log(predicted / measured)|;
+   ``triton_min_us``: the shortest pointwise kernel measured;
+2. ``triton_op_cycles``: the compute-bound heavy-op cases (time past the fixed cost at least 1.15x
+   their stream): SM cycles per element of one heavy op (median over cases);
+3. ``triton_red_efficiency``: the memory-bound looped reductions' bytes over their time past the
+   fixed cost (median);
+4. ``triton_l2_bandwidth_gbs``: the chains' consumers whose intermediate the L2 rule credits: the
+   credited bytes over the time left once the fixed cost and the DRAM bytes are paid (median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+import sys
+
+import numpy as np
+
+from gpusim.capture.tracing import capture
+from gpusim.cost.kernel import estimate_kernel
+from gpusim.cost.triton import heavy_elements
+from gpusim.hw.schema import TRITON_FIGURES
+from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
+from gpusim.lower.lowering import Kernel
+from gpusim.predict.pipeline import lower
+from validation.measure.triton_cases import FUNCS, make_inputs
+
+RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
+
+
+def read_sweep(path: str) -> tuple[dict, list[dict]]:
+    """The sweep's environment line and its measured cases (failed ones dropped)."""
+    env, rows = {}, []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "environment":
+                env = r
+            elif r.get("kind") == "triton_case" and not r.get("failed") and r.get("kernels"):
+                rows.append(r)
+    return env, rows
+
+
+def predicted_kernels(case: dict, spec) -> tuple:
+    """``(graph, [Kernel])``: the generated kernels gpusim predicts for ``case`` in launch order
+    (a chain: its two stages, split where the first stage's nodes end)."""
+    args = tuple(make_inputs(case, "meta"))
+    fn = FUNCS[case["fn"]]
+    graph = capture(fn, args)
+    stages = getattr(fn, "stages", None)
+    if stages:
+        k1 = len(capture(FUNCS[stages[0]], args).compute_nodes)
+        nodes = list(graph.compute_nodes)
+        return graph, [Kernel(tuple(nodes[:k1]), "generated"), Kernel(tuple(nodes[k1:]), "generated")]
+    return graph, [k for k in lower(graph, "compiled", spec=spec).kernels if k.impl == "generated"]
+
+
+def kernel_rows(cases: list[dict], spec) -> tuple[list[dict], list[str]]:
+    """One row per paired kernel: case, class, stage, measured us, and the kernel to price."""
+    rows, unpaired = [], []
+    for case in cases:
+        graph, ks = predicted_kernels(case, spec)
+        meas = [k for k in case["kernels"] if k["name"].startswith("triton_")]
+        if len(meas) != len(ks):
+            unpaired.append(f"{case['case']}: {len(meas)} measured, {len(ks)} predicted")
+            continue
+        for i, (m, k) in enumerate(zip(meas, ks)):
+            est = estimate_kernel(graph, k, spec)
+            rows.append({"case": case["case"], "cls": case["cls"], "stage": i, "name": m["name"], "us": m["us"],
+                         "graph": graph, "kernel": k, "bytes": est.bytes, "l2": est.bytes_read_l2,
+                         "heavy": heavy_elements(graph, k.ops) if k.role == "main" else 0.0,
+                         "looped": m["name"].startswith("triton_red_")})
+    return rows, unpaired
+
+
+def fit_stream(rows: list[dict], spec) -> dict:
+    """``triton_mem_efficiency``, ``triton_fixed_us``, ``triton_min_us`` from the pointwise streams."""
+    pts = [r for r in rows if r["cls"] in ("poi", "poi_inputs") and r["l2"] == 0]
+    b = np.array([r["bytes"] for r in pts])
+    t = np.array([r["us"] for r in pts])
+    floor = float(t.min())
+    best = None
+    for eff in np.arange(0.40, 1.0001, 0.005):
+        for fixed in np.arange(0.0, 5.0001, 0.02):
+            pred = np.maximum(floor, fixed + b / (eff * spec.bandwidth) * 1e6)
+            err = float(np.mean(np.abs(np.log(pred / t))))
+            if best is None or err < best[0]:
+                best = (err, eff, fixed)
+    return {"triton_mem_efficiency": round(float(best[1]), 4), "triton_fixed_us": round(float(best[2]), 3),
+            "triton_min_us": round(floor, 3)}
+
+
+def fit_rest(rows: list[dict], spec, figs: dict) -> dict:
+    """The looped-reduction efficiency, the heavy-op cycles and the chains' L2 rate, given the stream."""
+    eff, fixed = figs["triton_mem_efficiency"], figs["triton_fixed_us"]
+    out = {}
+    cyc = []
+    for r in rows:
+        if r["heavy"] and r["cls"] in ("math_heavy", "poi_math", "bcast"):
+            body, mem = r["us"] - fixed, r["bytes"] / (eff * spec.bandwidth) * 1e6
+            if body > 1.15 * mem:
+                cyc.append(body * 1e-6 * spec.sm_count * spec.boost_clock_mhz * 1e6 / r["heavy"])
+    if cyc:
+        out["triton_op_cycles"] = round(statistics.median(cyc), 4)
+    clock = spec.sm_count * spec.boost_clock_mhz * 1e6
+    red = [r["bytes"] / ((r["us"] - fixed) * 1e-6 * spec.bandwidth) for r in rows
+           if r["looped"] and r["cls"] in ("red", "red_few") and r["l2"] == 0 and r["us"] > 3 * fixed
+           # a memory-bound one: its heavy ops (a softmax's exp) take under half its time
+           and r["heavy"] * out.get("triton_op_cycles", 0.0) / clock * 1e6 < 0.5 * (r["us"] - fixed)]
+    if red:
+        out["triton_red_efficiency"] = round(min(1.0, statistics.median(red)), 4)
+    l2 = []
+    for r in rows:
+        if r["cls"] == "chain" and r["stage"] == 1 and r["l2"] > 0:
+            left = r["us"] - fixed - (r["bytes"] - r["l2"]) / (eff * spec.bandwidth) * 1e6
+            l2.append(r["l2"] / max(left, 0.05) / 1e3)          # GB/s
+    if l2:
+        out["triton_l2_bandwidth_gbs"] = round(statistics.median(l2), 1)
+    return out
+
+
+def errors(rows: list[dict], spec) -> dict:
+    """Per case class: the |error| (%) of each kernel's prediction on ``spec``."""
+    out: dict = {}
+    for r in rows:
+        p = estimate_kernel(r["graph"], r["kernel"], spec).us
+        out.setdefault(r["cls"], []).append(abs(p - r["us"]) / r["us"] * 100)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_triton")
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/triton_bench.jsonl")
+    a = ap.parse_args(argv)
+    path = a.sweep or os.path.join(RESULTS, a.gpu, "triton_bench.jsonl")
+    if not os.path.exists(path):
+        print(f"fit_triton: no sweep {path}: run python3 -m validation.measure.triton_bench --out {path} "
+              "on the GPU", file=sys.stderr)
+        return 2
+    env, cases = read_sweep(path)
+    base = dataclasses.replace(load_spec(calibrated_name(a.gpu)), **{k: None for k in TRITON_FIGURES})
+    rows, unpaired = kernel_rows(cases, base)
+    figs = fit_stream(rows, base)
+    figs.update(fit_rest(rows, base, figs))
+    ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, {env.get('command', 'triton_bench')} "
+           f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_triton --gpu {a.gpu} "
+           f"({len(rows)} kernels of {len(cases)} cases, gpusim.cost.triton)")
+    for k, v in figs.items():
+        print(figure_line(k, v, "measured", ref))
+    before, after = errors(rows, base), errors(rows, dataclasses.replace(base, **figs))
+    for cls in sorted(before):
+        print(f"# {cls:<11} n={len(before[cls]):3d}  median |error| {statistics.median(before[cls]):6.1f}% -> "
+              f"{statistics.median(after[cls]):5.1f}%   max {max(before[cls]):6.1f}% -> {max(after[cls]):6.1f}%")
+    for u in unpaired:
+        print(f"# unpaired: {u}")
+    return 0 if not math.isnan(figs["triton_mem_efficiency"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
