@@ -86,3 +86,10 @@ def test_law_monotone(n, l2, cycles):
     assert estimate_kernel(g, k, dataclasses.replace(s, triton_l2_bandwidth_gbs=2 * l2)).us <= estimate_kernel(g, k, s).us
     assert estimate_kernel(g, k, dataclasses.replace(s, triton_op_cycles=cycles / 2)).us <= estimate_kernel(g, k, s).us
     assert estimate_kernel(g, k, s).us >= s.triton_min_us
+
+
+def test_write_figures_replaces_only_the_triton_lines(tmp_path):
+    p = tmp_path / "spec.toml"
+    p.write_text('[model]\nmem_efficiency = 0.9\ntriton_min_us = { value = 1.0 }\n\n')
+    fit_triton.write_figures(str(p), ['triton_min_us = { value = 2.0 }'])
+    assert p.read_text() == '[model]\nmem_efficiency = 0.9\ntriton_min_us = { value = 2.0 }\n'

@@ -145,10 +145,21 @@ def errors(rows: list[dict], spec) -> dict:
     return out
 
 
+def write_figures(path: str, lines: list[str]) -> None:
+    """Replace the ``triton_*`` lines of the spec file ``path`` (its [model] section is the last) by ``lines``."""
+    with open(path) as f:
+        keep = [ln for ln in f.read().splitlines() if not ln.startswith("triton_")]
+    while keep and not keep[-1].strip():
+        keep.pop()
+    with open(path, "w") as f:
+        f.write("\n".join(keep + lines) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_triton")
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/triton_bench.jsonl")
+    ap.add_argument("--write", action="store_true", help="replace the triton_* lines of the GPU's calibrated spec")
     a = ap.parse_args(argv)
     path = a.sweep or os.path.join(RESULTS, a.gpu, "triton_bench.jsonl")
     if not os.path.exists(path):
@@ -163,8 +174,10 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, {env.get('command', 'triton_bench')} "
            f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_triton --gpu {a.gpu} "
            f"({len(rows)} kernels of {len(cases)} cases, gpusim.cost.triton)")
-    for k, v in figs.items():
-        print(figure_line(k, v, "measured", ref))
+    lines = [figure_line(k, v, "measured", ref) for k, v in figs.items()]
+    print("\n".join(lines))
+    if a.write:
+        write_figures(load_spec(calibrated_name(a.gpu)).path, lines)
     before, after = errors(rows, base), errors(rows, dataclasses.replace(base, **figs))
     for cls in sorted(before):
         print(f"# {cls:<11} n={len(before[cls]):3d}  median |error| {statistics.median(before[cls]):6.1f}% -> "
