@@ -35,10 +35,12 @@ from gpusim.lower.reductions import channels_last, persistent, row_numel
 
 #: heavy ops per output element of an aten op, as Inductor's Triton code computes it: a libdevice
 #: call or an IEEE division / square root each (a sigmoid is an exp and a division; a softmax an
-#: exp and a division per element; a layer norm's rsqrt is per row, so none per element)
+#: exp and a division per element; a layer norm's or RMS norm's rsqrt node is per row, counted on
+#: its own output). ``pow`` is none: Inductor lowers the integer powers models use (RMS norm's
+#: ``pow(2)``) to multiplications
 HEAVY_OPS = {
     "erf": 1, "erfc": 1, "tanh": 1, "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log1p": 1,
-    "sin": 1, "cos": 1, "pow": 1, "sqrt": 1, "rsqrt": 1, "div": 1, "reciprocal": 1, "sigmoid": 2,
+    "sin": 1, "cos": 1, "sqrt": 1, "rsqrt": 1, "div": 1, "reciprocal": 1, "sigmoid": 2,
     "silu": 2, "gelu": 1, "softplus": 2, "mish": 3, "elu": 1, "selu": 1, "logit": 2,
     "softmax": 2, "_softmax": 2, "log_softmax": 2, "_log_softmax": 2,
 }
