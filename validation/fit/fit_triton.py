@@ -107,16 +107,33 @@ def fit_stream(rows: list[dict], spec) -> dict:
             "triton_min_us": round(floor, 3)}
 
 
-def fit_rest(rows: list[dict], spec, figs: dict) -> dict:
-    """The looped-reduction efficiency, the heavy-op cycles and the chains' L2 rate, given the stream."""
-    eff, fixed = figs["triton_mem_efficiency"], figs["triton_fixed_us"]
-    out = {}
-    cyc = []
+def heavy_cycles(rows: list[dict], spec, eff: float, fixed: float) -> list[tuple[str, float, bool]]:
+    """Per heavy-op kernel: (case, SM cycles per heavy-op element, whether compute-bound: its time
+    past the fixed cost at least 1.15x its stream)."""
+    out = []
     for r in rows:
         if r["heavy"] and r["cls"] in ("math_heavy", "poi_math", "bcast"):
             body, mem = r["us"] - fixed, r["bytes"] / (eff * spec.bandwidth) * 1e6
-            if body > 1.15 * mem:
-                cyc.append(body * 1e-6 * spec.sm_count * spec.boost_clock_mhz * 1e6 / r["heavy"])
+            out.append((r["case"], body * 1e-6 * spec.sm_count * spec.boost_clock_mhz * 1e6 / r["heavy"],
+                        body > 1.15 * mem))
+    return out
+
+
+def chain_rates(rows: list[dict], spec, eff: float, fixed: float) -> list[tuple[str, float, float]]:
+    """Per chain consumer whose intermediate the L2 rule credits: (case, credited MB, GB/s reached)."""
+    out = []
+    for r in rows:
+        if r["cls"] == "chain" and r["stage"] == 1 and r["l2"] > 0:
+            left = r["us"] - fixed - (r["bytes"] - r["l2"]) / (eff * spec.bandwidth) * 1e6
+            out.append((r["case"], r["l2"] / 1e6, r["l2"] / max(left, 0.05) / 1e3))
+    return out
+
+
+def fit_rest(rows: list[dict], spec, figs: dict) -> dict:
+    """The heavy-op cycles, the looped-reduction efficiency and the chains' L2 rate, given the stream."""
+    eff, fixed = figs["triton_mem_efficiency"], figs["triton_fixed_us"]
+    out = {}
+    cyc = [c for _, c, bound in heavy_cycles(rows, spec, eff, fixed) if bound]
     if cyc:
         out["triton_op_cycles"] = round(statistics.median(cyc), 4)
     clock = spec.sm_count * spec.boost_clock_mhz * 1e6
@@ -126,11 +143,7 @@ def fit_rest(rows: list[dict], spec, figs: dict) -> dict:
            and r["heavy"] * out.get("triton_op_cycles", 0.0) / clock * 1e6 < 0.5 * (r["us"] - fixed)]
     if red:
         out["triton_red_efficiency"] = round(min(1.0, statistics.median(red)), 4)
-    l2 = []
-    for r in rows:
-        if r["cls"] == "chain" and r["stage"] == 1 and r["l2"] > 0:
-            left = r["us"] - fixed - (r["bytes"] - r["l2"]) / (eff * spec.bandwidth) * 1e6
-            l2.append(r["l2"] / max(left, 0.05) / 1e3)          # GB/s
+    l2 = [gbs for _, _, gbs in chain_rates(rows, spec, eff, fixed)]
     if l2:
         out["triton_l2_bandwidth_gbs"] = round(statistics.median(l2), 1)
     return out
@@ -182,6 +195,10 @@ def main(argv=None) -> int:
     for cls in sorted(before):
         print(f"# {cls:<11} n={len(before[cls]):3d}  median |error| {statistics.median(before[cls]):6.1f}% -> "
               f"{statistics.median(after[cls]):5.1f}%   max {max(before[cls]):6.1f}% -> {max(after[cls]):6.1f}%")
+    for case, c, bound in heavy_cycles(rows, base, figs["triton_mem_efficiency"], figs["triton_fixed_us"]):
+        print(f"# heavy ops  {case:<44} {c:7.3f} SM cycles per op-element{'' if bound else '  (memory-bound: not fitted)'}")
+    for case, mb, gbs in chain_rates(rows, base, figs["triton_mem_efficiency"], figs["triton_fixed_us"]):
+        print(f"# chain      {case:<44} {mb:7.1f} MB credited, read at {gbs:8.0f} GB/s")
     for u in unpaired:
         print(f"# unpaired: {u}")
     return 0 if not math.isnan(figs["triton_mem_efficiency"]) else 1
