@@ -124,6 +124,38 @@ def cublaslt_split_k(graph: OpGraph, n: str) -> bool:
     return g["k"] >= g["n"] and 2 ** 16 <= mn <= 2 ** 17
 
 
+#: cuBLAS's split-K for 16-bit products (:func:`cublas_split_k`): the least K it splits, and
+#: the share of the SMs the output tiles must leave idle
+SPLIT_K_MIN_K = 4096
+SPLIT_K_MAX_TILE_SHARE = 0.5
+
+
+def cublas_split_k(graph: OpGraph, n: str, spec) -> bool:
+    """Whether cuBLAS runs a 16-bit product as split-K, with a ``splitKreduce_kernel`` after
+    the GEMM that sums the K slices' fp32 partials into the output. The rule read off the
+    H100 profiler kernel lists of the generate records (validation/results/generate/
+    h100-2026-11-28c-host.jsonl: decode steps at 1 and 8 rows, prefills at 128-16384 rows of
+    Llama-3.2-1B, Qwen2-0.5B and Mistral-7B; every product of theirs on the rule's side):
+    a single product without a bias (no batch of matrices) whose output tiles (64 columns wide, rows in
+    tiles of the row count rounded up to a power of two between 8 and 64) cover at most
+    half the SMs, and whose K is at least 4096. So a decode step's down projection (K =
+    intermediate size) splits, and Mistral's attention projections (K = 4096) too; its
+    gate/up projections (224 tiles) do not, nor any prefill over 512 tokens. Checked on the
+    zoo's H200 eager records at 128 tokens: Llama-3.2-1B 16 of 16 and Qwen2-0.5B 24 of 24
+    reduces, Mistral-7B 8 of 12; products with a bias (OPT, Phi-1.5, Pythia: fc2 at K 4096-8192)
+    run none, hence no bias. cuBLAS also splits some biased K = 3072 products at 128 rows
+    (BERT, GPT-2: one reduce a layer) that this rule leaves out."""
+    a = graph.g.nodes[n]
+    g = a.get("gemm") or {}
+    if spec is None or a["dtype"] not in HALF_DTYPES or not g or g.get("b", 1) != 1:
+        return False
+    if g["k"] < SPLIT_K_MIN_K or gemm_variant(graph, n) != "gemm" or has_bias(graph, n):
+        return False
+    tile_m = min(64, max(8, 1 << max(0, int(g["m"]) - 1).bit_length()))
+    tiles = -(-int(g["m"]) // tile_m) * -(-int(g["n"]) // 64)
+    return tiles <= SPLIT_K_MAX_TILE_SHARE * spec.sm_count
+
+
 def attention_variant(graph: OpGraph, n: str, spec=None) -> str:
     """The attention kernel class, after the backend PyTorch picks on ``spec``'s GPU
     (:func:`gpusim.hw.arch.attention_backend`, the architecture table): fp32 runs the
@@ -157,7 +189,26 @@ def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # bool mask -> additive bias: three elementwise kernels over the mask
         ks += [Kernel((n,), "aten", role="aux", bytes=mb * (1 + DTYPE_BYTES.get(a["dtype"], 4)))
                for _ in range(3)]
-    return ks + [Kernel((n,), "library", variant=variant)]
+    return ks + [Kernel((n,), "library", variant=variant)] + library_epilogue(graph, n, spec, Kernel)
+
+
+def library_epilogue(graph: OpGraph, n: str, spec, Kernel) -> list:
+    """The kernels a library runs after its main kernel for node ``n``, eager and compiled
+    alike (Inductor calls the same cuBLAS and cuDNN entry points):
+    - cuDNN's attention at one query row splits the keys over blocks and sums the partial
+      rows in a second kernel (``cudnn::fusion::lean_reduction_kernel``: one per layer in
+      every decode step of the H100 generate records, 2026-11-28c, eager and in the static
+      cache's CUDA graph; the one exception, Mistral-7B at batch 8 over its 4096-token
+      sliding window, runs none);
+    - cuBLAS's split-K of a skinny product sums the K slices in ``splitKreduce_kernel``
+      (:func:`cublas_split_k`), reading the slices' fp32 partials, writing the output."""
+    a = graph.g.nodes[n]
+    if a["kind"] == "attention" and spec is not None and (a.get("sdpa") or {}).get("q_len") == 1 \
+            and attention_variant(graph, n, spec) in ("attention", "attention_mask"):
+        return [Kernel((n,), "library", role="aux", bytes=2.0 * float(a.get("bytes_written", 0.0)))]
+    if a["kind"] == "matmul" and cublas_split_k(graph, n, spec):
+        return [Kernel((n,), "library", role="aux", bytes=3.0 * float(a["bytes_written"]))]
+    return []
 
 
 def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
@@ -188,7 +239,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
             out = a["bytes_written"]
             return [Kernel((n,), "library", role="aux", bytes=out), main,
                     Kernel((n,), "library", role="aux", bytes=2.0 * out)]
-        return [main]
+        return [main] + library_epilogue(graph, n, spec, Kernel)
     if kind == "norm" and packet_name(a["op"]) in BATCH_NORM_TRAIN:
         return batch_norm_train_kernels(graph, n, Kernel)
     if kind == "norm" and is_eval_batch_norm(a["op"]):
@@ -253,4 +304,4 @@ LAYER_NORMS = ("layer_norm", "native_layer_norm")
 SCALAR_CONSTANTS = ("scalar_tensor", "lift_fresh", "lift_fresh_copy")
 
 
-__all__ = ["eager_kernels", "conv_info"]
+__all__ = ["eager_kernels", "conv_info", "library_epilogue"]

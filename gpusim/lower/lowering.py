@@ -29,7 +29,7 @@ import dataclasses
 
 from dataclasses import dataclass
 
-from gpusim.lower.dispatch import attention_variant, eager_kernels, gemm_variant
+from gpusim.lower.dispatch import attention_variant, eager_kernels, gemm_variant, library_epilogue
 from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
 from gpusim.graph.ops import packet_name
@@ -117,6 +117,7 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
                 v = gemm_variant(graph, n)
                 variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else variant
             out.append(Kernel((n,), "library", variant=variant))
+            out += library_epilogue(graph, n, spec, Kernel) if a["kind"] != "conv" else []
         users = [graph.g.nodes[s]["kind"] in GEMM_KINDS for s in graph.dataflow.successors(n)]
         if conv_has_bias(graph, n) and (not users or any(users)):
             # the bias Inductor peels off cuDNN: a kernel of its own where no Triton

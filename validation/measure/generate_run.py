@@ -13,13 +13,18 @@ Kinds of line:
   synchronised): ``wall_ms``; ``ttft_ms`` from calls with ``max_new_tokens=1``; ``token_ms``: the
   interval between consecutive logits-processor calls (one a token; generate syncs every token for
   its stopping criteria), median over the timed calls, token by token; peak allocated memory over one
-  call, and the bytes of the returned cache's tensors.
+  call, and the bytes of the returned cache's tensors. ``forward_host_ms``: the host time inside each
+  decode forward call (the compiled call for a static cache, ``self.__call__`` for eager; a wrapper
+  stamps entry and exit, no sync), median over the timed calls, token by token: the token interval less
+  this is generate's own per-token host work plus any wait for the GPU. ``profiled``: one more call of
+  ``--profile-new`` tokens under the profiler (CUDA activity): kernels per call by name, and their
+  count and device-time sum.
 - ``prefill``: one forward over the prompt with ``use_cache=True`` and ``logits_to_keep=1`` (as
   generate's first step), wall (median of 10) and its kernels (count and device-time sum).
 - ``decode_host``: one eager decode step (DynamicCache filled by a prefill of ``context`` tokens, the
   argmax read by the host; ``variant`` "bare": ids and cache only, "generate": also the attention mask,
   cache position and position ids that generate passes): unprofiled wall (median of 10), then one step under the profiler with CPU
-  and CUDA activities: kernels (count, device-time sum), module calls (a forward pre-hook), top-level
+  and CUDA activities: kernels (count, device-time sum, and by name), module calls (a forward pre-hook), top-level
   aten ops (no aten op among their CPU ancestors) and their CPU time, CUDA launch calls, and the 15
   CPU events with the most self time.
 """
@@ -53,7 +58,37 @@ def _cache_bytes(cache) -> int:
     return total
 
 
-def generate_case(model, batch, prompt, new, cache, reps, vocab) -> dict:
+def _timed_forward(model, sink: list):
+    """Wrap what generate calls for each decode forward so that each call's host time lands in
+    ``sink``: the compiled call (``get_compiled_call``) and the instance's ``__call__`` (generate
+    5.x reads ``self.__call__`` for its eager decode forward)."""
+    orig_get = model.get_compiled_call
+    plain = type(model).__call__
+
+    def stamp(fn):
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = fn(*args, **kwargs)
+            sink.append((t0, time.perf_counter()))
+            return out
+        return timed
+    model.get_compiled_call = lambda *a, **k: stamp(orig_get(*a, **k))
+    model.__call__ = stamp(lambda *a, **k: plain(model, *a, **k))
+
+    def undo():
+        del model.get_compiled_call
+        del model.__call__
+    return undo
+
+
+def _by_name(ks) -> dict:
+    out = {}
+    for e in ks:
+        out[e.name[:120]] = out.get(e.name[:120], 0) + 1
+    return out
+
+
+def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0) -> dict:
     from transformers import LogitsProcessor, LogitsProcessorList
 
     class Stamp(LogitsProcessor):
@@ -79,7 +114,7 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab) -> dict:
         for _ in range(2):
             call(new)
             call(1)
-        walls, ttfts, steps = [], [], []
+        walls, ttfts, steps, fwd = [], [], [], []
         for _ in range(reps):
             ttfts.append(call(1)[0])
             stamp = Stamp()
@@ -88,8 +123,27 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab) -> dict:
             walls.append(w)
             steps.append([(b - a) * 1e3 for a, b in zip(stamp.t, stamp.t[1:])])
         peak = torch.cuda.max_memory_allocated()
+        sink = []
+        undo = _timed_forward(model, sink)
+        try:
+            for _ in range(reps):
+                sink.clear()
+                call(new)
+                fwd.append([(b - a) * 1e3 for a, b in sink])
+        finally:
+            undo()
+        prof_row = {}
+        if profile_new:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                call(profile_new)
+            ks = _kernels(prof)
+            prof_row = {"profiled": {"new": profile_new, "kernel_count": len(ks),
+                                     "kernel_sum_us": round(sum(e.device_time for e in ks), 1),
+                                     "kernels": _by_name(ks)}}
     tokens = [round(statistics.median(col), 4) for col in zip(*steps)]
-    return {"kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
+    fwd_ms = [round(statistics.median(col), 4) for col in zip(*fwd)] if fwd and all(fwd) else []
+    return {**prof_row, "forward_host_ms": fwd_ms, "kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
             "mode": "compiled" if cache == "static" else "eager", "wall_ms": _med(walls), "ttft_ms": _med(ttfts),
             "token_ms": tokens, "peak_allocated_bytes": peak,
             "kv_cache_bytes": _cache_bytes(out.past_key_values),
@@ -124,7 +178,8 @@ def prefill_case(model, batch, prompt, vocab) -> dict:
             torch.cuda.synchronize()
     ks = _kernels(prof)
     return {"kind": "prefill", "batch": batch, "prompt": prompt, "wall_us": _med(walls),
-            "kernel_count": len(ks), "kernel_sum_us": round(sum(e.device_time for e in ks), 1)}
+            "kernel_count": len(ks), "kernel_sum_us": round(sum(e.device_time for e in ks), 1),
+            "kernels": _by_name(ks)}
 
 
 def _top_level_aten(events):
@@ -205,7 +260,7 @@ def decode_host_case(model, batch, context, vocab, variant: str = "bare") -> dic
     top_self = sorted(by_self.items(), key=lambda kv: -kv[1][1])[:15]
     return {"kind": "decode_host", "variant": variant, "batch": batch, "context": context, "cache_len_after": cache.get_seq_length(),
             "wall_us": _med(walls), "profiled_wall_us": round(prof_wall, 1), "kernel_count": len(ks),
-            "kernel_sum_us": round(sum(e.device_time for e in ks), 1), "module_calls": n_calls,
+            "kernel_sum_us": round(sum(e.device_time for e in ks), 1), "kernels": _by_name(ks), "module_calls": n_calls,
             "aten_top_level_ops": len(top), "aten_top_level_cpu_us": round(aten_cpu, 1), "cuda_launches": launches,
             "python_us_estimate": round(prof_wall - aten_cpu, 1),
             "top_self_cpu": [[k[:80], n, round(us, 1)] for k, (n, us) in top_self]}
@@ -224,6 +279,7 @@ def main(argv=None) -> int:
     ap.add_argument("--contexts", default="512,4096")
     ap.add_argument("--caches", default="dynamic,static")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--profile-new", type=int, default=8, help="generate: tokens of the one profiled call (0: none)")
     ap.add_argument("--variants", default="bare,generate", help="decode_host: the bare step, and with generate's kwargs")
     a = ap.parse_args(argv)
     from gpusim.models import zoo
@@ -244,7 +300,8 @@ def main(argv=None) -> int:
                     cases += [("prefill", lambda b=b, p=int(p): prefill_case(module, b, p, vocab))
                               for b in batches for p in a.prompts.split(",") if int(p) < maxpos]
                 if "generate" in what:
-                    cases += [("generate", lambda b=b, c=c: generate_case(module, b, a.prompt, a.new, c, a.reps, vocab))
+                    cases += [("generate", lambda b=b, c=c: generate_case(module, b, a.prompt, a.new, c, a.reps, vocab,
+                                                                                  a.profile_new))
                               for c in a.caches.split(",") for b in batches]
             if name in a.host_models.split(",") and "decode_host" in what:
                 cases += [("decode_host", lambda b=b, c=min(int(c), maxpos - 32), v=v: decode_host_case(module, b, c, vocab, v))
