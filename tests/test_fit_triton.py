@@ -18,14 +18,15 @@ from validation.measure.triton_cases import cases
 
 BASE = dataclasses.replace(load_spec("h100-sxm-calibrated"), **{k: None for k in TRITON_FIGURES})
 TRUE = dataclasses.replace(BASE, triton_mem_efficiency=0.85, triton_fixed_us=1.8, triton_min_us=2.2,
-                           triton_red_efficiency=0.6, triton_op_cycles=0.9, triton_l2_bandwidth_gbs=4000.0)
+                           triton_red_efficiency=0.6, triton_erf_cycles=0.9, triton_tanh_cycles=0.7,
+                           triton_exp_cycles=0.5, triton_sqrt_cycles=0.6, triton_div_cycles=0.8)
 
 
 def _subset():
     """A few cases of every class the fit reads (the sweep has ~90)."""
     cs, seen = [], {}
     for c in cases():
-        if seen.get(c["cls"], 0) < (6 if c["cls"] in ("poi", "chain") else 2) or (
+        if seen.get(c["cls"], 0) < (6 if c["cls"] in ("poi", "chain") else 10 if c["cls"] == "math_heavy" else 2) or (
                 c["cls"] == "red" and c["fn"] == "sum_rows" and seen["red"] < 4):
             seen[c["cls"]] = seen.get(c["cls"], 0) + 1
             cs.append(c)
@@ -55,7 +56,8 @@ def test_fit_recovers_the_figures_of_a_synthetic_sweep(tmp_path):
     figs = fit_triton.fit_stream(rows, BASE)
     figs.update(fit_triton.fit_rest(rows, BASE, figs))
     for k in TRITON_FIGURES:
-        assert figs[k] == pytest.approx(getattr(TRUE, k), rel=0.02), k
+        if k != "triton_l2_bandwidth_gbs":         # not fitted: the chains are too noisy
+            assert figs[k] == pytest.approx(getattr(TRUE, k), rel=0.02), k
 
 
 def test_without_figures_the_roofline_is_unchanged():
@@ -68,11 +70,11 @@ def test_without_figures_the_roofline_is_unchanged():
 def test_heavy_elements_count_libdevice_calls():
     x = torch.empty(1000, device="meta")
     g = gpusim.capture(lambda x: torch.sigmoid(torch.erf(x)) + 1, (x,))
-    assert heavy_elements(g, g.compute_nodes) == 3000          # erf 1 + sigmoid 2 (exp, division)
+    assert heavy_elements(g, g.compute_nodes) == {"erf": 1000, "tanh": 0, "exp": 1000, "sqrt": 0, "div": 0}
     bn = gpusim.capture(lambda x, m, v: torch.nn.functional.batch_norm(x, m, v, training=False),
                         (torch.empty(2, 4, 5, 5, device="meta"), torch.empty(4, device="meta"),
                          torch.empty(4, device="meta")))
-    assert heavy_elements(bn, bn.compute_nodes) == 2 * 200
+    assert heavy_elements(bn, bn.compute_nodes) == {"erf": 0, "tanh": 0, "exp": 0, "sqrt": 200, "div": 200}
 
 
 @settings(max_examples=25, deadline=None)
@@ -82,9 +84,9 @@ def test_law_monotone(n, l2, cycles):
     x = torch.empty(1 << n, device="meta", dtype=torch.bfloat16)
     g = gpusim.capture(lambda x: torch.tanh(x * 2) + x, (x,))
     k = Kernel(tuple(g.compute_nodes), "generated")
-    s = dataclasses.replace(TRUE, triton_l2_bandwidth_gbs=l2, triton_op_cycles=cycles)
+    s = dataclasses.replace(TRUE, triton_l2_bandwidth_gbs=l2, triton_tanh_cycles=cycles)
     assert estimate_kernel(g, k, dataclasses.replace(s, triton_l2_bandwidth_gbs=2 * l2)).us <= estimate_kernel(g, k, s).us
-    assert estimate_kernel(g, k, dataclasses.replace(s, triton_op_cycles=cycles / 2)).us <= estimate_kernel(g, k, s).us
+    assert estimate_kernel(g, k, dataclasses.replace(s, triton_tanh_cycles=cycles / 2)).us <= estimate_kernel(g, k, s).us
     assert estimate_kernel(g, k, s).us >= s.triton_min_us
 
 

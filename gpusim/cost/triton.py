@@ -14,8 +14,8 @@ the group roofline of :func:`gpusim.cost.roofline.estimate_group` with the figur
   copy's;
 * ``t_compute``: the larger of the FLOP roofline and the heavy ops' issue time: every element of
   a transcendental, division or square root (:data:`HEAVY_OPS`: Triton calls libdevice and, in
-  16-bit, computes in fp32) costs ``triton_op_cycles`` SM cycles, spread over the SMs at the boost
-  clock. An eval batch norm computes ``1 / sqrt(var + eps)`` per element (Inductor does not hoist
+  16-bit, computes in fp32) costs its class's ``triton_<class>_cycles`` SM cycles (erf, tanh, exp,
+  sqrt, div), spread over the SMs at the boost clock. An eval batch norm computes ``1 / sqrt(var + eps)`` per element (Inductor does not hoist
   it to the channels), so a CNN's BN + ReLU kernels are compute-bound on an H100.
 
 A GPU without the figures keeps the roofline (each missing figure falls back to the common one).
@@ -29,35 +29,48 @@ from dataclasses import replace
 from gpusim.cost.roofline import KernelEstimate, kernel_floor, register_pressure
 from gpusim.graph.opgraph import GEMM_KINDS, REDUCING_KINDS, OpGraph, group_io, main_shape, numel
 from gpusim.graph.ops import is_eval_batch_norm, packet_name
+from gpusim.hw.schema import TRITON_FIGURES
 from gpusim.lower.inductor import UNROLL_REDUCTION
 from gpusim.lower.legality import fusion_class
 from gpusim.lower.reductions import channels_last, persistent, row_numel
 
-#: heavy ops per output element of an aten op, as Inductor's Triton code computes it: a libdevice
-#: call or an IEEE division / square root each (a sigmoid is an exp and a division; a softmax an
-#: exp and a division per element; a layer norm's or RMS norm's rsqrt node is per row, counted on
-#: its own output). ``pow`` is none: Inductor lowers the integer powers models use (RMS norm's
-#: ``pow(2)``) to multiplications
+#: heavy ops per output element of an aten op, by class, as Inductor's Triton code computes it:
+#: libdevice's erf and tanh, an exponential-class call (exp, log, sin, cos; a sigmoid or SiLU is one
+#: exp and a fast division), an IEEE square root and an IEEE division. A softmax is an exp and a
+#: division per element; a layer norm's or RMS norm's rsqrt node is per row (counted on its own
+#: output). ``pow`` is none: Inductor lowers the integer powers models use (RMS norm's ``pow(2)``)
+#: to multiplications
+HEAVY_CLASSES = ("erf", "tanh", "exp", "sqrt", "div")
 HEAVY_OPS = {
-    "erf": 1, "erfc": 1, "tanh": 1, "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log1p": 1,
-    "sin": 1, "cos": 1, "sqrt": 1, "rsqrt": 1, "div": 1, "reciprocal": 1, "sigmoid": 2,
-    "silu": 2, "gelu": 1, "softplus": 2, "mish": 3, "elu": 1, "selu": 1, "logit": 2,
-    "softmax": 2, "_softmax": 2, "log_softmax": 2, "_log_softmax": 2,
+    **{op: {"erf": 1} for op in ("erf", "erfc", "gelu")},
+    "tanh": {"tanh": 1}, "mish": {"exp": 1, "tanh": 1},
+    **{op: {"exp": 1} for op in ("exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "sigmoid",
+                                 "silu", "softplus", "elu", "selu", "logit")},
+    **{op: {"sqrt": 1} for op in ("sqrt", "rsqrt")},
+    **{op: {"div": 1} for op in ("div", "reciprocal")},
+    **{op: {"exp": 1, "div": 1} for op in ("softmax", "_softmax", "log_softmax", "_log_softmax")},
 }
-#: an eval batch norm: a square root and a reciprocal per element
-BATCH_NORM_HEAVY = 2
+#: an eval batch norm: ``1 / sqrt(var + eps)`` per element
+BATCH_NORM_HEAVY = {"sqrt": 1, "div": 1}
 
 
-def heavy_elements(graph: OpGraph, members) -> float:
-    """Elements x heavy ops over the kernel's member nodes (:data:`HEAVY_OPS`)."""
-    total = 0.0
+def heavy_elements(graph: OpGraph, members) -> dict:
+    """Elements x heavy ops per class (:data:`HEAVY_OPS`) over the kernel's member nodes."""
+    total = dict.fromkeys(HEAVY_CLASSES, 0.0)
     for n in members:
         a = graph.g.nodes[n]
-        name = packet_name(a.get("op", ""))
-        k = BATCH_NORM_HEAVY if is_eval_batch_norm(a.get("op", "")) else HEAVY_OPS.get(name.rstrip("_"), 0)
-        if k:
-            total += k * numel(main_shape(a.get("shape")))
+        ops = BATCH_NORM_HEAVY if is_eval_batch_norm(a.get("op", "")) else \
+            HEAVY_OPS.get(packet_name(a.get("op", "")).rstrip("_"), {})
+        for c, k in ops.items():
+            total[c] += k * numel(main_shape(a.get("shape")))
     return total
+
+
+def heavy_us(graph: OpGraph, members, spec) -> float:
+    """The heavy ops' issue time: elements x ``triton_<class>_cycles`` over the SMs at the boost clock."""
+    cycles = sum(e * (getattr(spec, f"triton_{c}_cycles", None) or 0.0)
+                 for c, e in heavy_elements(graph, members).items())
+    return cycles / (spec.sm_count * spec.boost_clock_mhz * 1e6) * 1e6
 
 
 _NHWC: "weakref.WeakKeyDictionary[OpGraph, bool]" = weakref.WeakKeyDictionary()
@@ -76,8 +89,7 @@ def looped_reduction(graph: OpGraph, members, spec) -> bool:
 
 def has_triton_figures(spec) -> bool:
     """Whether ``spec`` carries any Triton figure (else the plain roofline prices the kernel)."""
-    return any(getattr(spec, f, None) for f in ("triton_mem_efficiency", "triton_fixed_us",
-                                                 "triton_l2_bandwidth_gbs", "triton_op_cycles"))
+    return any(getattr(spec, f, None) for f in TRITON_FIGURES)
 
 
 def triton_law(graph: OpGraph, kernel, spec, est: KernelEstimate, looped: bool) -> KernelEstimate:
@@ -89,10 +101,7 @@ def triton_law(graph: OpGraph, kernel, spec, est: KernelEstimate, looped: bool) 
     reads, writes = group_io(graph, list(kernel.ops))
     pressure = register_pressure(len(kernel.ops), len(reads) + len(writes))
     mem_us = (dram / (eff * spec.bandwidth) + est.bytes_read_l2 / l2_bw) * 1e6 * pressure
-    comp_us = est.compute_us
-    if spec.triton_op_cycles:
-        issue_s = heavy_elements(graph, kernel.ops) * spec.triton_op_cycles / (spec.sm_count * spec.boost_clock_mhz * 1e6)
-        comp_us = max(comp_us, issue_s * 1e6)
+    comp_us = max(est.compute_us, heavy_us(graph, kernel.ops, spec))
     nodes = [graph.g.nodes[n] for n in kernel.ops]
     floor = kernel_floor(nodes, spec)          # reductions and GEMM-like members keep theirs
     if not any(a["kind"] in REDUCING_KINDS or a["kind"] in GEMM_KINDS for a in nodes):

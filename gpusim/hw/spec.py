@@ -194,7 +194,11 @@ class GPUSpec:
     triton_fixed_us: float | None = None
     triton_min_us: float | None = None
     triton_l2_bandwidth_gbs: float | None = None  # reading an intermediate written by the kernels before
-    triton_op_cycles: float | None = None        # SM cycles per element of one heavy op
+    triton_erf_cycles: float | None = None       # SM cycles per element of one heavy op, by class
+    triton_tanh_cycles: float | None = None
+    triton_exp_cycles: float | None = None
+    triton_sqrt_cycles: float | None = None
+    triton_div_cycles: float | None = None
     # steady-state wall of a full stream over its profiled kernel sum (gaps between
     # kernels, clocks under sustained load); None: the kernel sum (factor 1)
     stream_busy_factor: float | None = None
