@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from gpusim.cost.laws import LAWS, LawInput, aux_law, neutral
 from gpusim.cost.roofline import CostOptions, KernelEstimate, estimate_group
+from gpusim.cost.triton import has_triton_figures, looped_reduction, triton_law
 from gpusim.graph.opgraph import GEMM_KINDS, HALF_DTYPES, OpGraph
 from gpusim.graph.ops import packet_name
 
@@ -109,6 +110,9 @@ def estimate_kernel_forward_law(graph: OpGraph, kernel, spec,
     if kernel.role == "aux":
         return aux_law(graph, kernel, spec)
     est = estimate_group(graph, kernel.ops, spec, opts)
+    if not aten and kernel.role == "main" and has_triton_figures(spec):
+        # Inductor's Triton kernels (and a partition's fused groups, which run through it)
+        return triton_law(graph, kernel, spec, est, looped_reduction(graph, kernel.ops, spec))
     if not kernel.variant:
         return est
     # GEMM-like kernels keep the library floor; the rest the common one

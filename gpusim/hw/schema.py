@@ -134,6 +134,17 @@ FRACTIONS += BROAD_FIGURES[:4]
 BN_EVAL_FIGURES = ("bn_plane_cycles", "bn_plane_element_cycles", "bn_nhwc_image_cycles",
                    "bn_nhwc_min_us", "bn_cl_min_us")
 OPTIONAL_MODEL += BN_EVAL_FIGURES
+#: Inductor's Triton kernels (gpusim.cost.triton), fitted by validation/fit/fit_triton.py on one GPU's
+#: triton_bench sweep (validation/results/<gpu>/triton_bench.jsonl): the stream's fraction of the
+#: bandwidth (pointwise and persistent kernels; looped reductions apart), the fixed cost and floor,
+#: the rate at which a kernel reads an intermediate the kernels before it wrote (GB/s: the L2 credit
+#: as the sweep's producer -> consumer chains see it) and SM cycles per element of one heavy op by
+#: class (erf, tanh, exp, sqrt, div: gpusim.cost.triton.HEAVY_OPS); a GPU without them prices Triton kernels by the roofline
+TRITON_FIGURES = ("triton_mem_efficiency", "triton_red_efficiency", "triton_fixed_us", "triton_min_us",
+                  "triton_l2_bandwidth_gbs", "triton_erf_cycles", "triton_tanh_cycles", "triton_exp_cycles",
+                  "triton_sqrt_cycles", "triton_div_cycles")
+OPTIONAL_MODEL += TRITON_FIGURES
+FRACTIONS += ("triton_mem_efficiency", "triton_red_efficiency")
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")

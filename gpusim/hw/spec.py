@@ -188,6 +188,17 @@ class GPUSpec:
     attention_min_us: float | None = None
     attention_tile_q: int | None = None
     attention_tile_kv: int | None = None
+    # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)
+    triton_mem_efficiency: float | None = None   # pointwise / persistent streams, of DRAM bandwidth
+    triton_red_efficiency: float | None = None   # looped reductions (triton_red_), of DRAM bandwidth
+    triton_fixed_us: float | None = None
+    triton_min_us: float | None = None
+    triton_l2_bandwidth_gbs: float | None = None  # reading an intermediate written by the kernels before
+    triton_erf_cycles: float | None = None       # SM cycles per element of one heavy op, by class
+    triton_tanh_cycles: float | None = None
+    triton_exp_cycles: float | None = None
+    triton_sqrt_cycles: float | None = None
+    triton_div_cycles: float | None = None
     # steady-state wall of a full stream over its profiled kernel sum (gaps between
     # kernels, clocks under sustained load); None: the kernel sum (factor 1)
     stream_busy_factor: float | None = None

@@ -1,0 +1,86 @@
+"""Inductor's Triton kernels over a size sweep: the data the compiled-kernel cost law is fitted on.
+
+``python3 -m validation.measure.triton_bench --out FILE.jsonl [--budget-s 220] [--reps 10] [--only CLS,..]``
+
+Each case of :func:`validation.measure.triton_cases.cases` (pointwise, many-input pointwise,
+16-bit transcendental math, persistent, looped and outer reductions) is compiled with
+``torch.compile(dynamic=False)`` after ``torch._dynamo.reset()``, warmed up (the compile and
+autotuning happen there), then profiled: ``reps`` calls in one profiler session, L2 flushed (a 2x
+L2 write) and the GPU synchronised before each call, median device time per kernel over the calls
+that launched the modal number of kernels (:func:`validation.measure.timing.profile_call`, as the
+zoo's compiled records). Output: JSONL, an environment line (``kind: environment``) then one line
+per case (``kind: triton_case``: case, class, function, shapes, dtype, kernels [{name, us}]),
+flushed after each case; cases stop starting once ``--budget-s`` seconds have passed (the rest are
+listed as ``not_reached`` in a last ``kind: summary`` line), so a run cut short still returns data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from validation.measure import timing as measure
+from validation.measure.triton_cases import FUNCS, cases, make_inputs
+
+
+def run_case(case: dict, reps: int, device: str = "cuda") -> dict:
+    """Compile, warm up and profile one case; the record (``failed``: the error, one line)."""
+    torch._dynamo.reset()
+    rec = dict(case, kind="triton_case")
+    try:
+        fn = torch.compile(FUNCS[case["fn"]], dynamic=False)
+        args = make_inputs(case, device)
+        t0 = time.time()
+        fn(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        rec["compile_s"] = round(time.time() - t0, 2)
+        prof = measure.profile_call(fn, args, flush=device == "cuda", reps=reps, warmup=3, host=False)
+        rec.update({k: prof[k] for k in ("kernels", "per_call_kernel_count", "kernel_count", "kernel_sum_us",
+                                          "split")})
+    except Exception as e:  # noqa: BLE001 - one failed case must not end the sweep
+        rec["failed"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSONL file to write")
+    ap.add_argument("--budget-s", type=float, default=220.0, help="start no case after this many seconds")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--only", default="", help="comma-separated classes (poi,poi_inputs,poi_math,per,red,red_outer)")
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the sweep's code (no kernels recorded)")
+    a = ap.parse_args(argv)
+    if a.device == "cuda":
+        measure.require_cuda()
+    todo = [c for c in cases() if not a.only or c["cls"] in a.only.split(",")]
+    t_start = time.time()
+    done, not_reached = 0, []
+    with open(a.out, "w") as f:
+        env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
+               "command": "python3 -m validation.measure.triton_bench "
+               + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[2].strip()}
+        f.write(json.dumps(env) + "\n")
+        f.flush()
+        for case in todo:
+            if time.time() - t_start > a.budget_s:
+                not_reached.append(case["case"])
+                continue
+            rec = run_case(case, a.reps, a.device)
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            done += 1
+            ks = " ".join("%s=%.1f" % (k["name"][:40], k["us"]) for k in rec.get("kernels") or [])
+            print(f"{case['case']:<40} {rec.get('failed') or ks}  ({time.time() - t_start:.0f}s)", flush=True)
+        f.write(json.dumps({"kind": "summary", "done": done, "not_reached": not_reached,
+                            "elapsed_s": round(time.time() - t_start, 1)}) + "\n")
+    print(f"triton_bench: {done} cases, {len(not_reached)} not reached, {time.time() - t_start:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
