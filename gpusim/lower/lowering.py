@@ -118,7 +118,7 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
                 v = gemm_variant(graph, n)
                 variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else variant
             out.append(Kernel((n,), "library", variant=variant))
-            out += library_epilogue(graph, n, spec, Kernel) if a["kind"] != "conv" else []
+            out += library_epilogue(graph, n, spec, Kernel)
         users = [graph.g.nodes[s]["kind"] in GEMM_KINDS for s in graph.dataflow.successors(n)]
         if conv_has_bias(graph, n) and (not users or any(users)):
             # the bias Inductor peels off cuDNN: a kernel of its own where no Triton

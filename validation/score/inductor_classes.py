@@ -86,15 +86,26 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def record_set_args(prog: str) -> argparse.ArgumentParser:
+    """The arguments of the scorers of compiled zoo records (this module's and
+    :mod:`validation.score.triton_time`): the results folder, the GPU, the record set."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    ap = argparse.ArgumentParser(prog="python3 -m validation.score.inductor_classes")
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--results", default=os.path.join(root, "validation", "results"))
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--set", default="both", choices=("holdout", "zoo", "both"))
-    a = ap.parse_args(argv)
+    return ap
+
+
+def record_sets(choice: str) -> tuple[str, ...]:
+    """The record sets ``--set`` names (``both``: held-out, then zoo)."""
+    return ("holdout", "zoo") if choice == "both" else (choice,)
+
+
+def main(argv=None) -> int:
+    a = record_set_args("python3 -m validation.score.inductor_classes").parse_args(argv)
     spec = load_spec(calibrated_name(a.gpu))
-    for s in (("holdout", "zoo") if a.set == "both" else (a.set,)):
+    for s in record_sets(a.set):
         print(f"\n{a.gpu} {s}: compiled kernels by class, measured / predicted\n")
         print(markdown(class_rows(load_zoo_records(a.results, a.gpu, s), spec)))
     return 0

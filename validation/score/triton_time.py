@@ -15,9 +15,7 @@ measured / predicted by sub-class over the paired kernels (time-weighted: sum ov
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import sys
 
@@ -30,7 +28,7 @@ from gpusim.lower.legality import fusion_class
 from gpusim.lower.reductions import channels_last, persistent, row_numel
 from gpusim.predict.pipeline import lower
 from validation.records.store import load_zoo_records, record_graph
-from validation.score.inductor_classes import measured_class
+from validation.score.inductor_classes import measured_class, record_set_args, record_sets
 
 TRANSCENDENTAL = ("erf", "tanh", "exp", "sigmoid", "silu", "gelu", "log", "pow", "rsqrt", "sqrt", "sin", "cos",
                   "softplus", "mish", "elu", "hardswish")
@@ -111,18 +109,14 @@ def ratio_table(pairs: list[dict]) -> list[tuple[str, int, float, float, float]]
 
 
 def main(argv=None) -> int:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    ap = argparse.ArgumentParser(prog="python3 -m validation.score.triton_time")
-    ap.add_argument("--results", default=os.path.join(root, "validation", "results"))
-    ap.add_argument("--gpu", default="h100")
-    ap.add_argument("--set", default="both", choices=("holdout", "zoo", "both"))
+    ap = record_set_args("python3 -m validation.score.triton_time")
     ap.add_argument("--pairs", help="write the paired kernels here (JSONL)")
     a = ap.parse_args(argv)
     spec = load_spec(calibrated_name(a.gpu))
     all_pairs, ratios = [], []
     print("| model | family | " + " | ".join(f"{c} meas/pred us" for c in TRITON) + " | Triton ratio |")
     print("|---|---|" + "---|" * (len(TRITON) + 1))
-    for s in (("holdout", "zoo") if a.set == "both" else (a.set,)):
+    for s in record_sets(a.set):
         for rec in load_zoo_records(a.results, a.gpu, s):
             if rec["run"] != "compiled":
                 continue
