@@ -258,7 +258,7 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, mod
     lower, cost and simulate it on ``spec``. ``same``: the calls of one function under this
     name whose arguments have one :func:`~gpusim.predict.reuse.signature` trace to one graph,
     so the first capture serves them all (renamed: the graph is shared, not copied).
-    ``module``: the decoder ``fn`` runs, whose repeated layers may be captured at 1, 2 and 3
+    ``module``: the decoder ``fn`` runs, whose repeated layers may be captured at 2, 3 and 4
     of them and extended (:mod:`gpusim.predict.repeated`; the same graph, checked)."""
     if key not in graphs:
         a = args() if same is not None else None

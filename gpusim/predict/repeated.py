@@ -1,5 +1,5 @@
-"""A decoder of L identical layers, captured at 1, 2 and 3 of them and extended to L: the graph
-a capture of all L layers gives, checked, at a tenth of its tracing.
+"""A decoder of L identical layers, captured at 2, 3 and 4 of them (:data:`SMALL`) and extended
+to L: the graph a capture of all L layers gives, checked, at a tenth of its tracing.
 
 Capture's cost is per traced op (the tracer's dispatch, ~0.5 ms an op), so a 32-layer 7B model
 costs 32 layers of it per capture, and ``generate`` captures it six times. Its layers are one
@@ -8,18 +8,18 @@ class with one config: each adds the same ops, named by the same rules, one peri
 **The rule.** Every string in the graph (node names, the names an attribute refers to, input
 labels, the tracer's placeholder names, the ``meta`` lists and maps) is read as text with
 integers in it (``linear_7``, ``model.layers.3.mlp.up_proj.weight``, ``in12``; a name FX left
-without a counter reads as counter 0). Going from k to k+1 layers, the 1- to 2-layer pair
+without a counter reads as counter 0). Going from k to k+1 layers, the 2- to 3-layer pair
 shows (a) which runs of records (nodes, list entries) a layer inserts, each a repeat of the run
 just before it, and (b) how much each integer of every other record moves (0 before the layer,
 a layer's worth after it). The step k -> k+1 applies the same moves and inserts the same runs,
 each integer moved as it moved from the previous repeat; integer ``meta`` counts are affine in
 k. Numbers (shapes, bytes, FLOPs) must be the same in every repeat.
 
-**The check.** The rule learnt from 1 -> 2 layers must give the 3-layer capture exactly (every
+**The check.** The rule learnt from 2 -> 3 layers must give the 4-layer capture exactly (every
 node, attribute, edge and its order, every ``meta`` entry); only then is it applied up to L.
 Anything else (a layer that differs, a count that is not affine, a name the rule misreads)
-answers None and the caller captures all L layers. What no check at 3 layers can see, code that
-asks how many layers there are and acts on it past 3, is excluded by asking for layers of one
+answers None and the caller captures all L layers. What no check at 4 layers can see, code that
+asks how many layers there are and acts on it past 4, is excluded by asking for layers of one
 class, one parameter layout and one layer type (``config.layer_types``).
 
 **Another call of the same function** (``generate``'s step at its second context) whose capture
