@@ -18,7 +18,10 @@ Kinds of line:
   stamps entry and exit, no sync), median over the timed calls, token by token: the token interval less
   this is generate's own per-token host work plus any wait for the GPU. ``profiled``: one more call of
   ``--profile-new`` tokens under the profiler (CUDA activity): kernels per call by name, and their
-  count and device-time sum.
+  count and device-time sum; ``kernel_us`` (device time by name) and ``kernel_seq`` (every kernel in
+  start order, ``[index into kernel_names, µs]``); with ``--cpu-profile`` also CPU activity: ``cpu_self``
+  (the 40 CPU event names with the most self time) and ``cpu_span_us``. ``allocator_delta``: the caching
+  allocator's counters (device mallocs and frees, retries, segments) over one more unprofiled call.
 - ``prefill``: one forward over the prompt with ``use_cache=True`` and ``logits_to_keep=1`` (as
   generate's first step), wall (median of 10) and its kernels (count and device-time sum).
 - ``decode_host``: one eager decode step (DynamicCache filled by a prefill of ``context`` tokens, the
@@ -88,7 +91,40 @@ def _by_name(ks) -> dict:
     return out
 
 
-def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0) -> dict:
+ALLOC_STATS = ("num_alloc_retries", "num_device_alloc", "num_device_free", "segment.all.allocated",
+               "segment.all.freed", "allocation.all.allocated")
+
+
+def _kernel_detail(ks) -> dict:
+    """Device time by kernel name, and every kernel in start order as ``[name index, µs]`` over a
+    name table (so one decode step's kernels can be matched one by one with a prediction)."""
+    ks = sorted(ks, key=lambda e: e.time_range.start)
+    names, seq, us = {}, [], {}
+    for e in ks:
+        n = e.name[:120]
+        seq.append([names.setdefault(n, len(names)), round(e.device_time, 2)])
+        us[n] = round(us.get(n, 0.0) + e.device_time, 2)
+    return {"kernel_us": us, "kernel_names": list(names), "kernel_seq": seq}
+
+
+def _cpu_self(events, top: int = 40) -> dict:
+    """The host side of the profiled call: the ``top`` CPU event names by self time ``[name, count,
+    self µs]``, and the profiled call's CPU span."""
+    by, lo, hi = {}, None, None
+    for e in events:
+        if e.device_type != torch.autograd.DeviceType.CPU:
+            continue
+        c = by.setdefault(e.name[:80], [0, 0.0])
+        c[0] += 1
+        c[1] += e.self_cpu_time_total
+        lo = e.time_range.start if lo is None else min(lo, e.time_range.start)
+        hi = e.time_range.end if hi is None else max(hi, e.time_range.end)
+    rows = sorted(by.items(), key=lambda kv: -kv[1][1])[:top]
+    return {"cpu_self": [[k, n, round(u, 1)] for k, (n, u) in rows],
+            "cpu_span_us": round((hi - lo) if lo is not None else 0.0, 1)}
+
+
+def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, cpu_profile=False) -> dict:
     from transformers import LogitsProcessor, LogitsProcessorList
 
     class Stamp(LogitsProcessor):
@@ -132,20 +168,26 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0) 
                 fwd.append([(b - a) * 1e3 for a, b in sink])
         finally:
             undo()
+        before = torch.cuda.memory_stats()
+        call(new)
+        after = torch.cuda.memory_stats()
+        alloc = {k: after.get(k, 0) - before.get(k, 0) for k in ALLOC_STATS}
         prof_row = {}
         if profile_new:
             from torch.profiler import ProfilerActivity, profile
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if cpu_profile else [])
+            with profile(activities=acts) as prof:
                 call(profile_new)
             ks = _kernels(prof)
             prof_row = {"profiled": {"new": profile_new, "kernel_count": len(ks),
                                      "kernel_sum_us": round(sum(e.device_time for e in ks), 1),
-                                     "kernels": _by_name(ks)}}
+                                     "kernels": _by_name(ks), **_kernel_detail(ks),
+                                     **(_cpu_self(prof.events()) if cpu_profile else {})}}
     tokens = [round(statistics.median(col), 4) for col in zip(*steps)]
     fwd_ms = [round(statistics.median(col), 4) for col in zip(*fwd)] if fwd and all(fwd) else []
     return {**prof_row, "forward_host_ms": fwd_ms, "kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
             "mode": "compiled" if cache == "static" else "eager", "wall_ms": _med(walls), "ttft_ms": _med(ttfts),
-            "token_ms": tokens, "peak_allocated_bytes": peak,
+            "token_ms": tokens, "peak_allocated_bytes": peak, "allocator_delta": alloc,
             "kv_cache_bytes": _cache_bytes(out.past_key_values),
             "cache_class": type(out.past_key_values).__name__,
             "generated_tokens": int(out.sequences.shape[1] - prompt)}
@@ -280,6 +322,8 @@ def main(argv=None) -> int:
     ap.add_argument("--caches", default="dynamic,static")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--profile-new", type=int, default=8, help="generate: tokens of the one profiled call (0: none)")
+    ap.add_argument("--cpu-profile", action="store_true",
+                    help="generate: the profiled call also records CPU activity (self time by op)")
     ap.add_argument("--variants", default="bare,generate", help="decode_host: the bare step, and with generate's kwargs")
     a = ap.parse_args(argv)
     from gpusim.models import zoo
@@ -301,7 +345,7 @@ def main(argv=None) -> int:
                               for b in batches for p in a.prompts.split(",") if int(p) < maxpos]
                 if "generate" in what:
                     cases += [("generate", lambda b=b, c=c: generate_case(module, b, a.prompt, a.new, c, a.reps, vocab,
-                                                                                  a.profile_new))
+                                                                                  a.profile_new, a.cpu_profile))
                               for c in a.caches.split(",") for b in batches]
             if name in a.host_models.split(",") and "decode_host" in what:
                 cases += [("decode_host", lambda b=b, c=min(int(c), maxpos - 32), v=v: decode_host_case(module, b, c, vocab, v))
