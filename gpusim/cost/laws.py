@@ -217,15 +217,33 @@ def conv_stem(x: LawInput) -> KernelEstimate:
     return x.retimed(x.est.mem_us, comp, spec.conv_min_us or x.floor)
 
 
+#: rows (the product's M, batch dims folded in) up to which a 16-bit GEMM streams its weight: the
+#: skinny sweep's fitted range (validation/fit/fit_skinny.py MAX_ROWS); from 128 rows its kernels
+#: are tiled for compute and run up to 19% slower than the stream law
+STREAM_ROWS = 32
+
+
+def streams_weights(a: dict) -> bool:
+    """A product of at most :data:`STREAM_ROWS` rows: a decode step's projections."""
+    g = a.get("gemm") or {}
+    return bool(g) and g.get("b", 1) * g.get("m", STREAM_ROWS + 1) <= STREAM_ROWS
+
+
 @law("gemm", "align1", "align2", "gemv", "gemm_lt")
 def gemm(x: LawInput) -> KernelEstimate:
-    """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``; misaligned 16-bit GEMMs
+    """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``, or for 16-bit GEMMs where
+    the GPU has the skinny sweep's figures and the product has at most STREAM_ROWS rows,
+    ``gemm_stream_us`` + bytes at ``gemm_stream_efficiency`` (weights streamed back to back, as a
+    decode step reads them); misaligned 16-bit GEMMs
     (align1/align2) at ``matmul_align{1,2}_efficiency`` of the unit's peak; fp32 gemv streams the
     weight at ``gemv_fp32_efficiency`` (no output tiles to quantise); fp32 cuBLASLt without split-K;
     floors ``gemm_eager_min_us`` (fitted on 16-bit GEMMs, shared by fp32 gemv) and ``conv_min_us``
     for a 1x1 conv run as a GEMM (densenet121's smallest align2 kernels, 7.5 us)."""
     a, spec, v = x.a, x.spec, x.kernel.variant
     mem = x.est.mem_us * spec.mem_efficiency / (spec.gemm_mem_efficiency or spec.mem_efficiency)
+    if (spec.gemm_stream_efficiency and a["dtype"] in HALF_DTYPES and v in ("gemm", "gemm_lt")
+            and a["kind"] != "conv" and streams_weights(a)):
+        mem = (spec.gemm_stream_us or 0.0) + x.est.mem_us * spec.mem_efficiency / spec.gemm_stream_efficiency
     comp = x.est.compute_us
     unit = unit_for(a["kind"], a["dtype"], spec, x.opts)
     eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency

@@ -80,6 +80,12 @@ class SpecError(GpusimError):
 # no CPU issues work inside a CUDA graph replay, so it stays in the GPU spec.
 LEASE_MODEL = ("stream_busy_factor",)
 OPTIONAL_MODEL += LEASE_MODEL
+#: skinny GEMMs as a decode step streams its weights (validation/fit/fit_skinny.py on
+#: validation/results/<gpu>/skinny_gemm.jsonl): a GPU with that sweep has them; without them
+#: the gemm law streams at gemm_mem_efficiency (the dispatch sweep's, measured after an L2 flush)
+STREAM_FIGURES = ("gemm_stream_us", "gemm_stream_efficiency")
+OPTIONAL_MODEL += STREAM_FIGURES
+FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",
                    "weight_transform_us", "layer_norm_row_ns", "layer_norm_row_ns_16bit")

@@ -181,6 +181,10 @@ class GPUSpec:
     matmul_align2_efficiency: float | None = None  # 16-bit GEMM with even but unaligned N/K
     gemm_eager_min_us: float | None = None      # floor of eager cuBLAS GEMMs
     gemm_mem_efficiency: float | None = None    # skinny eager GEMMs: weight stream, of bandwidth
+    # skinny 16-bit cuBLAS GEMMs streaming weights back to back (no L2 flush): the stream's fixed
+    # time (µs, on top of kernel_fixed_us) and its rate, of bandwidth; None: gemm_mem_efficiency
+    gemm_stream_us: float | None = None
+    gemm_stream_efficiency: float | None = None
     gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
     # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
     attention_efficiency: float | None = None

@@ -1,0 +1,148 @@
+"""The weight-streaming law of skinny 16-bit GEMMs, fitted on the skinny sweep
+(``validation.measure.skinny_gemm``): ``t = kernel_fixed_us + gemm_stream_us + bytes /
+(gemm_stream_efficiency x bandwidth)`` for cuBLAS's main kernel (its split-K reduce is a kernel of
+its own, priced by :func:`gpusim.lower.dispatch.library_epilogue`'s class).
+
+Fitted by least squares on the aligned, unbiased products of at most 32 rows whose weight is at
+least 8 MB (below that the kernels sit on cuBLAS's floor, ``gemm_eager_min_us``). Printed: the fit,
+its error on the fitted points, leave-one-shape-out (each weight shape's points predicted by the
+law fitted without them), and the points not fitted (128 rows, biased products, small weights).
+
+    python3 -m validation.fit.fit_skinny [--gpu h200] [--write]
+
+``--write`` puts the two figures, with the sweep's provenance, into the GPU's calibrated spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import numpy as np
+
+from gpusim.hw.spec import calibrated_name, load_spec
+from validation.fit.fit_triton import RESULTS
+
+FIGURES = ("gemm_stream_us", "gemm_stream_efficiency")
+MIN_WEIGHT = 8e6
+MAX_ROWS = 32
+
+
+def read(path: str) -> tuple[dict, list[dict]]:
+    env, rows = {}, []
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("kind") == "environment":
+            env = r
+        elif r.get("kind") == "skinny_gemm" and "failed" not in r:
+            rows.append(r)
+    return env, rows
+
+
+def point(r: dict) -> dict | None:
+    """The case's main kernel time and bytes; None for a misaligned product (cuBLAS's gemv and
+    align classes, not this law's)."""
+    if r["N"] % 8 or r["K"] % 8:
+        return None
+    main = [k["us"] for k in r["kernels"] if "splitkreduce" not in k["name"].lower()]
+    nbytes = 2 * (r["M"] * r["K"] + r["N"] * r["K"] + r["M"] * r["N"] + (r["N"] if r["bias"] else 0))
+    return {"shape": (r["N"], r["K"]), "M": r["M"], "bias": r["bias"], "weight": r["weight_bytes"],
+            "bytes": nbytes, "us": sum(main)}
+
+
+def fitted(p: dict) -> bool:
+    return p["M"] <= MAX_ROWS and not p["bias"] and p["weight"] >= MIN_WEIGHT
+
+
+def fit(points: list[dict]) -> tuple[float, float]:
+    """``(intercept µs, rate bytes/µs)`` of ``us = intercept + bytes / rate``."""
+    x = np.array([p["bytes"] for p in points], dtype=float)
+    y = np.array([p["us"] for p in points], dtype=float)
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept), float(1.0 / slope)
+
+
+def predict(p: dict, intercept: float, rate: float, floor: float) -> float:
+    return max(intercept + p["bytes"] / rate, floor)
+
+
+def err(ps, intercept, rate, floor) -> list[float]:
+    return [abs(predict(p, intercept, rate, floor) / p["us"] - 1) * 100 for p in ps]
+
+
+def report(points: list[dict], spec) -> tuple[float, float, list[str]]:
+    fit_on = [p for p in points if fitted(p)]
+    intercept, rate = fit(fit_on)
+    floor = spec.gemm_eager_min_us or 0.0
+    lines = [f"fit on {len(fit_on)} points: {intercept:.2f} us + bytes at {rate / 1e3:.0f} GB/s "
+             f"({rate * 1e6 / spec.bandwidth:.3f} of {spec.bandwidth / 1e9:.0f} GB/s)",
+             f"  error on the fitted points: median {statistics.median(err(fit_on, intercept, rate, floor)):.1f}%"]
+    loo = []
+    for shape in sorted({p["shape"] for p in fit_on}):
+        rest = [p for p in fit_on if p["shape"] != shape]
+        i2, r2 = fit(rest)
+        loo += err([p for p in fit_on if p["shape"] == shape], i2, r2, floor)
+    lines.append(f"  leave one weight shape out: median {statistics.median(loo):.1f}%, max {max(loo):.1f}%")
+    old = spec.gemm_mem_efficiency
+    for name, sel in (("128 rows", lambda p: p["M"] == 128 and p["weight"] >= MIN_WEIGHT),
+                      ("biased", lambda p: p["bias"]),
+                      ("weights under 8 MB", lambda p: p["weight"] < MIN_WEIGHT and p["M"] <= MAX_ROWS)):
+        ps = [p for p in points if sel(p)]
+        if ps:
+            e = err(ps, intercept, rate, floor)
+            lines.append(f"  not fitted, {name} ({len(ps)}): median {statistics.median(e):.1f}%, max {max(e):.1f}%")
+    if old:
+        e_old = [abs(max(spec.kernel_fixed_us + p["bytes"] / (old * spec.bandwidth) * 1e6, floor) / p["us"] - 1) * 100
+                 for p in fit_on]
+        lines.append(f"  the dispatch sweep's gemm_mem_efficiency {old} (L2 flushed) on the same points: "
+                     f"median {statistics.median(e_old):.1f}%")
+    return intercept, rate, lines
+
+
+def write(path: str, lines: list[str]) -> None:
+    with open(path) as f:
+        keep = [ln for ln in f.read().splitlines() if not ln.startswith(FIGURES)]
+    while keep and not keep[-1].strip():
+        keep.pop()
+    with open(path, "w") as f:
+        f.write("\n".join(keep + lines) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_skinny")
+    ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/skinny_gemm.jsonl")
+    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
+    a = ap.parse_args(argv)
+    path = a.sweep or os.path.join(RESULTS, a.gpu, "skinny_gemm.jsonl")
+    if not os.path.exists(path):
+        print(f"fit_skinny: no sweep {path}: run python3 -m validation.measure.skinny_gemm --out {path} on the GPU",
+              file=sys.stderr)
+        return 2
+    env, rows = read(path)
+    points = [p for p in map(point, rows) if p is not None]
+    name = calibrated_name(a.gpu)
+    spec = load_spec(name)
+    intercept, rate, lines = report(points, spec)
+    print("\n".join(lines))
+    stream_us = max(0.0, intercept - spec.kernel_fixed_us)
+    eff = rate * 1e6 / spec.bandwidth
+    ref = (f"{env.get('gpu', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.skinny_gemm "
+           f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_skinny --gpu {a.gpu} "
+           f"({sum(fitted(p) for p in points)} products, <= {MAX_ROWS} rows, weights >= 8 MB; "
+           f"intercept {intercept:.2f} us less kernel_fixed_us)")
+    figs = [f'gemm_stream_us = {{ value = {stream_us:.3f}, source = "measured", ref = "{ref}" }}',
+            f'gemm_stream_efficiency = {{ value = {eff:.4f}, source = "measured", ref = "{ref}" }}']
+    if a.write:
+        write(spec.path, figs)
+        print(f"wrote {', '.join(FIGURES)} into {os.path.relpath(spec.path)}")
+    else:
+        print("\n".join(figs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
