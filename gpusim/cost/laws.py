@@ -20,6 +20,7 @@ from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attenti
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
 from gpusim.graph.opgraph import HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
+from gpusim.lower.dispatch import cublas_split_k
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,8 @@ def gemm(x: LawInput) -> KernelEstimate:
     """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``, or for 16-bit GEMMs where
     the GPU has the skinny sweep's figures and the product has at most STREAM_ROWS rows,
     ``gemm_stream_us`` + bytes at ``gemm_stream_efficiency`` (weights streamed back to back, as a
-    decode step reads them); misaligned 16-bit GEMMs
+    decode step reads them), at least ``gemm_stream_k_us`` + K x ``gemm_stream_k_ns`` when cuBLAS
+    does not split K (each output tile streams its K columns in turn); misaligned 16-bit GEMMs
     (align1/align2) at ``matmul_align{1,2}_efficiency`` of the unit's peak; fp32 gemv streams the
     weight at ``gemv_fp32_efficiency`` (no output tiles to quantise); fp32 cuBLASLt without split-K;
     floors ``gemm_eager_min_us`` (fitted on 16-bit GEMMs, shared by fp32 gemv) and ``conv_min_us``
@@ -244,6 +246,9 @@ def gemm(x: LawInput) -> KernelEstimate:
     if (spec.gemm_stream_efficiency and a["dtype"] in HALF_DTYPES and v in ("gemm", "gemm_lt")
             and a["kind"] != "conv" and streams_weights(a)):
         mem = (spec.gemm_stream_us or 0.0) + x.est.mem_us * spec.mem_efficiency / spec.gemm_stream_efficiency
+        if spec.gemm_stream_k_ns and not cublas_split_k(x.graph, x.kernel.ops[0], spec):
+            mem = max(mem, (spec.gemm_stream_k_us or 0.0) + a["gemm"]["k"] * spec.gemm_stream_k_ns * 1e-3
+                      - spec.kernel_fixed_us)
     comp = x.est.compute_us
     unit = unit_for(a["kind"], a["dtype"], spec, x.opts)
     eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency

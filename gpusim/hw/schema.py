@@ -83,7 +83,7 @@ OPTIONAL_MODEL += LEASE_MODEL
 #: skinny GEMMs as a decode step streams its weights (validation/fit/fit_skinny.py on
 #: validation/results/<gpu>/skinny_gemm.jsonl): a GPU with that sweep has them; without them
 #: the gemm law streams at gemm_mem_efficiency (the dispatch sweep's, measured after an L2 flush)
-STREAM_FIGURES = ("gemm_stream_us", "gemm_stream_efficiency")
+STREAM_FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 OPTIONAL_MODEL += STREAM_FIGURES
 FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",

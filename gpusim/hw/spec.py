@@ -185,6 +185,10 @@ class GPUSpec:
     # time (µs, on top of kernel_fixed_us) and its rate, of bandwidth; None: gemm_mem_efficiency
     gemm_stream_us: float | None = None
     gemm_stream_efficiency: float | None = None
+    # ... and its floor for a product cuBLAS does not split: each output tile streams its K
+    # columns serially, gemm_stream_k_us + K x gemm_stream_k_ns
+    gemm_stream_k_us: float | None = None
+    gemm_stream_k_ns: float | None = None
     gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
     # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
     attention_efficiency: float | None = None
