@@ -384,10 +384,30 @@ def conv_has_bias(graph: OpGraph, n: str) -> bool:
     return a["kind"] == "conv" and len(a["reads"]) >= 3
 
 
+#: ``pad_mm.is_mm_compute_bound``: arithmetic intensity above ``0.5 x`` the machine balance,
+#: where torch's balance takes a tensor-core figure twice the dense peak (its datasheet table
+#: lists Hopper's bf16/fp16 TOPS *with sparsity*: 1979 for the H100, ``device_info.py``). The
+#: gate is therefore the dense balance (peak / bandwidth) x ``PAD_MM_BALANCE``. Measured (H100
+#: compiled records, bf16): OPUS-MT's LM head (384 x 512 x 58101, intensity 219) is left
+#: unpadded (cuBLAS align1, 285 us), BART's (1024 x 768 x 50265, 435) and GPT-2's (4096 x 768
+#: x 50257, 639) are padded: the gate lies between 219 and 435 (dense balance 295; half of it,
+#: 148, would pad OPUS-MT). H200: BART and GPT-2 padded (gate <= 435; dense balance 206).
+PAD_MM_BALANCE = 1.0
+
+
+def mm_compute_bound(m: int, k: int, n: int, dtype: str, spec) -> bool:
+    """Whether Inductor's ``pad_mm`` counts an ``m x k @ k x n`` product as compute-bound
+    on ``spec`` (only those are benchmarked padded against unpadded): intensity
+    ``mnk / (mk + kn + mn)`` above :data:`PAD_MM_BALANCE` x the dense machine balance."""
+    unit = "bf16_tc" if dtype == "bfloat16" else "fp16_tc" if dtype == "float16" else "fp32"
+    balance = spec.peak_flops(unit) / (spec.bandwidth_gbs * 1e9)
+    return m * n * k / (m * k + n * k + m * n) > PAD_MM_BALANCE * balance
+
+
 def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
     """Bytes of each operand ``pad_mm`` pads for matmul ``n``: a dimension not a multiple
-    of 8 (16-bit) or 4 (fp32) elements, on a GEMM compute-bound on ``spec`` (arithmetic
-    intensity above half the machine balance). Inductor then benchmarks padded against
+    of 8 (16-bit) or 4 (fp32) elements, on a GEMM compute-bound on ``spec``
+    (:func:`mm_compute_bound`). Inductor then benchmarks padded against
     unpadded and keeps the padding only if it is 1.1x faster (:func:`gpusim.lower.lowering.realize`
     asks the cost model the same question)."""
     a = graph.g.nodes[n]
@@ -399,9 +419,7 @@ def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
     bad = [d for d in (m, k, nn) if align and d % align and d != 1]
     if not bad:
         return []
-    unit = "bf16_tc" if a["dtype"] == "bfloat16" else "fp16_tc" if a["dtype"] == "float16" else "fp32"
-    balance = spec.peak_flops(unit) / (spec.bandwidth_gbs * 1e9)
-    if m * nn * k / (m * k + nn * k + m * nn) <= 0.5 * balance:
+    if not mm_compute_bound(m, k, nn, a["dtype"], spec):
         return []
     size = 2 if a["dtype"] in HALF_DTYPES else 4
     out = []
