@@ -34,7 +34,7 @@ import heapq
 
 import networkx as nx
 
-from gpusim.graph.opgraph import GEMM_KINDS, HALF_DTYPES, OpGraph, main_shape, numel
+from gpusim.graph.opgraph import GEMM_KINDS, OpGraph, main_shape, numel
 from gpusim.lower.legality import domain, fusion_class
 from gpusim.graph.ops import WINDOW_POOLS, packet_name
 from gpusim.lower.reductions import channels_last, reduction_split
@@ -382,52 +382,6 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = 
 def conv_has_bias(graph: OpGraph, n: str) -> bool:
     a = graph.g.nodes[n]
     return a["kind"] == "conv" and len(a["reads"]) >= 3
-
-
-#: ``pad_mm.is_mm_compute_bound``: arithmetic intensity above ``0.5 x`` the machine balance,
-#: where torch's balance takes a tensor-core figure twice the dense peak (its datasheet table
-#: lists Hopper's bf16/fp16 TOPS *with sparsity*: 1979 for the H100, ``device_info.py``). The
-#: gate is therefore the dense balance (peak / bandwidth) x ``PAD_MM_BALANCE``. Measured (H100
-#: compiled records, bf16): OPUS-MT's LM head (384 x 512 x 58101, intensity 219) is left
-#: unpadded (cuBLAS align1, 285 us), BART's (1024 x 768 x 50265, 435) and GPT-2's (4096 x 768
-#: x 50257, 639) are padded: the gate lies between 219 and 435 (dense balance 295; half of it,
-#: 148, would pad OPUS-MT). H200: BART and GPT-2 padded (gate <= 435; dense balance 206).
-PAD_MM_BALANCE = 1.0
-
-
-def mm_compute_bound(m: int, k: int, n: int, dtype: str, spec) -> bool:
-    """Whether Inductor's ``pad_mm`` counts an ``m x k @ k x n`` product as compute-bound
-    on ``spec`` (only those are benchmarked padded against unpadded): intensity
-    ``mnk / (mk + kn + mn)`` above :data:`PAD_MM_BALANCE` x the dense machine balance."""
-    unit = "bf16_tc" if dtype == "bfloat16" else "fp16_tc" if dtype == "float16" else "fp32"
-    balance = spec.peak_flops(unit) / (spec.bandwidth_gbs * 1e9)
-    return m * n * k / (m * k + n * k + m * n) > PAD_MM_BALANCE * balance
-
-
-def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
-    """Bytes of each operand ``pad_mm`` pads for matmul ``n``: a dimension not a multiple
-    of 8 (16-bit) or 4 (fp32) elements, on a GEMM compute-bound on ``spec``
-    (:func:`mm_compute_bound`). Inductor then benchmarks padded against
-    unpadded and keeps the padding only if it is 1.1x faster (:func:`gpusim.lower.lowering.realize`
-    asks the cost model the same question)."""
-    a = graph.g.nodes[n]
-    gm = a.get("gemm")
-    if a["kind"] != "matmul" or not gm or spec is None:
-        return []
-    align = 8 if a["dtype"] in HALF_DTYPES else 4 if a["dtype"] == "float32" else 0
-    m, k, nn, b = gm["m"], gm["k"], gm["n"], gm.get("b", 1)
-    bad = [d for d in (m, k, nn) if align and d % align and d != 1]
-    if not bad:
-        return []
-    if not mm_compute_bound(m, k, nn, a["dtype"], spec):
-        return []
-    size = 2 if a["dtype"] in HALF_DTYPES else 4
-    out = []
-    if m % align or k % align:
-        out.append(2.0 * b * m * k * size)           # read and write the activation
-    if k % align or nn % align:
-        out.append(2.0 * b * k * nn * size)          # the weight, every call
-    return out
 
 
 # ------------------------------------------------------------------ training norms

@@ -34,11 +34,12 @@ from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
 from gpusim.graph.ops import packet_name
 from gpusim.lower.inductor import (REGION_VIEWS, conv_has_bias, decompose_norms, inductor_groups,
-                                   pad_mm_operands, read_region, split_reduction)
+                                   read_region, split_reduction)
 from gpusim.lower.legality import check_partition, fusion_class
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
 from gpusim.lower.layout import inductor_layout_opt
+from gpusim.lower.pad_mm import pad_mm_operands
 from gpusim.lower.sdpa_bias import bias_kernels
 
 #: kernel class of a GEMM Inductor leaves to cuBLAS (``extern_kernels.mm/addmm/bmm``)
