@@ -18,16 +18,20 @@ from gpusim.graph.opgraph import HALF_DTYPES, OpGraph
 #: unpadded (cuBLAS align1, 285 us), BART's (1024 x 768 x 50265, 435) and GPT-2's (4096 x 768
 #: x 50257, 639) are padded: the gate lies between 219 and 435 (dense balance 295; half of it,
 #: 148, would pad OPUS-MT). H200: BART and GPT-2 padded (gate <= 435; dense balance 206).
+#: fp32 keeps torch's half (that table's fp32 figure is the dense one; no fp32 record pads).
 PAD_MM_BALANCE = 1.0
+PAD_MM_BALANCE_FP32 = 0.5
 
 
 def mm_compute_bound(m: int, k: int, n: int, dtype: str, spec) -> bool:
     """Whether Inductor's ``pad_mm`` counts an ``m x k @ k x n`` product as compute-bound
     on ``spec`` (only those are benchmarked padded against unpadded): intensity
-    ``mnk / (mk + kn + mn)`` above :data:`PAD_MM_BALANCE` x the dense machine balance."""
+    ``mnk / (mk + kn + mn)`` above :data:`PAD_MM_BALANCE` (fp32: :data:`PAD_MM_BALANCE_FP32`)
+    x the dense machine balance."""
     unit = "bf16_tc" if dtype == "bfloat16" else "fp16_tc" if dtype == "float16" else "fp32"
     balance = spec.peak_flops(unit) / (spec.bandwidth_gbs * 1e9)
-    return m * n * k / (m * k + n * k + m * n) > PAD_MM_BALANCE * balance
+    factor = PAD_MM_BALANCE if dtype in HALF_DTYPES else PAD_MM_BALANCE_FP32
+    return m * n * k / (m * k + n * k + m * n) > factor * balance
 
 
 def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
