@@ -34,7 +34,7 @@ import heapq
 
 import networkx as nx
 
-from gpusim.graph.opgraph import GEMM_KINDS, HALF_DTYPES, OpGraph, main_shape, numel
+from gpusim.graph.opgraph import GEMM_KINDS, OpGraph, main_shape, numel
 from gpusim.lower.legality import domain, fusion_class
 from gpusim.graph.ops import WINDOW_POOLS, packet_name
 from gpusim.lower.reductions import channels_last, reduction_split
@@ -382,34 +382,6 @@ def _fuse(graph, groups: dict, sig: dict, owner: dict, cls: dict, stored: set = 
 def conv_has_bias(graph: OpGraph, n: str) -> bool:
     a = graph.g.nodes[n]
     return a["kind"] == "conv" and len(a["reads"]) >= 3
-
-
-def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
-    """Bytes of each operand ``pad_mm`` pads for matmul ``n``: a dimension not a multiple
-    of 8 (16-bit) or 4 (fp32) elements, on a GEMM compute-bound on ``spec`` (arithmetic
-    intensity above half the machine balance). Inductor then benchmarks padded against
-    unpadded and keeps the padding only if it is 1.1x faster (:func:`gpusim.lower.lowering.realize`
-    asks the cost model the same question)."""
-    a = graph.g.nodes[n]
-    gm = a.get("gemm")
-    if a["kind"] != "matmul" or not gm or spec is None:
-        return []
-    align = 8 if a["dtype"] in HALF_DTYPES else 4 if a["dtype"] == "float32" else 0
-    m, k, nn, b = gm["m"], gm["k"], gm["n"], gm.get("b", 1)
-    bad = [d for d in (m, k, nn) if align and d % align and d != 1]
-    if not bad:
-        return []
-    unit = "bf16_tc" if a["dtype"] == "bfloat16" else "fp16_tc" if a["dtype"] == "float16" else "fp32"
-    balance = spec.peak_flops(unit) / (spec.bandwidth_gbs * 1e9)
-    if m * nn * k / (m * k + nn * k + m * nn) <= 0.5 * balance:
-        return []
-    size = 2 if a["dtype"] in HALF_DTYPES else 4
-    out = []
-    if m % align or k % align:
-        out.append(2.0 * b * m * k * size)           # read and write the activation
-    if k % align or nn % align:
-        out.append(2.0 * b * k * nn * size)          # the weight, every call
-    return out
 
 
 # ------------------------------------------------------------------ training norms

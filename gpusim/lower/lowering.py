@@ -34,12 +34,16 @@ from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
 from gpusim.graph.ops import packet_name
 from gpusim.lower.inductor import (REGION_VIEWS, conv_has_bias, decompose_norms, inductor_groups,
-                                   pad_mm_operands, read_region, split_reduction)
+                                   read_region, split_reduction)
 from gpusim.lower.legality import check_partition, fusion_class
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
 from gpusim.lower.layout import inductor_layout_opt
+from gpusim.lower.pad_mm import pad_mm_operands
 from gpusim.lower.sdpa_bias import bias_kernels
+
+#: kernel class of a GEMM Inductor leaves to cuBLAS (``extern_kernels.mm/addmm/bmm``)
+EXTERN_MM = "extern_mm"
 
 @dataclass(frozen=True)
 class Kernel:
@@ -97,7 +101,8 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
         # Convolutions and attention keep their eager kernel classes (the same cuDNN
         # kernels run; compiled ResNet records). Inductor's mm calls stream skinny weights
         # faster than eager's linear (llama7b-small records: 2.8 vs 2.2 TB/s): the plain
-        # calibrated model prices them, padded or not (see padding())
+        # calibrated model prices them, padded or not (see padding()), at cuBLAS's floor
+        # (class EXTERN_MM, gpusim.cost.laws.extern_mm)
         a = graph.g.nodes[n]
         pads = padding(graph, n, spec, price)
         out += (inductor_layout_copies(graph, n) if layout_opt else []) + pads
@@ -116,7 +121,9 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
                 # H200 qkv, linear_relu_layernorm and transformer_block fp32 records run
                 # eager's kernels at eager's times, also where Inductor unfuses the bias)
                 v = gemm_variant(graph, n)
-                variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else variant
+                variant = v if v in ("align1", "align2", "gemv", "gemm_lt") else EXTERN_MM
+            elif a["kind"] == "matmul":
+                variant = EXTERN_MM
             out.append(Kernel((n,), "library", variant=variant))
             out += library_epilogue(graph, n, spec, Kernel)
         users = [graph.g.nodes[s]["kind"] in GEMM_KINDS for s in graph.dataflow.successors(n)]
@@ -187,8 +194,8 @@ def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
         raise ValueError(f"node {n}: pad_mm's choice needs the cost model; pass price= "
                          "(gpusim.cost.kernel.kernel_us) with spec=")
     v = gemm_variant(graph, n)
-    unpadded = price(graph, Kernel((n,), "library", variant=v if v in ("align1", "align2") else ""), spec)
-    padded = price(graph, Kernel((n,), "library"), spec) + sum(price(graph, k, spec) for k in pads)
+    unpadded = price(graph, Kernel((n,), "library", variant=v if v in ("align1", "align2") else EXTERN_MM), spec)
+    padded = price(graph, Kernel((n,), "library", variant=EXTERN_MM), spec) + sum(price(graph, k, spec) for k in pads)
     return pads if unpadded > 1.1 * padded else []
 
 

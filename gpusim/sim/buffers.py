@@ -426,9 +426,22 @@ def _python_holds(graph: OpGraph, kid: dict, root: dict, touch: dict, end: int) 
             touch[r].append(last)
 
 
+PADDING_STRIDE_THRESHOLD, PADDING_ALIGNMENT_BYTES = 1024, 128   # Inductor's config.padding_*
+
+
+def padded_rows(attrs: dict) -> bool:
+    """Whether Inductor's comprehensive padding (``Layout._pad_strides``) pads this node's row
+    stride: above the threshold and not a multiple of the alignment (58101 -> 58112)."""
+    shape, align = attrs.get("shape") or (), PADDING_ALIGNMENT_BYTES // DTYPE_BYTES.get(attrs.get("dtype"), 4)
+    return len(shape) >= 2 and isinstance(shape[-1], int) and shape[-1] > PADDING_STRIDE_THRESHOLD \
+        and shape[-1] % align != 0
+
+
 def _inductor_inplace(low, bufs: dict, root: dict, loads: dict) -> None:
     """Inductor writes a generated kernel's output into an input buffer that dies in that
-    kernel, when size and dtype match: the output then owns that buffer."""
+    kernel, when size and dtype match: the output then owns that buffer. Not a graph output with
+    padded rows (:func:`padded_rows`: eager's row stride, not its input's padded one): H100 OPUS-MT's
+    and BART's logits + ``final_logits_bias`` keep their own block (OPUS-MT measured 87 MiB: both)."""
     g = low.graph.g
     by_first: dict[int, list[str]] = {}
     for r, b in bufs.items():
@@ -441,6 +454,8 @@ def _inductor_inplace(low, bufs: dict, root: dict, loads: dict) -> None:
                  and not bufs[r].keep and bufs[r].first < i and bufs[r].alias_of is None]
         for out in by_first[i]:
             b = bufs[out]
+            if b.keep and padded_rows(g.nodes[out]):
+                continue
             for d in dying:
                 if bufs[d].size == b.size and g.nodes[d].get("dtype") == g.nodes[out].get("dtype"):
                     b.alias_of = d          # reuses d's block: no new allocation
