@@ -230,6 +230,23 @@ def streams_weights(a: dict) -> bool:
     return bool(g) and g.get("b", 1) * g.get("m", STREAM_ROWS + 1) <= STREAM_ROWS
 
 
+def weight_stream_us(x: LawInput) -> float | None:
+    """The memory time of a 16-bit cuBLAS product of at most :data:`STREAM_ROWS` rows on a GPU
+    with the skinny sweep's figures: ``gemm_stream_us`` + bytes at ``gemm_stream_efficiency``,
+    at least ``gemm_stream_k_us`` + K x ``gemm_stream_k_ns`` (less the kernel's fixed time) when
+    cuBLAS does not split K; None where the law does not apply. Eager's linear and Inductor's
+    ``extern_kernels.mm`` call the same cuBLAS kernels."""
+    a, spec = x.a, x.spec
+    if not (spec.gemm_stream_efficiency and a["dtype"] in HALF_DTYPES and a["kind"] == "matmul"
+            and streams_weights(a)):
+        return None
+    mem = (spec.gemm_stream_us or 0.0) + x.est.mem_us * spec.mem_efficiency / spec.gemm_stream_efficiency
+    if spec.gemm_stream_k_ns and not cublas_split_k(x.graph, x.kernel.ops[0], spec):
+        mem = max(mem, (spec.gemm_stream_k_us or 0.0) + a["gemm"]["k"] * spec.gemm_stream_k_ns * 1e-3
+                  - spec.kernel_fixed_us)
+    return mem
+
+
 @law("gemm", "align1", "align2", "gemv", "gemm_lt")
 def gemm(x: LawInput) -> KernelEstimate:
     """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``, or for 16-bit GEMMs where
@@ -243,12 +260,9 @@ def gemm(x: LawInput) -> KernelEstimate:
     for a 1x1 conv run as a GEMM (densenet121's smallest align2 kernels, 7.5 us)."""
     a, spec, v = x.a, x.spec, x.kernel.variant
     mem = x.est.mem_us * spec.mem_efficiency / (spec.gemm_mem_efficiency or spec.mem_efficiency)
-    if (spec.gemm_stream_efficiency and a["dtype"] in HALF_DTYPES and v in ("gemm", "gemm_lt")
-            and a["kind"] != "conv" and streams_weights(a)):
-        mem = (spec.gemm_stream_us or 0.0) + x.est.mem_us * spec.mem_efficiency / spec.gemm_stream_efficiency
-        if spec.gemm_stream_k_ns and not cublas_split_k(x.graph, x.kernel.ops[0], spec):
-            mem = max(mem, (spec.gemm_stream_k_us or 0.0) + a["gemm"]["k"] * spec.gemm_stream_k_ns * 1e-3
-                      - spec.kernel_fixed_us)
+    stream = weight_stream_us(x) if v in ("gemm", "gemm_lt") else None
+    if stream is not None:
+        mem = stream
     comp = x.est.compute_us
     unit = unit_for(a["kind"], a["dtype"], spec, x.opts)
     eff = spec.matmul_align1_efficiency if v == "align1" else spec.matmul_align2_efficiency
@@ -275,9 +289,11 @@ def extern_mm(x: LawInput) -> KernelEstimate:
     as in eager (H100 held-out OPUS-MT, 96 GEMMs: 477 us in both records), and 16-bit
     compiled GEMMs priced under 3 us by the calibrated ``gemm_min_us`` floor (an 8x128 mm)
     measured 1.45x their prediction (43 H100 zoo kernels, median 3.94 us; 0.87x with this
-    floor)."""
+    floor). A skinny product streams its weight as eager's does (:func:`weight_stream_us`)."""
     half = x.a["dtype"] in HALF_DTYPES and x.a["kind"] == "matmul"
-    return x.retimed(x.est.mem_us, x.est.compute_us, (x.spec.gemm_eager_min_us if half else None) or x.floor)
+    stream = weight_stream_us(x)
+    return x.retimed(x.est.mem_us if stream is None else stream, x.est.compute_us,
+                     (x.spec.gemm_eager_min_us if half else None) or x.floor)
 
 
 @law("attention_fp32")
