@@ -197,36 +197,50 @@ def encode(x) -> _Rec:
 
 
 def decode(r: _Rec):
-    """The structure back: its key's compiled builder, given the rendered strings."""
-    spec, texts = r.key
-    code, consts = _builder(spec)
-    strings, k = [], 0
-    for t in texts:
-        n = len(t) - 1
-        strings.append(_render(t, r.nums[k:k + n]))
-        k += n
-    return eval(code, {"__builtins__": {"list": list}}, {"s": strings, "c": consts})  # noqa: S307 - our own source
+    """The structure back: its key's compiled builder, given the integers."""
+    return _decoder(r.key)(r.nums)
+
+
+def _string_source(t: tuple, k: int) -> str:
+    """Source of :func:`_render` of text ``t`` whose integers are ``n[k:]``: the parts joined,
+    and where the text can end in ``_0`` as an identifier (its last part empty after an
+    underscore), that suffix cut when the last integer is 0 (a name FX left without a counter)."""
+    parts = [repr(t[0])] if t[0] else []
+    for j, p in enumerate(t[1:]):
+        parts.append(f"str(n[{k + j}])")
+        if p:
+            parts.append(repr(p))
+    expr = " + ".join(parts) or "''"
+    if len(t) > 1 and t[-1] == "" and t[-2].endswith("_") and _IDENT.fullmatch("0".join(t)):
+        return f"(({expr})[:-2] if n[{k + len(t) - 2}] == 0 else {expr})"
+    return f"({expr})"
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _builder(spec):
-    """Python source that builds a structure of ``spec`` (strings ``s[i]``, values ``c[j]``),
-    compiled once per spec: decoding thousands of records is then one ``eval`` each."""
-    consts, count = [], [0]
+def _decoder(key):
+    """A function of a record's integers that builds its structure (strings rendered inline,
+    values ``c[j]``), compiled once per key: decoding thousands of records is then one call each."""
+    spec, texts = key
+    consts, strings, count = [], [], [0]
+    k = 0
+    for t in texts:
+        strings.append(_string_source(t, k))
+        k += len(t) - 1
 
     def src(x) -> str:
         if x == "s":
             count[0] += 1
-            return f"s[{count[0] - 1}]"
+            return strings[count[0] - 1]
         if x[0] == "v":
             consts.append(x[2])
             return f"list(c[{len(consts) - 1}])" if x[1] == "list" else f"c[{len(consts) - 1}]"
         if x[0] == "d":
-            return "{" + ", ".join(f"{src(k)}: {src(v)}" for k, v in x[1]) + "}"
+            return "{" + ", ".join(f"{src(a)}: {src(v)}" for a, v in x[1]) + "}"
         items = [src(v) for v in x[1]]
         return "[" + ", ".join(items) + "]" if x[0] == "l" else "(" + "".join(i + ", " for i in items) + ")"
     text = src(spec)
-    return compile(text, "<record>", "eval"), tuple(consts)
+    return eval(f"lambda n: {text}", {"__builtins__": {"list": list, "str": str},  # noqa: S307 - our own source
+                                       "c": tuple(consts)})
 
 
 # -- a sequence of records, one layer longer each step ----------------------------------------
