@@ -100,8 +100,9 @@ def narrow_model(name: str, dtype=torch.bfloat16):
     return cpu, meta
 
 
-def run_loop(model, batch, prompt, new, reps: int, keep_out: bool) -> dict:
-    """generate_case's loop on the CPU under the tracker; the last ``call(new)``'s figures."""
+def run_loop(model, batch, prompt, new, reps: int, keep_out: bool, warmups: int = 2) -> dict:
+    """generate_case's loop on the CPU under the tracker (``warmups`` warm-up pairs); the last
+    ``call(new)``'s figures."""
     tr = StorageTracker()
     def enter(m, a, kw):
         ids = kw.get("input_ids", a[0] if a else None)
@@ -118,7 +119,7 @@ def run_loop(model, batch, prompt, new, reps: int, keep_out: bool) -> dict:
             def call(n):
                 return model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
                                       return_dict_in_generate=True, **kw)
-            for _ in range(2):
+            for _ in range(warmups):
                 call(new)
                 call(1)
             out = None
