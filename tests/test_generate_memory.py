@@ -49,8 +49,19 @@ def test_predicted_peak_is_the_real_peak(runs):
     # within 1%: generate's tail runs after the forward has freed its activations, and stacking
     # it on the prefill's peak (as before) read 3.5% high here
     _, clean, r = runs
-    act = r.peak_bytes - r.weights_bytes - r.parts["prefill"].memory.workspace_bytes
+    pm = r.parts["prefill"].memory      # weights, cuBLAS's workspace and the allocator's blocks aside
+    act = r.peak_bytes - r.weights_bytes - pm.workspace_bytes - pm.resident_overhead_bytes
     assert act == pytest.approx(clean["peak_bytes"], rel=0.01)
+
+
+def test_peak_counts_the_allocators_blocks_of_the_weights(runs):
+    # at the prefill's peak (the call's) the prediction is what gpusim predict's memory says the
+    # prefill needs resident: weights and inputs through the caching allocator (rounding, whole
+    # blocks), cuBLAS's workspace, activations; max_memory_allocated counts those blocks
+    r = runs[2]
+    pm = r.parts["prefill"].memory
+    assert pm.resident_overhead_bytes > 0
+    assert r.peak_bytes == pm.total_bytes
 
 
 def test_loop_as_recorded_holds_the_previous_result(runs):

@@ -19,7 +19,8 @@ Per loop: the tracked bytes live when the measured call starts (``held_bytes``),
 (``peak_bytes``, absolute and above the start), the op that reaches it and the phase (``prefill``,
 ``decode``: inside the model's forward, else ``generate``); and gpusim's prediction of the same
 call (``gpusim.generate`` on the same config, on meta): activation peak = ``peak_bytes`` less
-weights and the BLAS workspace, and the unrounded live-tensor peak of its parts.
+weights, the BLAS workspace and the allocator's blocks of the resident tensors (the prefill's
+``resident_overhead_bytes``), and the unrounded live-tensor peak of its parts.
 
     python3 -m validation.measure.cpu_liveness --model hf:llama-3.2-1b [--batch 8 --prompt 512 --new 128]
 """
@@ -146,9 +147,9 @@ def predicted(meta, batch, prompt, new, gpu: str) -> dict:
     r = generate(meta, batch=batch, prompt=prompt, new=new, gpu=gpu)
     pre, tail = r.parts["prefill"], r.parts["tail"]
     step = list(r.parts["steps"].values())[-1]
-    ws = pre.memory.workspace_bytes
+    ws, over = pre.memory.workspace_bytes, pre.memory.resident_overhead_bytes
     return {"peak_bytes": r.peak_bytes, "weights_bytes": r.weights_bytes, "workspace_bytes": ws,
-            "activation_peak_bytes": r.peak_bytes - r.weights_bytes - ws, "kv_cache_bytes": r.kv_cache_bytes,
+            "activation_peak_bytes": r.peak_bytes - r.weights_bytes - ws - over, "kv_cache_bytes": r.kv_cache_bytes,
             "prefill_inputs_plus_peak": pre.memory.inputs_bytes + pre.memory.peak_bytes,
             "prefill_inputs_plus_live": pre.memory.inputs_bytes + pre.memory.live_bytes,
             "prefill_peak_ops": list(pre.memory.peak_ops),
