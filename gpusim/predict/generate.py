@@ -32,13 +32,21 @@ sync: the host waits for the GPU before the next step. So a token takes
 wait, which is what the simulation of the two in sequence gives when the tail's only sync
 is its last op (:func:`token_us`).
 
-**Memory.** Weights plus the larger of the prefill's (its activations and the cache it
-fills, returned so that it stays alive; a static cache is resident from the start) and the
+**Memory.** Weights plus the largest of the prefill's (its activations and the cache it
+fills, returned so that it stays alive; a static cache is resident from the start), the
 last decode step's (its resident cache and inputs, and its activation peak: a
 ``DynamicCache`` step's ``cat`` replaces each layer's tensors and eager frees the old ones
-then, which capture records as released inputs, :mod:`gpusim.sim.memory`), plus generate's
-per-token tail. Activations and the cache grow linearly in the batch; the largest batch
-that fits divides the free memory by the per-sequence bytes.
+then, which capture records as released inputs, :mod:`gpusim.sim.memory`) and generate's
+per-token tail's (the whole cache, the logits and the tail's own tensors: it runs after the
+forward has freed its activations, so it does not stack on their peak; a real CPU
+``generate()`` tracked op by op peaks in the prefill, at the simulation's live bytes,
+validation/measure/cpu_liveness.py), each with the caching allocator's blocks of what is
+resident (the weights' and the inputs' rounding and whole blocks, as
+:attr:`~gpusim.sim.memory.MemoryEstimate.total_bytes` counts them). Activations and the cache grow linearly in the batch; the largest batch
+that fits divides the free memory by the per-sequence bytes. The peak is the call's own:
+what its caller holds besides the weights is not in it. A caller that keeps a previous
+call's result (``return_dict_in_generate=True``: the int64 sequences and the whole cache,
+``output_bytes``) while the next call runs has that much more allocated (docs/llm.md).
 """
 
 from __future__ import annotations
@@ -84,6 +92,7 @@ class GenerateResult:
     tail_device_us: float
     tail_kernels: int
     kv_cache_bytes: int             # at the end of the call
+    output_bytes: int               # what the call returns with return_dict_in_generate=True: sequences + cache
     weights_bytes: int
     peak_bytes: int                 # weights + cache + activations at the worst moment
     capacity_bytes: int
@@ -308,11 +317,13 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
     final = prompt + new - 1                       # cached tokens when the call returns
     kv = decode.kv_cache_bytes(module, cache, batch, final, max_len, dt)
     weights = prefill.memory.weights_bytes
-    acts = [prefill.memory.inputs_bytes + prefill.memory.peak_bytes]
-    if steps:
-        acts.append(steps[-1].memory.inputs_bytes + steps[-1].memory.peak_bytes)
+    acts = [at_peak(prefill)] + ([at_peak(steps[-1])] if steps else [])
+    # generate's tail runs once the forward has returned and freed its activations: the cache,
+    # the tail's inputs (the logits, the ids and masks) and the weights' blocks are what it
+    # holds besides its own
+    acts.append(kv + at_peak(tail0) + prefill.memory.resident_overhead_bytes)
     # cuBLAS's workspace is the caching allocator's too (allocated at the first GEMM, kept)
-    peak = weights + max(acts) + tail0.memory.peak_bytes + prefill.memory.workspace_bytes
+    peak = weights + max(acts) + prefill.memory.workspace_bytes
     cap = int(capacity_bytes(spec))
     per_seq = (peak - weights) / batch
     max_b = int((cap - weights) // per_seq) if per_seq > 0 and cap > weights else 0
@@ -326,8 +337,18 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
         tail_host_us=tail0.timeline.host_us + (mask.timeline.host_us if mask else 0.0),
         tail_device_us=tail0.device_us + extra(mask, "device_us"),
         tail_kernels=tail0.kernel_count + extra(mask, "kernel_count"), kv_cache_bytes=kv,
+        output_bytes=kv + batch * (prompt + new) * 8,      # + the int64 sequences
         weights_bytes=weights, peak_bytes=int(peak), capacity_bytes=cap, max_batch=max_b,
         parts={"prefill": prefill, "tail": tail0, "mask": mask, "steps": dict(zip(contexts, steps))})
+
+
+def at_peak(p: Prediction) -> int:
+    """Bytes above the raw weights while part ``p`` is at its peak: its resident inputs, the
+    caching allocator's rounding and whole blocks of the resident tensors (weights and inputs:
+    ``resident_overhead_bytes``, what ``max_memory_allocated`` counts beyond their bytes) and its
+    activation peak."""
+    m = p.memory
+    return m.inputs_bytes + m.resident_overhead_bytes + m.peak_bytes
 
 
 def extra(p: Prediction | None, field: str):

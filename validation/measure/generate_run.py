@@ -13,7 +13,10 @@ Kinds of line:
   synchronised): ``wall_ms``; ``ttft_ms`` from calls with ``max_new_tokens=1``; ``token_ms``: the
   interval between consecutive logits-processor calls (one a token; generate syncs every token for
   its stopping criteria), median over the timed calls, token by token; peak allocated memory over one
-  call, and the bytes of the returned cache's tensors. ``forward_host_ms``: the host time inside each
+  call (``peak_allocated_bytes``, with nothing else of the process's held: ``allocated_before_bytes``
+  allocated when it starts, ``holds_previous_output: false``; records without that field held the
+  previous timed call's result, its whole cache, during the measured call: docs/llm.md), and the
+  bytes of the returned cache's tensors. ``forward_host_ms``: the host time inside each
   decode forward call (the compiled call for a static cache, ``self.__call__`` for eager; a wrapper
   stamps entry and exit, no sync), median over the timed calls, token by token: the token interval less
   this is generate's own per-token host work plus any wait for the GPU. ``profiled``: one more call of
@@ -151,9 +154,12 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
             call(new)
             call(1)
         walls, ttfts, steps, fwd = [], [], [], []
+        out = None
         for _ in range(reps):
             ttfts.append(call(1)[0])
             stamp = Stamp()
+            out = None      # the previous call's result (its whole cache) would be allocated during this one
+            before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
             w, out = call(new, stamp)
             walls.append(w)
@@ -168,10 +174,10 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
                 fwd.append([(b - a) * 1e3 for a, b in sink])
         finally:
             undo()
-        before = torch.cuda.memory_stats()
+        stats0 = torch.cuda.memory_stats()
         call(new)
-        after = torch.cuda.memory_stats()
-        alloc = {k: after.get(k, 0) - before.get(k, 0) for k in ALLOC_STATS}
+        stats1 = torch.cuda.memory_stats()
+        alloc = {k: stats1.get(k, 0) - stats0.get(k, 0) for k in ALLOC_STATS}
         prof_row = {}
         if profile_new:
             from torch.profiler import ProfilerActivity, profile
@@ -187,7 +193,8 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
     fwd_ms = [round(statistics.median(col), 4) for col in zip(*fwd)] if fwd and all(fwd) else []
     return {**prof_row, "forward_host_ms": fwd_ms, "kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
             "mode": "compiled" if cache == "static" else "eager", "wall_ms": _med(walls), "ttft_ms": _med(ttfts),
-            "token_ms": tokens, "peak_allocated_bytes": peak, "allocator_delta": alloc,
+            "token_ms": tokens, "peak_allocated_bytes": peak, "allocated_before_bytes": before,
+            "holds_previous_output": False, "allocator_delta": alloc,
             "kv_cache_bytes": _cache_bytes(out.past_key_values),
             "cache_class": type(out.past_key_values).__name__,
             "generated_tokens": int(out.sequences.shape[1] - prompt)}
