@@ -18,7 +18,7 @@ from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
-from gpusim.graph.opgraph import HALF_DTYPES, OpGraph, main_shape, numel
+from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
 from gpusim.lower.dispatch import cublas_split_k
 
@@ -306,17 +306,38 @@ def attention_fp32(x: LawInput) -> KernelEstimate:
                                                                   * x.spec.attention_fp32_efficiency) * 1e6)
 
 
-@law("attention", "attention_mask")
+#: masked attention class -> the spec's mask-read rate (TB/s) for it
+MASK_RATES = {"attention_mask": "attention_mask_dense_tbps", "attention_mask_bcast": "attention_mask_bcast_tbps",
+              "attention_mask_heads": "attention_mask_heads_tbps"}
+
+
+@law("attention", *MASK_RATES)
 def attention(x: LawInput) -> KernelEstimate:
-    """Fused attention (flash, cuDNN, memory-efficient; ``attention_mask`` with a mask): the two
-    products' FLOPs (:func:`gpusim.cost.roofline.attention_flops`) at ``attention[_mask]_efficiency``
-    of the fp16 tensor peak, floor ``attention_min_us``; without the figure, the neutral law."""
+    """Fused attention (flash, cuDNN, memory-efficient): the two products' FLOPs
+    (:func:`gpusim.cost.roofline.attention_flops`) at ``attention_efficiency`` of the fp16 tensor
+    peak, floor ``attention_min_us``; without the figure, the neutral law. With a mask (the
+    classes of :func:`gpusim.lower.dispatch.mask_layout`): where the spec has the layout's rate
+    (the sdpa_mask sweep), that time plus the mask read once per head, B x H x Sq x Skv
+    elements, at the rate; else the products at ``attention_mask_efficiency``."""
     spec = x.spec
-    eff = spec.attention_mask_efficiency if x.kernel.variant == "attention_mask" else spec.attention_efficiency
+    rate = getattr(spec, MASK_RATES.get(x.kernel.variant, ""), None)
+    masked = x.kernel.variant in MASK_RATES and not rate
+    eff = spec.attention_mask_efficiency if masked else spec.attention_efficiency
     if not eff:
         return neutral(x)
     comp = attention_flops(x.a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6
+    if rate:
+        comp += mask_read_bytes(x.a) / (rate * 1e12) * 1e6
     return x.retimed(x.est.mem_us, comp, spec.attention_min_us or x.floor)
+
+
+def mask_read_bytes(a: dict) -> float:
+    """Bytes an attention call's kernel reads from its mask: one Sq x Skv matrix per batch and
+    head, at the mask's element size (a bool mask reaches the kernel as a bias of the call's dtype)."""
+    s = a.get("sdpa") or {}
+    bh = numel(main_shape(a["shape"])[:-2]) if a.get("shape") else 1
+    dt = str(s.get("mask_dtype") or a["dtype"]).replace("torch.", "")
+    return float(bh * s.get("q_len", 0) * s.get("kv_len", 0) * DTYPE_BYTES.get(dt if dt != "bool" else a["dtype"], 2))
 
 
 def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:

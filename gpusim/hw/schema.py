@@ -85,6 +85,11 @@ OPTIONAL_MODEL += LEASE_MODEL
 #: the gemm law streams at gemm_mem_efficiency (the dispatch sweep's, measured after an L2 flush)
 STREAM_FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 OPTIONAL_MODEL += STREAM_FIGURES
+#: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
+#: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
+#: attention law prices every mask at attention_mask_efficiency
+MASK_FIGURES = ("attention_mask_dense_tbps", "attention_mask_bcast_tbps", "attention_mask_heads_tbps")
+OPTIONAL_MODEL += MASK_FIGURES
 FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",

@@ -194,6 +194,12 @@ class GPUSpec:
     attention_efficiency: float | None = None
     attention_mask_efficiency: float | None = None
     attention_min_us: float | None = None
+    # masked 16-bit attention (validation/fit/fit_sdpa_mask.py on the sdpa_mask sweep): the
+    # unmasked law plus the mask's bytes, read once per head, at this rate (TB/s) for a mask
+    # dense per batch, broadcast over queries, dense per head; None: attention_mask_efficiency
+    attention_mask_dense_tbps: float | None = None
+    attention_mask_bcast_tbps: float | None = None
+    attention_mask_heads_tbps: float | None = None
     attention_tile_q: int | None = None
     attention_tile_kv: int | None = None
     # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)

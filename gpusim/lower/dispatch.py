@@ -36,7 +36,9 @@ H200, torch 2.11, cuDNN 9, PyTorch's default flags), never off a zoo model:
   (:func:`gpusim.hw.arch.attention_backend`): 16-bit runs cuDNN's fused attention (Hopper) or
   flash; fp32 runs the memory-efficient CUTLASS kernel (class ``attention_fp32``); a
   boolean mask first costs three elementwise kernels over the mask (conversion to an
-  additive bias).
+  additive bias). A masked 16-bit call's class follows how its kernel reads the mask
+  (:func:`mask_layout`; H200 ``sdpa_mask`` sweep): broadcast over queries, dense per batch,
+  or dense per head.
 
 * **Broad AMP sample** (``validation/results/h100/broad.jsonl.gz``, per-kernel profiler
   lists): 16-bit 1x1 convs over misaligned maps run cuBLAS's align GEMMs; a strided or
@@ -175,7 +177,42 @@ def attention_variant(graph: OpGraph, n: str, spec=None) -> str:
         return "attention_fp32"
     if backend == "efficient":
         return "attention_efficient"
-    return "attention_mask" if (a.get("sdpa") or {}).get("mask") else "attention"
+    if not (a.get("sdpa") or {}).get("mask"):
+        return "attention"
+    return MASK_CLASSES[mask_layout(graph, n)]
+
+
+#: masked 16-bit fused attention's kernel class per mask layout (:func:`mask_layout`)
+MASK_CLASSES = {"dense": "attention_mask", "bcast_q": "attention_mask_bcast", "heads": "attention_mask_heads"}
+#: the 16-bit fused attention classes (cuDNN on Hopper, flash on sm80-sm89)
+FUSED_ATTENTION = ("attention",) + tuple(MASK_CLASSES.values())
+
+
+def mask_layout(graph: OpGraph, n: str) -> str:
+    """How attention node ``n``'s kernel reads its mask (the classes of the H200
+    ``sdpa_mask`` sweep, validation/results/h200/sdpa_mask.jsonl): ``"bcast_q"``, one row per
+    batch expanded over the queries (stride 0, as eager Hugging Face passes a (B, 1, 1, S)
+    padding mask); ``"heads"``, a mask of its own per head (BEiT's and T5's position biases);
+    else ``"dense"``, one (B, 1, Sq, Skv) matrix shared by the heads (as Inductor realises a
+    mask). Read off the graph: an ``expand`` view of a tensor with one query row is a
+    broadcast; a graph input carries no strides, so a stride-0 input counts as dense. A
+    backward call keeps ``"dense"`` (the sweep timed forwards only)."""
+    a = graph.g.nodes[n]
+    info = a.get("sdpa") or {}
+    shape = tuple(info.get("mask_shape") or ())
+    ins = a.get("inputs") or []
+    if packet_name(a.get("op", "")).endswith("_backward") or len(shape) < 2 or len(ins) < 4:
+        return "dense"
+    q_rows, heads = shape[-2] > 1, len(shape) >= 3 and shape[-3] > 1
+    m = ins[3]
+    while m in graph.g and graph.g.nodes[m]["kind"] == "view" and (graph.g.nodes[m].get("inputs") or []):
+        b = graph.g.nodes[m]
+        src = tuple(graph.g.nodes[b["inputs"][0]].get("shape") or ()) if b["inputs"][0] in graph.g else ()
+        if packet_name(b.get("op", "")) == "expand" and len(src) == len(shape):
+            q_rows = q_rows and src[-2] > 1
+            heads = heads and len(src) >= 3 and src[-3] > 1
+        m = b["inputs"][0]
+    return "bcast_q" if shape[-2] > 1 and not q_rows else "heads" if heads else "dense"
 
 
 def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
@@ -204,7 +241,7 @@ def library_epilogue(graph: OpGraph, n: str, spec, Kernel) -> list:
       (:func:`cublas_split_k`), reading the slices' fp32 partials, writing the output."""
     a = graph.g.nodes[n]
     if a["kind"] == "attention" and spec is not None and (a.get("sdpa") or {}).get("q_len") == 1 \
-            and attention_variant(graph, n, spec) in ("attention", "attention_mask"):
+            and attention_variant(graph, n, spec) in FUSED_ATTENTION:
         return [Kernel((n,), "library", role="aux", bytes=2.0 * float(a.get("bytes_written", 0.0)))]
     if a["kind"] == "matmul" and cublas_split_k(graph, n, spec):
         return [Kernel((n,), "library", role="aux", bytes=3.0 * float(a["bytes_written"]))]

@@ -29,7 +29,7 @@ import dataclasses
 
 from dataclasses import dataclass
 
-from gpusim.lower.dispatch import attention_variant, eager_kernels, gemm_variant, library_epilogue
+from gpusim.lower.dispatch import MASK_CLASSES, attention_variant, eager_kernels, gemm_variant, library_epilogue
 from gpusim.lower.conv import conv_info, conv_kernels, nhwc_conv_kernels
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS, REDUCING_KINDS, OpGraph, group_io, kernel_order
 from gpusim.graph.ops import packet_name
@@ -113,6 +113,10 @@ def realize(graph: OpGraph, group, mode: str, spec=None, layout_opt: bool | None
                     else nhwc_conv_kernels(c, n, Kernel))
         else:
             variant = attention_variant(graph, n, spec) if a["kind"] == "attention" else ""
+            if variant == MASK_CLASSES["bcast_q"]:
+                # Inductor realises a query-broadcast mask densely, (B, 1, Sq, Skv)
+                # (sdpa_constraint; the H200 sdpa_mask sweep's compiled_hf points)
+                variant = MASK_CLASSES["dense"]
             if a["kind"] == "matmul" and not pads:
                 # an unpadded misaligned 16-bit GEMM is the same cuBLAS align1/align2
                 # kernel eager runs (Swin's 49-token window bmm: 46 us in both records);

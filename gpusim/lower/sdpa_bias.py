@@ -22,7 +22,7 @@ kernel. Inductor on these graphs (torch 2.14, fake CUDA tensors, scheduler nodes
 from __future__ import annotations
 
 from gpusim.graph.opgraph import OpGraph, numel
-from gpusim.lower.dispatch import attention_variant
+from gpusim.lower.dispatch import FUSED_ATTENTION, attention_variant
 from gpusim.lower.inductor import ATTENTION_OUTPUTS, MAX_DISTANCE
 
 ALIGNMENT = 8                 # sdpa_constraint: an attention bias's last dimension, in elements
@@ -40,7 +40,7 @@ def needs_bias_copy(graph: OpGraph, n: str, spec) -> bool:
     info = a.get("sdpa") or {}
     if a["kind"] != "attention" or not info.get("mask") or spec is None:
         return False
-    if attention_variant(graph, n, spec) not in ("attention", "attention_mask"):
+    if attention_variant(graph, n, spec) not in FUSED_ATTENTION:
         return False
     if str(info.get("mask_dtype")).endswith("bool"):
         return True

@@ -1,0 +1,144 @@
+"""The masked-attention law, fitted on the sdpa_mask sweep (``validation.measure.sdpa_mask``):
+a masked 16-bit attention call costs the unmasked law plus the mask read once per batch and
+head, ``B x H x Sq x Skv x 2`` bytes, at a rate per mask layout (the classes of
+:func:`gpusim.lower.dispatch.mask_layout`):
+
+- ``attention_mask_dense_tbps``: one (B, 1, S, S) matrix shared by the heads (the sweep's
+  ``dense`` points: how Inductor realises a mask);
+- ``attention_mask_bcast_tbps``: (B, 1, 1, S) expanded over the queries (``bcast_q``: how eager
+  Hugging Face passes a padding mask);
+- ``attention_mask_heads_tbps``: (B, H, S, S), a matrix per head (``dense_heads``).
+
+Each rate is the least-squares slope through the origin of the extra time (the masked call's
+attention kernel less the same shape's unmasked one) over the mask bytes, on the shapes whose
+sequence is a multiple of 8 (ViT's 197 tokens read an unaligned mask, far slower: listed, not
+fitted). Printed: the rates, each layout's error on the fitted points (the masked time as the
+measured unmasked time plus the law's extra), leave-one-shape-out (each shape predicted by the
+rate fitted on the others), the ``compiled_hf`` points' attention kernels against the dense rate,
+and the unaligned shape.
+
+    python3 -m validation.fit.fit_sdpa_mask [--gpu h200] [--write]
+
+``--write`` puts the three figures, with the sweep's provenance, into the GPU's calibrated spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+from gpusim.hw.spec import calibrated_name, load_spec
+from validation.fit.fit_triton import RESULTS
+
+#: sweep layout -> spec figure
+LAYOUTS = {"dense": "attention_mask_dense_tbps", "bcast_q": "attention_mask_bcast_tbps",
+           "dense_heads": "attention_mask_heads_tbps"}
+FIGURES = tuple(LAYOUTS.values())
+ALIGN = 8
+
+
+def read(path: str) -> tuple[dict, dict]:
+    """``(environment, {(B, H, S, D, layout): attention kernel µs})``; the attention kernel is
+    every kernel but Inductor's generated mask kernel (``triton_``)."""
+    env, points = {}, {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("kind") == "environment":
+            env = r
+        elif r.get("kind") == "sdpa_mask" and "failed" not in r:
+            us = sum(k["us"] for k in r["kernels"] if not k["name"].startswith("triton_"))
+            points[(r["B"], r["H"], r["S"], r["D"], r["layout"])] = us
+    return env, points
+
+
+def mask_bytes(shape: tuple) -> float:
+    b, h, s, _ = shape
+    return 2.0 * b * h * s * s
+
+
+def shapes(points: dict, aligned: bool = True) -> list[tuple]:
+    return sorted({k[:4] for k in points if (k[2] % ALIGN == 0) == aligned and k[:4] + ("none",) in points})
+
+
+def fit_rate(points: dict, layout: str, on: list[tuple]) -> float:
+    """TB/s: bytes over the extra time, least squares through the origin."""
+    xs = [mask_bytes(s) for s in on]
+    ys = [points[s + (layout,)] - points[s + ("none",)] for s in on]
+    slope = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)      # µs per byte
+    return 1.0 / slope / 1e6
+
+
+def predicted(points: dict, shape: tuple, rate: float) -> float:
+    return points[shape + ("none",)] + mask_bytes(shape) / (rate * 1e6)
+
+
+def err(points: dict, shape: tuple, layout: str, rate: float) -> float:
+    """Signed % error of the masked kernel time."""
+    return (predicted(points, shape, rate) / points[shape + (layout,)] - 1) * 100
+
+
+def report(points: dict) -> tuple[dict, list[str]]:
+    on = shapes(points)
+    rates, lines = {}, [f"fitted on {len(on)} aligned shapes (B, H, S, D): {', '.join(map(str, on))}"]
+    for layout, fig in LAYOUTS.items():
+        have = [s for s in on if s + (layout,) in points]
+        rate = rates[fig] = fit_rate(points, layout, have)
+        e = [err(points, s, layout, rate) for s in have]
+        loo = [err(points, s, layout, fit_rate(points, layout, [t for t in have if t != s])) for s in have]
+        lines.append(f"{layout}: {rate:.3f} TB/s; fitted points |err| median {statistics.median(map(abs, e)):.1f}%, "
+                     f"max {max(map(abs, e)):.1f}%; leave one shape out |err| median "
+                     f"{statistics.median(map(abs, loo)):.1f}%, max {max(map(abs, loo)):.1f}% "
+                     f"({', '.join(f'{x:+.1f}' for x in loo)})")
+    hf = [s for s in on if s + ("compiled_hf",) in points]
+    if hf:
+        e = [err(points, s, "compiled_hf", rates[LAYOUTS["dense"]]) for s in hf]
+        lines.append(f"compiled_hf attention kernels at the dense rate (not fitted): |err| median "
+                     f"{statistics.median(map(abs, e)):.1f}% ({', '.join(f'{x:+.1f}' for x in e)})")
+    for s in shapes(points, aligned=False):
+        e = [f"{lay} {err(points, s, lay, rates[fig]):+.1f}%" for lay, fig in LAYOUTS.items() if s + (lay,) in points]
+        lines.append(f"unaligned {s} (not fitted): {', '.join(e)}")
+    return rates, lines
+
+
+def write(path: str, lines: list[str]) -> None:
+    with open(path) as f:
+        keep = [ln for ln in f.read().splitlines() if not ln.startswith(FIGURES)]
+    while keep and not keep[-1].strip():
+        keep.pop()
+    with open(path, "w") as f:
+        f.write("\n".join(keep + lines) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_sdpa_mask")
+    ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/sdpa_mask.jsonl")
+    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
+    a = ap.parse_args(argv)
+    path = a.sweep or os.path.join(RESULTS, a.gpu, "sdpa_mask.jsonl")
+    if not os.path.exists(path):
+        print(f"fit_sdpa_mask: no sweep {path}: run python3 -m validation.measure.sdpa_mask --out {path} on the GPU",
+              file=sys.stderr)
+        return 2
+    env, points = read(path)
+    rates, lines = report(points)
+    print("\n".join(lines))
+    spec = load_spec(calibrated_name(a.gpu))
+    ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.sdpa_mask "
+           f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_sdpa_mask --gpu {a.gpu} "
+           f"(mask bytes B x H x S x S x 2 over the attention kernel's time beyond the unmasked call, "
+           f"{len(shapes(points))} aligned shapes)")
+    figs = [f'{f} = {{ value = {rates[f]:.3f}, source = "measured", ref = "{ref}" }}' for f in FIGURES]
+    if a.write:
+        write(spec.path, figs)
+        print(f"wrote {', '.join(FIGURES)} into {os.path.relpath(spec.path)}")
+    else:
+        print("\n".join(figs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
