@@ -31,7 +31,7 @@ import statistics
 import sys
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS
+from validation.fit.fit_triton import RESULTS, write_figures
 
 #: sweep layout -> spec figure
 LAYOUTS = {"dense": "attention_mask_dense_tbps", "bcast_q": "attention_mask_bcast_tbps",
@@ -103,15 +103,6 @@ def report(points: dict) -> tuple[dict, list[str]]:
     return rates, lines
 
 
-def write(path: str, lines: list[str]) -> None:
-    with open(path) as f:
-        keep = [ln for ln in f.read().splitlines() if not ln.startswith(FIGURES)]
-    while keep and not keep[-1].strip():
-        keep.pop()
-    with open(path, "w") as f:
-        f.write("\n".join(keep + lines) + "\n")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_sdpa_mask")
     ap.add_argument("--gpu", default="h200")
@@ -133,7 +124,7 @@ def main(argv=None) -> int:
            f"{len(shapes(points))} aligned shapes)")
     figs = [f'{f} = {{ value = {rates[f]:.3f}, source = "measured", ref = "{ref}" }}' for f in FIGURES]
     if a.write:
-        write(spec.path, figs)
+        write_figures(spec.path, figs, FIGURES)
         print(f"wrote {', '.join(FIGURES)} into {os.path.relpath(spec.path)}")
     else:
         print("\n".join(figs))

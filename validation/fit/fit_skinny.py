@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS
+from validation.fit.fit_triton import RESULTS, write_figures
 
 FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 MIN_WEIGHT = 8e6
@@ -130,15 +130,6 @@ def report(points: list[dict], spec) -> tuple[float, float, tuple, list[str]]:
     return intercept, rate, kf, lines
 
 
-def write(path: str, lines: list[str]) -> None:
-    with open(path) as f:
-        keep = [ln for ln in f.read().splitlines() if not ln.startswith(FIGURES)]
-    while keep and not keep[-1].strip():
-        keep.pop()
-    with open(path, "w") as f:
-        f.write("\n".join(keep + lines) + "\n")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_skinny")
     ap.add_argument("--gpu", default="h200")
@@ -168,7 +159,7 @@ def main(argv=None) -> int:
             f'gemm_stream_k_us = {{ value = {kf[0]:.3f}, source = "measured", ref = "{ref_k}" }}',
             f'gemm_stream_k_ns = {{ value = {kf[1]:.4f}, source = "measured", ref = "{ref_k}" }}']
     if a.write:
-        write(spec.path, figs)
+        write_figures(spec.path, figs, FIGURES)
         print(f"wrote {', '.join(FIGURES)} into {os.path.relpath(spec.path)}")
     else:
         print("\n".join(figs))

@@ -168,10 +168,11 @@ def errors(rows: list[dict], spec) -> dict:
     return out
 
 
-def write_figures(path: str, lines: list[str]) -> None:
-    """Replace the ``triton_*`` lines of the spec file ``path`` (its [model] section is the last) by ``lines``."""
+def write_figures(path: str, lines: list[str], prefixes: tuple[str, ...] = ("triton_",)) -> None:
+    """Replace the lines of the spec file ``path`` (its [model] section is the last) that start with
+    one of ``prefixes`` (the fit's figures: ``triton_*`` here) by ``lines``."""
     with open(path) as f:
-        keep = [ln for ln in f.read().splitlines() if not ln.startswith("triton_")]
+        keep = [ln for ln in f.read().splitlines() if not ln.startswith(prefixes)]
     while keep and not keep[-1].strip():
         keep.pop()
     with open(path, "w") as f:
