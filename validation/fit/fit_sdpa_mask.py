@@ -31,7 +31,7 @@ import statistics
 import sys
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS, write_figures
+from validation.fit.fit_triton import sweep_path, write_figures
 
 #: sweep layout -> spec figure
 LAYOUTS = {"dense": "attention_mask_dense_tbps", "bcast_q": "attention_mask_bcast_tbps",
@@ -109,10 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/sdpa_mask.jsonl")
     ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
     a = ap.parse_args(argv)
-    path = a.sweep or os.path.join(RESULTS, a.gpu, "sdpa_mask.jsonl")
-    if not os.path.exists(path):
-        print(f"fit_sdpa_mask: no sweep {path}: run python3 -m validation.measure.sdpa_mask --out {path} on the GPU",
-              file=sys.stderr)
+    path = sweep_path("fit_sdpa_mask", a.gpu, a.sweep, "sdpa_mask.jsonl", "sdpa_mask")
+    if path is None:
         return 2
     env, points = read(path)
     rates, lines = report(points)

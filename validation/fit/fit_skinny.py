@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS, write_figures
+from validation.fit.fit_triton import sweep_path, write_figures
 
 FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 MIN_WEIGHT = 8e6
@@ -136,10 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/skinny_gemm.jsonl")
     ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
     a = ap.parse_args(argv)
-    path = a.sweep or os.path.join(RESULTS, a.gpu, "skinny_gemm.jsonl")
-    if not os.path.exists(path):
-        print(f"fit_skinny: no sweep {path}: run python3 -m validation.measure.skinny_gemm --out {path} on the GPU",
-              file=sys.stderr)
+    path = sweep_path("fit_skinny", a.gpu, a.sweep, "skinny_gemm.jsonl", "skinny_gemm")
+    if path is None:
         return 2
     env, rows = read(path)
     points = [p for p in map(point, rows) if p is not None]

@@ -168,6 +168,17 @@ def errors(rows: list[dict], spec) -> dict:
     return out
 
 
+def sweep_path(prog: str, gpu: str, sweep: str | None, name: str, measure: str) -> str | None:
+    """The sweep a fit reads: ``sweep`` or ``validation/results/<gpu>/<name>``; None, with one line on
+    stderr saying which measurement to run, when the file is not there."""
+    path = sweep or os.path.join(RESULTS, gpu, name)
+    if os.path.exists(path):
+        return path
+    print(f"{prog}: no sweep {path}: run python3 -m validation.measure.{measure} --out {path} on the GPU",
+          file=sys.stderr)
+    return None
+
+
 def write_figures(path: str, lines: list[str], prefixes: tuple[str, ...] = ("triton_",)) -> None:
     """Replace the lines of the spec file ``path`` (its [model] section is the last) that start with
     one of ``prefixes`` (the fit's figures: ``triton_*`` here) by ``lines``."""
@@ -186,10 +197,8 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="replace the triton_* lines of the GPU's calibrated spec")
     ap.add_argument("--out", default=None, help="also write the figure lines to this TOML file ([model] section)")
     a = ap.parse_args(argv)
-    path = a.sweep or os.path.join(RESULTS, a.gpu, "triton_bench.jsonl")
-    if not os.path.exists(path):
-        print(f"fit_triton: no sweep {path}: run python3 -m validation.measure.triton_bench --out {path} "
-              "on the GPU", file=sys.stderr)
+    path = sweep_path("fit_triton", a.gpu, a.sweep, "triton_bench.jsonl", "triton_bench")
+    if path is None:
         return 2
     env, cases = read_sweep(path)
     base = dataclasses.replace(load_spec(calibrated_name(a.gpu)), **{k: None for k in TRITON_FIGURES})

@@ -79,20 +79,7 @@ def make(p: dict, device: str):
 
 def run_point(p: dict, reps: int, device: str) -> dict:
     rec = dict(p, kind="sdpa_mask", mode="compiled" if p["layout"] == "compiled_hf" else "eager")
-    try:
-        fn, args = make(p, device)
-        t0 = time.time()
-        fn(*args)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        rec["warmup_s"] = round(time.time() - t0, 2)
-        prof = measure.profile_call(fn, args, flush=device == "cuda", reps=reps, warmup=3, host=False)
-        rec.update({k: prof[k] for k in ("kernels", "per_call_kernel_count", "kernel_count", "kernel_sum_us",
-                                          "split")})
-    except Exception as e:  # noqa: BLE001 - one failed point must not end the sweep
-        rec["failed"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
-    return rec
-
+    return measure.profiled_record(rec, lambda: make(p, device), reps, device)
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -471,3 +471,23 @@ def profile_phases(step, reps=1, flush=True) -> dict:
     phases, method = phase_kernels(cpu, dev, ranges)
     return {"phases": phases, "split": method,
             "gpu_annotations": sorted(a for a in annotations if not a.startswith("gpusim:"))}
+
+
+def profiled_record(rec: dict, build, reps: int, device: str = "cuda", first_key: str = "warmup_s") -> dict:
+    """``rec`` with one microbenchmark point measured: ``build()`` gives ``(fn, args)``; the first
+    call's seconds land in ``rec[first_key]`` (where a compile or autotuning happens), then
+    :func:`profile_call` (L2 flushed on CUDA, 3 warm-up calls, ``reps`` profiled) adds the kernels.
+    A point that fails gets ``failed`` (the error, one line) instead: it must not end the sweep."""
+    try:
+        fn, args = build()
+        t0 = time.time()
+        fn(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        rec[first_key] = round(time.time() - t0, 2)
+        prof = profile_call(fn, args, flush=device == "cuda", reps=reps, warmup=3, host=False)
+        rec.update({k: prof[k] for k in ("kernels", "per_call_kernel_count", "kernel_count", "kernel_sum_us",
+                                          "split")})
+    except Exception as e:  # noqa: BLE001 - one failed point must not end the sweep
+        rec["failed"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+    return rec

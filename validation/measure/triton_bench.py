@@ -30,22 +30,9 @@ from validation.measure.triton_cases import FUNCS, cases, make_inputs
 def run_case(case: dict, reps: int, device: str = "cuda") -> dict:
     """Compile, warm up and profile one case; the record (``failed``: the error, one line)."""
     torch._dynamo.reset()
-    rec = dict(case, kind="triton_case")
-    try:
-        fn = torch.compile(FUNCS[case["fn"]], dynamic=False)
-        args = make_inputs(case, device)
-        t0 = time.time()
-        fn(*args)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        rec["compile_s"] = round(time.time() - t0, 2)
-        prof = measure.profile_call(fn, args, flush=device == "cuda", reps=reps, warmup=3, host=False)
-        rec.update({k: prof[k] for k in ("kernels", "per_call_kernel_count", "kernel_count", "kernel_sum_us",
-                                          "split")})
-    except Exception as e:  # noqa: BLE001 - one failed case must not end the sweep
-        rec["failed"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
-    return rec
-
+    return measure.profiled_record(dict(case, kind="triton_case"),
+                                   lambda: (torch.compile(FUNCS[case["fn"]], dynamic=False), make_inputs(case, device)),
+                                   reps, device, first_key="compile_s")
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
