@@ -219,7 +219,7 @@ def conv_stem(x: LawInput) -> KernelEstimate:
 
 
 #: rows (the product's M, batch dims folded in) up to which a 16-bit GEMM streams its weight: the
-#: skinny sweep's fitted range (validation/fit/fit_skinny.py MAX_ROWS); from 128 rows its kernels
+#: skinny sweep's fitted range (validation/fit/fit_skinny.py fits on it); from 128 rows its kernels
 #: are tiled for compute and run up to 19% slower than the stream law
 STREAM_ROWS = 32
 

@@ -25,12 +25,14 @@ import sys
 
 import numpy as np
 
+from gpusim.cost.laws import STREAM_ROWS
 from gpusim.hw.spec import calibrated_name, load_spec
 from validation.fit.fit_triton import sweep_path, write_figures
 
 FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 MIN_WEIGHT = 8e6
-MAX_ROWS = 32
+#: the rows the law is fitted on and applies to: the predictor's own bound, one definition
+MAX_ROWS = STREAM_ROWS
 
 
 def read(path: str) -> tuple[dict, list[dict]]:
