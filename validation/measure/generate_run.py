@@ -232,7 +232,7 @@ def prefill_case(model, batch, prompt, vocab) -> dict:
     ks = _kernels(prof)
     return {"kind": "prefill", "batch": batch, "prompt": prompt, "wall_us": _med(walls),
             "kernel_count": len(ks), "kernel_sum_us": round(sum(e.device_time for e in ks), 1),
-            "kernels": _by_name(ks)}
+            "kernels": _by_name(ks), **_kernel_detail(ks)}
 
 
 def _top_level_aten(events):
