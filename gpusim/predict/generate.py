@@ -61,7 +61,6 @@ from gpusim.graph.opgraph import OpGraph
 from gpusim.predict import decode, repeated, reuse
 from gpusim.predict.pipeline import Prediction, as_spec, lower, predict_lowering
 from gpusim.sim.memory import capacity_bytes
-from gpusim.sim.timeline import compiled_inputs_us
 
 #: generate's mode -> the runtime that runs the decode step (prefill and tail stay eager)
 STEP_MODES = {"eager": "eager", "compiled": "cudagraph"}
@@ -181,15 +180,16 @@ def dynamo_entry_us(pred: Prediction) -> float:
     """generate calls its compiled forward through Dynamo (``get_compiled_call``): every call
     evaluates the guards on each tensor input (weights and cache included) before the CUDA
     graph tree replays. The ``cudagraph`` mode's figures price a bare ``graph.replay()``; the
-    host's compiled-mode figures price that entry: ``compiled_call_us``, and per tensor input
-    ``compiled_input_us``, a parameter ``compiled_param_us`` where the host measured it
-    (:func:`~gpusim.sim.timeline.compiled_inputs_us`, as a compiled forward is priced). 0 for
-    an eager forward."""
+    host's compiled-mode figures price that entry: ``compiled_call_us`` and
+    ``compiled_input_us`` per tensor input, parameters included (pricing them at
+    ``compiled_param_us`` instead, as a compiled forward is, reads the records' compiled calls
+    worse: 46% median error against 35%, docs/llm.md; what grows with the model there is
+    also the graph launch's host time per node, ``cudagraph_launch_node_us``, not yet
+    measured on those hosts). 0 for an eager forward."""
     if pred.mode != "cudagraph" or pred.host is None:
         return 0.0
-    meta = pred.graph.meta
-    return pred.host.compiled_call_us + compiled_inputs_us(pred.host, meta.get("inputs", 0),
-                                                           len(meta.get("params") or ()))
+    h = pred.host
+    return h.compiled_call_us + pred.graph.meta.get("inputs", 0) * (h.compiled_input_us or 0.0)
 
 
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
