@@ -209,13 +209,6 @@ def make_mask(module, ids, cache, attention_mask, position_ids):
              attention_mask=attention_mask, past_key_values=cache, position_ids=position_ids)
 
 
-def mask_fn(module):
-    """:func:`make_mask` as a function of :func:`forward_args`."""
-    def mask(ids, cache, attention_mask, position_ids):
-        return make_mask(module, ids, cache, attention_mask, position_ids)
-    return mask
-
-
 def prep_fn(module):
     """What generate runs before each decode forward: ``prepare_inputs_for_generation(input_ids,
     next_sequence_length=1, **model_kwargs)``, the module's own (slices the last token of
@@ -308,14 +301,6 @@ def forward_args(module, kind: str, batch: int, tokens: int, context: int, max_l
     return (torch.zeros(batch, tokens, dtype=torch.long, **m),
             make_cache(module, kind, batch, context, max_len, dtype), am,
             torch.zeros(batch, tokens, dtype=torch.long, **m))
-
-
-def output_of(graph):
-    """``(shape, torch dtype)`` of a graph's one output tensor; None when it has not one."""
-    outs = [graph.g.nodes[n] for n in graph.g.nodes if graph.g.nodes[n].get("is_output")]
-    if len(outs) != 1:
-        return None
-    return tuple(outs[0]["shape"]), getattr(torch, str(outs[0]["dtype"]).replace("torch.", ""))
 
 
 def check_request(batch, prompt, new, cache, mode) -> None:
