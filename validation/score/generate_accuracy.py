@@ -154,6 +154,36 @@ def speedup_table(tpot: dict) -> str:
     return "\n".join(rows)
 
 
+def call_table(preds: dict) -> str:
+    """The static compiled path split at the compiled call (records with ``forward_host_ms``: the
+    host time inside each compiled forward call): the call (predicted: Dynamo's entry, the CUDA
+    graph tree's call and the replay's launch, :func:`gpusim.predict.generate.dynamo_entry_us`
+    plus the step's host) and the token less the call (generate's own host work around it and
+    the wait for the GPU), means over the tokens."""
+    from gpusim.predict.generate import dynamo_entry_us
+    rows = ["| GPU | host profile | model | batch | compiled call µs (pred / meas) | token less the call µs (pred / meas) |",
+            "|---|---|---|---|---|---|"]
+    e_call, e_rest = [], []
+    for env, r in records("generate"):
+        if _mode(r) != ("static", "compiled") or not r.get("forward_host_ms") or not r.get("token_ms"):
+            continue
+        g = preds[_key(env, r, "static", "compiled")]
+        step = g.parts["steps"][g.sample_contexts[0]]
+        p_call = dynamo_entry_us(step) + step.timeline.host_us
+        m_call = statistics.mean(r["forward_host_ms"]) * 1e3
+        m_rest = statistics.mean(r["token_ms"]) * 1e3 - m_call
+        p_rest = g.tpot_us - p_call
+        e_call.append(abs(p_call / m_call - 1) * 100)
+        e_rest.append(abs(p_rest / m_rest - 1) * 100)
+        hname = os.path.relpath(env["_host"], RECORDS) if env["_lease"] else f"{env['_host']} (machine kind)"
+        rows.append(f"| {env['gpu']} | {hname} | {r['model']} | {r['batch']} | {p_call:.0f} / {m_call:.0f} "
+                    f"({pct(p_call, m_call)}) | {p_rest:.0f} / {m_rest:.0f} ({pct(p_rest, m_rest)}) |")
+    if e_call:
+        rows += ["", f"Compiled call: median error {statistics.median(e_call):.0f}%; the token less the call: "
+                 f"{statistics.median(e_rest):.0f}% ({len(e_call)} calls)."]
+    return "\n".join(rows)
+
+
 def _med(x) -> float:
     return x["median"] if isinstance(x, dict) else x
 
@@ -265,6 +295,10 @@ def report() -> str:
                      f"within 2% in {sum(e <= 2 for e in pk)} of {len(pk)} calls, median error "
                      f"{statistics.median(pk):.1f}%.")
     parts += ["", speedup_table(tpot)]
+    calls = call_table(preds)
+    if calls.count("\n") > 1:
+        parts += ["", "The static compiled token split at the compiled call (`forward_host_ms`: the host time inside "
+                  "each compiled forward call, measured without the profiler):", "", calls]
     if records("prefill"):
         parts += ["", "Prefill (one forward over the prompt filling a DynamicCache, `logits_to_keep=1`):", "",
                   prefill_table()]
