@@ -303,3 +303,25 @@ def test_harness_times_prepare_inputs_and_restores():
     assert len(prep) == 1 and len(sink) == 1 and all(b >= a for a, b in prep + sink)
     undo()
     assert "prepare_inputs_for_generation" not in vars(m) and "get_compiled_call" not in vars(m)
+
+
+def test_harness_wrap_keeps_a_real_generate_working():
+    # HF's generate checks its kwargs (attention_mask) against prepare_inputs_for_generation's
+    # signature: the stamped wrapper must show the original's (an H200 lease lost its records to this)
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from validation.measure.generate_run import _timed_forward
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    torch.manual_seed(0)
+    m = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(1, 64, (1, 5))
+    sink, prep = [], []
+    undo = _timed_forward(m, sink, prep)
+    try:
+        with torch.no_grad():
+            out = m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, min_new_tokens=3,
+                             do_sample=False, pad_token_id=0)
+    finally:
+        undo()
+    assert out.shape[1] == 8 and len(prep) == 3 and len(sink) >= 2

@@ -40,6 +40,7 @@ Kinds of line:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -87,6 +88,8 @@ def _timed_forward(model, sink: list, prep_sink: list | None = None):
     model.get_compiled_call = lambda *a, **k: stamp(orig_get(*a, **k))
     model.__call__ = stamp(lambda *a, **k: plain(model, *a, **k))
     if prep_sink is not None:
+        # generate checks its kwargs against this method's signature: the wrapper must show it
+        @functools.wraps(orig_prep)
         def prep(*a, **k):
             t0 = time.perf_counter()
             out = orig_prep(*a, **k)
