@@ -52,6 +52,7 @@ call's result (``return_dict_in_generate=True``: the int64 sequences and the who
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import gc
 from dataclasses import dataclass, field
 
@@ -285,7 +286,17 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, mod
         else:
             graphs[key] = OpGraph(first.g, name=name, meta=first.meta)
     g = graphs[key]
-    return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+    # a graph shared under another name (``same``) lowers, costs and simulates as its first
+    # name did on this GPU, host and mode: that prediction, renamed (its memory too, once known)
+    memo = ("prediction", id(g.g), mode, id(spec), id(host))
+    first = graphs.get(memo)
+    if first is not None and first.graph.g is g.g and first.graph.meta == g.meta:
+        out = dataclasses.replace(first, graph=g)
+        if "memory" in first.__dict__:
+            out.memory = first.memory
+        return out
+    graphs[memo] = pred = predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+    return pred
 
 
 def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0, warm):
