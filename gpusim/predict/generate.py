@@ -52,6 +52,7 @@ call's result (``return_dict_in_generate=True``: the int64 sequences and the who
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import gc
 from dataclasses import dataclass, field
 
@@ -61,6 +62,7 @@ from gpusim.graph.opgraph import OpGraph
 from gpusim.predict import decode, repeated, reuse
 from gpusim.predict.pipeline import Prediction, as_spec, lower, predict_lowering
 from gpusim.sim.memory import capacity_bytes
+from gpusim.util.collector import loading_for_good
 
 #: generate's mode -> the runtime that runs the decode step (prefill and tail stay eager)
 STEP_MODES = {"eager": "eager", "compiled": "cudagraph"}
@@ -239,14 +241,16 @@ def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtyp
                 decode.check_request(b, p, new, cache, mode)
     dt = parse_dtype(dtype)
     specs, hp = [(g, as_spec(g)) for g in gpus], load_host(host)
-    module, label = decode.load_lm(model, dt)
-    # every capture collects garbage once before it traces (gpusim.capture.lifetimes): with
-    # torch and transformers loaded that is ~0.25 s a capture, rescanning objects that live
-    # for the whole process. Freezing them first leaves each collection the new garbage
-    # only; tracing runs with the collector off either way, so no traced tensor's death moves.
-    # No collection before the freeze: it found next to nothing for ~0.25 s (what garbage
-    # the imports left is kept until the unfreeze, and no tensor a capture traces is in it).
-    gc.freeze()
+    # loading the model imports transformers and its model classes (~0.7 million objects
+    # that live as long as the process): the collector off meanwhile, then they and what
+    # torch holds are frozen (gpusim.util.collector). Every capture collects garbage once
+    # before it traces (gpusim.capture.lifetimes): frozen, the loaded objects are not rescanned
+    # (~0.25 s a capture); tracing runs with the collector off either way, so no traced
+    # tensor's death moves. No collection before the freeze: it found next to nothing for
+    # ~0.25 s (what garbage the imports left is kept until the unfreeze, and no tensor a
+    # capture traces is in it).
+    with loading_for_good():
+        module, label = decode.load_lm(model, dt)
     try:
         out = {}
         for b in batches:
@@ -313,7 +317,17 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, mod
         else:
             graphs[key] = OpGraph(first.g, name=name, meta=first.meta)
     g = graphs[key]
-    return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+    # a graph shared under another name (``same``) lowers, costs and simulates as its first
+    # name did on this GPU, host and mode: that prediction, renamed (its memory too, once known)
+    memo = ("prediction", id(g.g), mode, id(spec), id(host))
+    first = graphs.get(memo)
+    if first is not None and first.graph.g is g.g and first.graph.meta == g.meta:
+        out = dataclasses.replace(first, graph=g)
+        if "memory" in first.__dict__:
+            out.memory = first.memory
+        return out
+    graphs[memo] = pred = predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+    return pred
 
 
 def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0, warm):
