@@ -1,0 +1,56 @@
+"""The collective sweep's --graph path (validation/measure/collectives.py) on a CPU: its plan and a gloo dry run."""
+
+import json
+import socket
+
+import pytest
+
+from validation.measure import collectives as cm
+
+
+def test_graph_plan_bounds_the_graph_and_keeps_small_sizes_amortised():
+    sizes = [1 << p for p in range(10, 31)]
+    plans = [cm.graph_plan(s) for s in sizes]
+    for (k, r, n), s in zip(plans, sizes):
+        assert k >= 1 and r >= 1 and n >= 5
+        if s <= 1 << 20:  # launch-floor sizes: as many timed calls a sample as the eager plan
+            assert k * r >= cm.plan(s)[0]
+    # calls per graph never grow with the size (a 1 GiB graph stays ~100 ms on H200s)
+    assert [k for k, _, _ in plans] == sorted((k for k, _, _ in plans), reverse=True)
+    assert cm.graph_plan(1 << 30)[0] <= 5
+
+
+def test_graph_lead_grows_with_what_the_host_enqueues():
+    assert cm.graph_lead_us(20, 2) > cm.graph_lead_us(5, 1) > 0
+
+
+def test_summarise():
+    assert cm.summarise([3.0, 1.0, 2.0, 10.0, 4.0]) == {"us": 3.0, "us_min": 1.0, "us_max": 10.0}
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_graph_dry_run_writes_both_device_and_host_figures(tmp_path, monkeypatch):
+    """The lead's command's arguments (--graph --out) on gloo, one rank: every record holds the graph time, the
+    eager loop and the host's issue cost; no overlap record in --graph mode."""
+    for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": str(_free_port())}.items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "g.jsonl"
+    cm.main(["--graph", "--out", str(out), "--max-bytes", "4096", "--step", "4",
+             "--collectives", "all_reduce", "broadcast"])
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["kind"] for r in recs] == ["environment"] + ["collective"] * 4 + ["done"]
+    assert recs[0]["args"]["graph"] is True
+    for r in recs[1:-1]:
+        assert "error" not in r, r
+        assert r["method"] == "cpu-dry-run"  # never "graph" without a GPU: a smoke test is not data
+        assert r["us_min"] <= r["us"] <= r["us_max"]
+        assert r["calls_per_sample"] == r["calls_per_graph"] * r["replays_per_sample"]
+        for f in ("eager_us", "host_call_us", "host_issue_us"):
+            assert r[f] > 0
+        assert r["busbw_gbs"] == pytest.approx(r["bytes"] / (r["us"] * 1e-6) / 1e9 * r["busbw_factor"])
