@@ -46,8 +46,12 @@ if str(ROOT) not in sys.path:
 from gpusim.cost.collectives import BUSBW_FACTOR, RING_STEPS, nccl_protocol, p2p_channels, ring  # noqa: E402
 from gpusim.hw.links import COLLECTIVES, Measured, Regime, links_dir, parse_link  # noqa: E402
 from gpusim.hw.spec_io import figure_line  # noqa: E402
+from validation.fit import collectives_records as CM  # noqa: E402
+from validation.fit.collectives_records import (  # noqa: E402  (the records' helpers, here as before)
+    load_runs, noise, overlap_figures, points, small_by_run)
 
 SCORES = ROOT / "validation" / "results" / "collectives" / "scores.json"
+GRAPH_NOTE = " of method graph (k calls replayed in one CUDA graph: the collective's device time)"
 
 MARKER = "# --- measured: written by validation/fit/fit_collectives.py; do not edit below this line ---"
 #: which link and GPU spec a record's GPU measured (NV18 on every lent H100/H200 machine: `nvidia-smi topo -m`)
@@ -77,38 +81,6 @@ def score_row(fit_on: str, scored: str, coll: str, errs: list, big: list) -> dic
     return {"fit": fit_on, "scored": scored, "collective": coll, "points": len(errs),
             "median": statistics.median(errs), "p90": q(errs, 0.9),
             "median_above_1mib": statistics.median(big) if big else None, "p90_above_1mib": q(big, 0.9) if big else None}
-
-
-# ---------------------------------------------------------------- records
-
-def load_runs(paths) -> list[dict]:
-    """Runs: {"env", "path", "clean", "points": [record], "overlap": [record]}; a run starts at an environment."""
-    runs = []
-    for p in paths:
-        cur = None
-        for line in open(p):
-            r = json.loads(line)
-            if r["kind"] == "environment":
-                lead = r.get("args", {}).get("lead_per_call_us", 30.0)
-                cur = {"env": r, "path": os.path.relpath(p, ROOT), "points": [], "overlap": [],
-                       "clean": "NCCL_DEBUG" not in r.get("env", {}) and lead == 30.0}
-                runs.append(cur)
-            elif cur is not None and r["kind"] == "collective" and "error" not in r:
-                cur["points"].append(r)
-            elif cur is not None and r["kind"] == "overlap" and "error" not in r:
-                cur["overlap"].append(r)
-    return runs
-
-
-def points(runs, gpu_name, clean=True) -> dict:
-    """(collective, world) -> {bytes: median us over the runs}."""
-    acc = defaultdict(lambda: defaultdict(list))
-    for run in runs:
-        if run["env"]["gpu_name"] != gpu_name or (clean and not run["clean"]):
-            continue
-        for r in run["points"]:
-            acc[(r["collective"], r["world_size"])][r["bytes"]].append(r["us"])
-    return {k: {b: statistics.median(v) for b, v in sorted(d.items())} for k, d in acc.items()}
 
 
 # ---------------------------------------------------------------- fit
@@ -257,70 +229,18 @@ def errors(link, gpu, data, worlds, sizes=None) -> dict:
     return out
 
 
-# ---------------------------------------------------------------- noise and overlap
-
-def noise(runs, gpu_name) -> dict:
-    """Run-to-run |difference| / mean of one point between two runs of the same world size: ``between`` above 1 MiB
-    (any runs, as before the second host), ``clean`` at every size between clean runs (world 4's two runs; world 2 on
-    the 2-GPU and on the 4-GPU host), with the collective of each; and the within-run spread (median - fastest) /
-    median of the samples (clean runs), as lists."""
-    per, cln = defaultdict(dict), defaultdict(dict)
-    for i, run in enumerate(r for r in runs if r["env"]["gpu_name"] == gpu_name):
-        for r in run["points"]:
-            per[(r["collective"], r["world_size"], r["bytes"])][i] = r["us"]
-            if run["clean"]:
-                cln[(r["collective"], r["world_size"], r["bytes"])][i] = r["us"]
-
-    def pairs(d, keep):
-        return [(k[0], abs(v[a] - v[b]) / ((v[a] + v[b]) / 2)) for k, v in d.items() if keep(k) and len(v) > 1
-                for a, b in [sorted(v)[:2]]]
-    within = [(r["us"] - r["us_min"]) / r["us"] for run in runs if run["clean"] and
-              run["env"]["gpu_name"] == gpu_name for r in run["points"]]
-    return {"between": [e for _, e in pairs(per, lambda k: k[2] > (1 << 20))],
-            "clean": pairs(cln, lambda k: True), "within": within}
-
-
-def small_by_run(runs, gpu_name) -> dict:
-    """(run label, collective) -> median time of the messages of 8 KiB and below in that clean run: the small-message
-    floor of each lease and world size."""
-    out = {}
-    for run in runs:
-        if not run["clean"] or run["env"]["gpu_name"] != gpu_name:
-            continue
-        e = run["env"]
-        label = (f"{os.path.basename(run['path']).removesuffix('.jsonl')} run {e['args'].get('repeat_index', 0)}, "
-                 f"world {e['world_size']}")
-        for c in COLLECTIVES:
-            xs = [r["us"] for r in run["points"] if r["collective"] == c and r["bytes"] <= 8192]
-            if xs:
-                out[(label, c)] = statistics.median(xs)
-    return out
-
-
-def overlap_figures(runs, gpu_name) -> dict:
-    rows = [o for run in runs if run["clean"] and run["env"]["gpu_name"] == gpu_name for o in run["overlap"]]
-    g = [o for o in rows if o["compute"].startswith("gemm")]
-    c = [o for o in rows if o["compute"].startswith("copy")]
-    out = {}
-    if g:
-        out["gemm_slowdown"] = statistics.median(o["compute_slowdown"] for o in g)
-        out["comm_slowdown"] = statistics.median(o["comm_us_with_compute"] / o["comm_us_alone"] for o in g)
-    if c:
-        out["copy_slowdown"] = statistics.median(o["compute_slowdown"] for o in c)
-    return out
-
-
 # ---------------------------------------------------------------- writing
 
-def provenance(runs, gpu_name) -> str:
+def provenance(runs, gpu_name, method="eager") -> str:
     run = next(r for r in runs if r["clean"] and r["env"]["gpu_name"] == gpu_name)
     e = run["env"]
     worlds = sorted({r["env"]["world_size"] for r in runs if r["clean"] and r["env"]["gpu_name"] == gpu_name})
     paths = sorted({r["path"] for r in runs if r["clean"] and r["env"]["gpu_name"] == gpu_name})
     return (f"{', '.join(paths)} ({e['gpu_name']}, world sizes {worlds}, {e['utc'][:10]}, NCCL {e['nccl']}, "
             f"torch {e['torch']}, NCCL_NVLS_ENABLE=0; `NCCL_NVLS_ENABLE=0 python3 -m torch.distributed.run "
-            f"--nproc-per-node N validation/measure/collectives.py --out FILE`), clean runs only, "
-            f"fitted by validation/fit/fit_collectives.py")
+            f"--nproc-per-node N validation/measure/collectives.py {'--graph ' if method == 'graph' else ''}--out "
+            f"FILE`), clean runs only{GRAPH_NOTE if method == 'graph' else ''}, fitted by "
+            "validation/fit/fit_collectives.py")
 
 
 def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> str:
@@ -416,11 +336,31 @@ def leave_one_gpu_out(results) -> list[dict]:
 
 
 def _summary(results, logo) -> dict:
-    return {"gpus": {g: {"gpu_name": r["gpu_name"], "link": r["link"], "worlds": r["worlds"], "rows": r["rows"],
-                         "noise": {c: statistics.median([e for k, e in r["noise"]["clean"] if k == c])
-                                   for c in COLLECTIVES if any(k == c for k, _ in r["noise"]["clean"])}}
-                     for g, r in results.items()},
-            "leave_one_gpu_out": logo}
+    def one(r):
+        return {"gpu_name": r["gpu_name"], "link": r["link"], "worlds": r["worlds"], "rows": r["rows"],
+                "method": r["method"], "noise": {c: statistics.median([e for k, e in r["noise"]["clean"] if k == c])
+                                                 for c in COLLECTIVES if any(k == c for k, _ in r["noise"]["clean"])}}
+    return {"gpus": {g: {**one(r), **({"eager": one(r["eager"])} if "eager" in r else {})}
+                     for g, r in results.items()}, "leave_one_gpu_out": logo}
+
+
+def fit_gpu(runs, sel, gpu_name, method) -> tuple[dict, str]:
+    """One GPU's fit and scores on ``sel`` (its runs of one method; overlap from every run): the results entry and
+    its link-file block."""
+    link_name, gpu = GPUS[gpu_name]
+    base = base_link(link_name)
+    data, ref = points(sel, gpu_name), provenance(sel, gpu_name, method)
+    regimes = fit(data, base, sorted({n for _, n in data}))
+    ov = overlap_figures(runs, gpu_name)
+    full = with_fit(base, gpu, regimes, ov)
+    reference = [(g, n, c, bw, ring(c, 1 << 30, n, full, g).busbw_gbs, ring(c, 1 << 30, n, full, g).source, w)
+                 for g, lk, n, c, bw, w in REFERENCE if lk == link_name]
+    busbw = {(c, n): max(d) * BUSBW_FACTOR[c](n) / (d[max(d)] * 1e3) for (c, n), d in data.items()}
+    res = {"gpu_name": gpu_name, "link": link_name, "ref": ref, "data": data, "regimes": regimes, "method": method,
+           "rows": score_gpu(data, base, gpu), "worlds": sorted({n for _, n in data}), "base": base,
+           "noise": noise(sel, gpu_name), "overlap": ov, "reference": reference, "busbw": busbw,
+           "small": small_by_run(sel, gpu_name)}
+    return res, measured_block(gpu, gpu_name, regimes, ov, ref, base.unidirectional_gbs)
 
 
 def run(paths, check=False) -> dict:
@@ -430,21 +370,14 @@ def run(paths, check=False) -> dict:
         if gpu_name not in GPUS:
             print(f"skipping {gpu_name}: add it to GPUS (its link and spec name)", file=sys.stderr)
             continue
-        link_name, gpu = GPUS[gpu_name]
-        base = base_link(link_name)
-        data = points(runs, gpu_name)
-        ref = provenance(runs, gpu_name)
-        regimes = fit(data, base, sorted({n for _, n in data}))
-        ov = overlap_figures(runs, gpu_name)
-        full = with_fit(base, gpu, regimes, ov)
-        reference = [(g, n, c, bw, ring(c, 1 << 30, n, full, g).busbw_gbs, ring(c, 1 << 30, n, full, g).source, w)
-                     for g, lk, n, c, bw, w in REFERENCE if lk == link_name]
-        busbw = {(c, n): max(d) * BUSBW_FACTOR[c](n) / (d[max(d)] * 1e3) for (c, n), d in data.items()}
-        results[gpu] = {"gpu_name": gpu_name, "link": link_name, "ref": ref, "data": data, "regimes": regimes,
-                        "rows": score_gpu(data, base, gpu), "worlds": sorted({n for _, n in data}), "base": base,
-                        "noise": noise(runs, gpu_name), "overlap": ov, "reference": reference, "busbw": busbw,
-                        "small": small_by_run(runs, gpu_name)}
-        blocks[link_name].append(measured_block(gpu, gpu_name, regimes, ov, ref, base.unidirectional_gbs))
+        method, sel = CM.select(runs, gpu_name)   # graph replay (device time) where recorded
+        res, block = fit_gpu(runs, sel, gpu_name, method)
+        eager = CM.select(runs, gpu_name, "eager")[1]
+        if method == "graph" and any(r["clean"] for r in eager):  # what back-to-back eager calls pay
+            res["eager"] = fit_gpu(runs, eager, gpu_name, "eager")[0]
+        res["compare"] = CM.compare(runs, gpu_name)
+        results[GPUS[gpu_name][1]] = res
+        blocks[GPUS[gpu_name][0]].append(block)
     summary = _summary(results, leave_one_gpu_out(results))
     outputs = {links_dir() / f"{ln}.toml": link_text(links_dir() / f"{ln}.toml", bl) for ln, bl in blocks.items()}
     outputs[SCORES] = json.dumps(summary, indent=1, sort_keys=True) + "\n"
