@@ -56,6 +56,25 @@ def test_graph_dry_run_writes_both_device_and_host_figures(tmp_path, monkeypatch
         assert r["busbw_gbs"] == pytest.approx(r["bytes"] / (r["us"] * 1e-6) / 1e9 * r["busbw_factor"])
 
 
+def test_a_failed_capture_skips_the_collective_on_every_rank(tmp_path, monkeypatch):
+    """A collective whose capture fails (send/recv on some torch builds) gets error records, at every size without
+    retrying, and the sweep goes on to the next collective."""
+    for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": str(_free_port())}.items():
+        monkeypatch.setenv(k, v)
+    calls = []
+
+    def broken(op, k, dev):
+        calls.append(k)
+        raise RuntimeError("operation not permitted when stream is capturing")
+    monkeypatch.setattr(cm, "capture", broken)
+    out = tmp_path / "g.jsonl"
+    cm.main(["--graph", "--out", str(out), "--max-bytes", "4096", "--step", "2", "--collectives", "all_reduce"])
+    recs = [json.loads(line) for line in out.read_text().splitlines() if '"collective"' in line]
+    assert len(recs) == 3 and len(calls) == 1
+    assert "not permitted" in recs[0]["error"] and recs[1]["error"].startswith("skipped: graph capture failed")
+
+
 def _graph_run(tmp_path):
     """A synthetic graph run (a test fixture, not a measurement): the first recorded world-2 eager run with
     --graph set and clean, 0.3x the time at 1 MiB and below (a device time under the host's floor), the eager loop's

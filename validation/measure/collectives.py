@@ -190,8 +190,7 @@ def graph_plan(nbytes: int) -> tuple[int, int, int]:
 
 
 def graph_lead_us(k: int, replays: int) -> float:
-    """GPU sleep queued before a sample's line-up replay, long enough for the host to enqueue it and the r timed
-    replays (a graph launch costs the host a few us plus well under 1 us per captured kernel)."""
+    """GPU sleep before a sample's line-up replay: time for the host to enqueue it and the r timed replays."""
     return 300.0 + (1 + replays) * (40.0 + 2.0 * k)
 
 
@@ -231,7 +230,6 @@ def capture(op, k: int, dev):
     def loop():
         for _ in range(k):
             op()
-
     if dev.type != "cuda":
         return loop
     side = torch.cuda.Stream()
@@ -283,12 +281,28 @@ def time_graph(replay, k: int, replays: int, samples: int, dev) -> list[float]:
     return out
 
 
+class GraphCaptureError(RuntimeError):
+    """A CUDA-graph capture failed on some rank (every rank raises it together)."""
+
+
+def agree(ok: bool, dev) -> bool:
+    """True where every rank's ``ok`` is."""
+    t = torch.tensor([1 if ok else 0], device=dev, dtype=torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())
+
+
 def measure_graph(op, nbytes: int, clock: Clock, dev, lead_per_call_us: float) -> dict:
     """The --graph record's figures for one collective and size."""
     k, replays, n = graph_plan(nbytes)
     eager = time_op(op, k, n, clock, dev, lead_per_call_us)
     host_call, host_issue = host_cost(op, k, 5, dev)
-    replay = capture(op, k, dev)
+    try:
+        replay, err = capture(op, k, dev), None
+    except Exception as e:  # noqa: BLE001
+        replay, err = None, f"{type(e).__name__}: {e}"
+    if not agree(err is None, dev):  # every rank skips the timing together, or none does
+        raise GraphCaptureError(err or "graph capture failed on another rank")
     ts = time_graph(replay, k, replays, n, dev)
     del replay
     e = summarise(eager)
@@ -305,9 +319,13 @@ def sweep(args, world, rank, dev, clock, emit):
         sizes.append(s)
         s *= args.step
     for name in args.collectives:
+        failed = None   # a capture that failed once fails at every size: skip the rest of the collective
         for nbytes in sizes:
             rec = {"kind": "collective", "collective": name, "world_size": world, "bytes": nbytes,
                    "dtype": args.dtype, "run": args.repeat_index}
+            if failed:
+                emit({**rec, "error": f"skipped: graph capture failed at a smaller size ({failed})"[:500]})
+                continue
             try:
                 op = make_op(name, nbytes, world, rank, dev, dtype)
                 if op is None:
@@ -324,6 +342,7 @@ def sweep(args, world, rank, dev, clock, emit):
                 del op
             except Exception as e:  # noqa: BLE001
                 rec["error"] = f"{type(e).__name__}: {e}"[:500]
+                failed = rec["error"] if isinstance(e, GraphCaptureError) else None
             emit(rec)
         if clock.cuda:
             torch.cuda.empty_cache()
