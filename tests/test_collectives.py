@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from gpusim.cost import collectives as C
 from gpusim.hw.links import COLLECTIVES, LinkError, link_spec, known_links, read_link
+from validation.fit import collectives_records as CM
 from validation.fit import fit_collectives as F
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,9 +37,11 @@ NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatt
 
 @pytest.fixture(scope="module")
 def recorded():
+    """(runs, the points of the method the law is fitted on: graph replay where recorded, else eager; the eager
+    records' run-to-run noise, the bound below: the eager runs span several leases)."""
     runs = F.load_runs(RECORDS)
     gpu_name = "NVIDIA H200"
-    return runs, F.points(runs, gpu_name), F.noise(runs, gpu_name)
+    return runs, CM.fit_data(runs, gpu_name)[2], F.noise(CM.select(runs, gpu_name, "eager")[1], gpu_name)
 
 
 def _noise(noise):

@@ -78,7 +78,7 @@ def test_a_failed_capture_skips_the_collective_on_every_rank(tmp_path, monkeypat
 def _graph_run(tmp_path):
     """A synthetic graph run (a test fixture, not a measurement): the first recorded world-2 eager run with
     --graph set and clean, 0.3x the time at 1 MiB and below (a device time under the host's floor), the eager loop's
-    time kept as ``eager_us``."""
+    time kept as ``eager_us``; no send/recv (as if its capture had failed)."""
     from validation.fit import fit_collectives as F
     src = next(p for p in F.default_records() if p.endswith("h200-x2-2026-11-28.jsonl"))
     out = []
@@ -90,6 +90,8 @@ def _graph_run(tmp_path):
             r["args"] = {**r["args"], "graph": True}
             r["env"] = {k: v for k, v in r["env"].items() if not k.startswith("NCCL_DEBUG")}  # a clean run
         elif r["kind"] == "collective":
+            if r["collective"] == "send_recv":   # as if its capture had failed
+                continue
             r.update(method="graph", eager_us=r["us"], host_call_us=r["us"] + 5.0, host_issue_us=12.0,
                      us=r["us"] * 0.3 if r["bytes"] <= 1 << 20 else r["us"])
         elif r["kind"] != "done":
@@ -106,6 +108,8 @@ def test_graph_records_are_fitted_and_eager_ones_kept(tmp_path):
     res = F.run(F.default_records() + [_graph_run(tmp_path)], check=True)["results"]["h200-sxm"]
     assert res["method"] == "graph" and res["worlds"] == [2]   # fitted on the graph run alone
     assert "--graph" in res["ref"] and res["eager"]["method"] == "eager" and res["eager"]["worlds"] == [2, 4]
+    assert "send_recv from the eager records" in res["ref"] and ("send_recv", 4) not in res["data"]
+    assert res["data"][("send_recv", 2)] == res["eager"]["data"][("send_recv", 2)]  # filled in, at world 2 only
     from gpusim.cost.collectives import ring
 
     def at_4k(r):

@@ -120,6 +120,24 @@ def select(runs, gpu_name, method: str | None = None) -> tuple[str, list]:
     return method, [r for r in mine if r["method"] == method]
 
 
+def fit_data(runs, gpu_name, method: str | None = None) -> tuple[str, list, dict, list]:
+    """(method, its runs, the points a law is fitted on, the collectives filled in from the eager records): the
+    method's points (:func:`select`), graph ones completed by :func:`fill_missing`."""
+    method, sel = select(runs, gpu_name, method)
+    data, filled = points(sel, gpu_name), []
+    if method == "graph":
+        data, filled = fill_missing(data, points(select(runs, gpu_name, "eager")[1], gpu_name))
+    return method, sel, data, filled
+
+
+def fill_missing(data: dict, eager: dict) -> tuple[dict, list]:
+    """``data`` (graph points) with the eager points, at its world sizes, of each collective it has no point of (a
+    collective whose capture failed), and those collectives."""
+    have, worlds = {c for c, _ in data}, {n for _, n in data}
+    missing = sorted({c for c, n in eager if n in worlds} - have)
+    return {**data, **{k: v for k, v in eager.items() if k[0] in missing and k[1] in worlds}}, missing
+
+
 def _median_by(rows, key, field) -> dict:
     acc = defaultdict(list)
     for r in rows:

@@ -344,12 +344,14 @@ def _summary(results, logo) -> dict:
                      for g, r in results.items()}, "leave_one_gpu_out": logo}
 
 
-def fit_gpu(runs, sel, gpu_name, method) -> tuple[dict, str]:
-    """One GPU's fit and scores on ``sel`` (its runs of one method; overlap from every run): the results entry and
-    its link-file block."""
+def fit_gpu(runs, gpu_name, method=None) -> tuple[dict, str]:
+    """One GPU's fit and scores on its runs of one method (graph where recorded: :func:`CM.fit_data`; overlap from
+    every run): the results entry and its link-file block."""
     link_name, gpu = GPUS[gpu_name]
     base = base_link(link_name)
-    data, ref = points(sel, gpu_name), provenance(sel, gpu_name, method)
+    method, sel, data, filled = CM.fit_data(runs, gpu_name, method)
+    ref = provenance(sel, gpu_name, method) + "".join(f"; {c} from the eager records (no graph record)"
+                                                      for c in filled)
     regimes = fit(data, base, sorted({n for _, n in data}))
     ov = overlap_figures(runs, gpu_name)
     full = with_fit(base, gpu, regimes, ov)
@@ -370,11 +372,10 @@ def run(paths, check=False) -> dict:
         if gpu_name not in GPUS:
             print(f"skipping {gpu_name}: add it to GPUS (its link and spec name)", file=sys.stderr)
             continue
-        method, sel = CM.select(runs, gpu_name)   # graph replay (device time) where recorded
-        res, block = fit_gpu(runs, sel, gpu_name, method)
+        res, block = fit_gpu(runs, gpu_name)   # graph replay (device time) where recorded
         eager = CM.select(runs, gpu_name, "eager")[1]
-        if method == "graph" and any(r["clean"] for r in eager):  # what back-to-back eager calls pay
-            res["eager"] = fit_gpu(runs, eager, gpu_name, "eager")[0]
+        if res["method"] == "graph" and any(r["clean"] for r in eager):  # what back-to-back eager calls pay
+            res["eager"] = fit_gpu(runs, gpu_name, "eager")[0]
         res["compare"] = CM.compare(runs, gpu_name)
         results[GPUS[gpu_name][1]] = res
         blocks[GPUS[gpu_name][0]].append(block)
