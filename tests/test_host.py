@@ -307,3 +307,32 @@ def test_calibrate_host_only_writes_a_loadable_host_profile(tmp_path):
     assert back.provenance["python_module_call_us"][0] == "derived"
     assert back.python_module_call_us / back.eager_module_us == pytest.approx(
         HOST.python_module_call_us / HOST.eager_module_us)
+
+
+def test_fastest_rounds_keeps_each_timing_fastest_and_counts_as_they_are():
+    """Calibration rounds merged: every timing leaf is the fastest round's, counts (kernels,
+    inputs) and the machine are the first round's, and the reference forwards are the fastest
+    of all rounds' pooled timings; a single slow figure in one round changes nothing."""
+    import copy
+    import json
+    import os
+    from validation.measure.host_bench import fastest_rounds
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "validation", "results", "h100", "host", "2026-11-24-lease8.toml")
+    with open(here + ".raw.json") as fh:
+        fast = json.load(fh)["host"]
+    slow = copy.deepcopy(fast)
+    slow["eager_1_op_us"] *= 2.0
+    slow["compiled"]["8"]["wall_us"] *= 1.7
+    slow["reference_walls_rounds"] = [{k: 2 * v for k, v in r.items()} for r in slow["reference_walls_rounds"]]
+    slow["compiled"]["8"]["kernels"] += 99          # a count is never "fastest"
+    merged = fastest_rounds([slow, fast])
+    assert merged["eager_1_op_us"] == fast["eager_1_op_us"]
+    assert merged["compiled"]["8"]["wall_us"] == fast["compiled"]["8"]["wall_us"]
+    assert merged["compiled"]["8"]["kernels"] == slow["compiled"]["8"]["kernels"]
+    assert merged["machine"] == slow["machine"]
+    assert len(merged["reference_walls_rounds"]) == 2 * len(fast["reference_walls_rounds"])
+    assert merged["reference_walls"] == {k: min(r[k] for r in fast["reference_walls_rounds"])
+                                         for k in fast["reference_walls"]}
+    assert merged["statistic"] == "fastest of 2 rounds"
+    assert fastest_rounds([fast, fast])["eager_1_op_us"] == fast["eager_1_op_us"]

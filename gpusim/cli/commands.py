@@ -357,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     only.add_argument("--forward-only", action="store_true",
                       help="re-time only the host's in-forward speed (eager_forward_factor, about "
                            "30 s) on top of --base: run it right before the runs you compare")
+    c.add_argument("--rounds", type=int, default=None,
+                   help="--host-only/--forward-only: time the host this many times (default 3) and keep "
+                        "each figure's fastest: a shared host slows down in episodes")
     c.set_defaults(fn=cmd_calibrate, outputs=("out",))
     v = sub.add_parser("validate", help="measure the built-in cases on this machine's GPU")
     v.add_argument("--out", required=True, help="results folder")

@@ -10,7 +10,8 @@ from gpusim.util.errors import UserError
 def cmd_calibrate(a) -> int:
     from validation.fit import calibrate
     argv = ["--out", a.out] + (["--base", a.base] if a.base else []) + (
-        ["--host-only"] if a.host_only else []) + (["--forward-only"] if a.forward_only else [])
+        ["--host-only"] if a.host_only else []) + (["--forward-only"] if a.forward_only else []) + (
+        ["--rounds", str(a.rounds)] if getattr(a, "rounds", None) else [])
     return calibrate.main(argv)
 
 

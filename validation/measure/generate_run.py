@@ -46,6 +46,7 @@ import time
 import torch
 
 from validation.measure.decode_run import environment
+from validation.measure.host_drift import python_us
 
 
 def _med(xs) -> dict:
@@ -153,9 +154,10 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
         for _ in range(2):
             call(new)
             call(1)
-        walls, ttfts, steps, fwd = [], [], [], []
+        walls, ttfts, steps, fwd, probes = [], [], [], [], []
         out = None
         for _ in range(reps):
+            probes.append(round(python_us(), 1))    # the host's own speed now (contention episodes)
             ttfts.append(call(1)[0])
             stamp = Stamp()
             out = None      # the previous call's result (its whole cache) would be allocated during this one
@@ -193,7 +195,9 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
     fwd_ms = [round(statistics.median(col), 4) for col in zip(*fwd)] if fwd and all(fwd) else []
     return {**prof_row, "forward_host_ms": fwd_ms, "kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
             "mode": "compiled" if cache == "static" else "eager", "wall_ms": _med(walls), "ttft_ms": _med(ttfts),
-            "token_ms": tokens, "peak_allocated_bytes": peak, "allocated_before_bytes": before,
+            "token_ms": tokens, "token_ms_reps": [[round(t, 4) for t in st] for st in steps],
+            "python_us_reps": probes, "statistic": "fastest rep",
+            "peak_allocated_bytes": peak, "allocated_before_bytes": before,
             "holds_previous_output": False, "allocator_delta": alloc,
             "kv_cache_bytes": _cache_bytes(out.past_key_values),
             "cache_class": type(out.past_key_values).__name__,
@@ -228,7 +232,7 @@ def prefill_case(model, batch, prompt, vocab) -> dict:
     ks = _kernels(prof)
     return {"kind": "prefill", "batch": batch, "prompt": prompt, "wall_us": _med(walls),
             "kernel_count": len(ks), "kernel_sum_us": round(sum(e.device_time for e in ks), 1),
-            "kernels": _by_name(ks)}
+            "kernels": _by_name(ks), **_kernel_detail(ks)}
 
 
 def _top_level_aten(events):

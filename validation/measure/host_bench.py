@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from gpusim.capture.tracing import capture_full
 from gpusim.hw.host import load_host
 from validation.measure import timing as measure
-from validation.measure.reference_forwards import median_walls, reference_walls
+from validation.measure.reference_forwards import fastest_walls, median_walls, reference_walls
 from validation.measure.runner import partitioned_callable
 
 
@@ -155,6 +155,32 @@ def host_microbenchmarks() -> dict:
     h["reference_walls_rounds"] = rounds
     h["reference_walls"] = median_walls(rounds)
     return h
+
+
+#: leaves of the raw host timings that count things (kernels, inputs) rather than time them
+COUNT_KEYS = ("kernels", "inputs")
+
+
+def fastest_rounds(rounds: list[dict]) -> dict:
+    """Several :func:`host_microbenchmarks` rounds merged into one: every timing leaf the
+    fastest of the rounds (the host without contention: :func:`fastest_walls`' reason), counts
+    and the machine as the first round has them, the reference forwards' rounds pooled and
+    their fastest taken."""
+    def merge(xs, key=""):
+        x0 = xs[0]
+        if isinstance(x0, dict):
+            return {k: merge([x[k] for x in xs], k) for k in x0}
+        if isinstance(x0, bool) or not isinstance(x0, (int, float)) or key in COUNT_KEYS:
+            return x0
+        return min(xs)
+    out = {k: merge([r[k] for r in rounds], k) for k in rounds[0]
+           if k not in ("reference_walls_rounds", "reference_walls")}
+    pooled = [w for r in rounds for w in r.get("reference_walls_rounds", [])]
+    if pooled:
+        out["reference_walls_rounds"] = pooled
+        out["reference_walls"] = fastest_walls(pooled)
+    out["statistic"] = f"fastest of {len(rounds)} rounds"
+    return out
 
 
 def stream_busy(dev: str = "cuda", k: int = 32, n: int = 2048) -> dict:
