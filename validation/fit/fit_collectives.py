@@ -88,6 +88,10 @@ def score_row(fit_on: str, scored: str, coll: str, errs: list, big: list) -> dic
 #: the collectives that pay for the rank's own shard (bytes / n) at a rate of their own
 SHARDED = ("all_reduce", "all_gather", "reduce_scatter")
 PROTOS = ("ll", "simple")
+#: the LL latency's form by the records' method: the eager loop's small-message floor is the host's, and grew with
+#: every rank on one lease (x2 from 2 to 4 ranks, broadcast and send/recv included); the graph records' device time
+#: grows only with the ring's chain (+0-3.4 us from 2 to 4 ranks, send/recv none), NCCL's own form
+LL_FORM = {"eager": "per_rank", "graph": "nccl"}
 #: messages this large are bandwidth-bound on NVLink (the latency is < 10% of their time in the records)
 BANDWIDTH_BOUND = 8 << 20
 
@@ -98,10 +102,10 @@ def _cols(colls, proto, free_hop):
         [("hop", None)] if free_hop else [])
 
 
-def _x(col, coll, n, nbytes, proto):
+def _x(col, coll, n, nbytes, per_rank):
     k, c = col
-    if k == "lat":   # LL: latency per participating rank (x n); Simple: a base
-        return float(c == coll) * (n if proto == "ll" else 1.0)
+    if k == "lat":   # a latency per participating rank (x n; the eager records' LL) or a base
+        return float(c == coll) * (n if per_rank else 1.0)
     if k == "link":
         return nbytes * BUSBW_FACTOR[coll](n) / 1e3
     if k == "shard":
@@ -109,14 +113,14 @@ def _x(col, coll, n, nbytes, proto):
     return float(RING_STEPS[coll](n))
 
 
-def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf):
+def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf, per_rank=False):
     """Bounded least squares in relative error; a send/recv on channels slower than ``link_gbs`` pays its bytes at
     ``channels x channel`` (fixed) instead of the link's rate. Returns (solution by column, loss)."""
     t = np.array([p[3] for p in pts])
     fixed_hop = 0.0 if free_hop else link.hop_us[proto]
     X, y = [], []
     for c, b, n, tt in pts:
-        row = [_x(col, c, n, b, proto) for col in cols]
+        row = [_x(col, c, n, b, per_rank) for col in cols]
         extra = RING_STEPS[c](n) * fixed_hop
         nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
         if nch is not None and nch * channel < link_gbs:
@@ -163,32 +167,37 @@ def _sr_error(sr, sol, link, ch) -> float:
     return out
 
 
-def fit_protocol(pts, proto, link) -> dict:
+def fit_protocol(pts, proto, link, ll_form="per_rank") -> dict:
     """One protocol, every collective at once: bounded least squares in relative error over (coll, bytes, n, t) of
 
-    - LL: ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``;
+    - LL, ``ll_form`` "per_rank" (the eager records: a host-bound floor that grows with every rank):
+      ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``; "nccl" (the
+      graph records, the device time: NCCL's own form, a base and a latency per step of the chain): as Simple;
     - Simple: ``t = base[c] + steps(n) x hop + bytes x factor(n) x s_link + bytes / n x s_shard[c]``, ``hop``
       fitted where the points hold two world sizes or more, else NCCL's (the link's ``[nccl]``); a send/recv on
       fewer NCCL channels than the link needs pays ``bytes / (channels x channel_gbs)`` instead (:func:`_channel`).
 
     ``s_link`` is never below the datasheet's one direction (a faster link is one the points do not resolve: a
     latency-bound protocol); the other figures are >= 0. Returns {"link_gbs", "hop_us" (None: NCCL's),
-    "channel_gbs", coll: (lat_us, shard_gbs)}."""
+    "channel_gbs", "per_rank", coll: (lat_us, shard_gbs)}."""
     colls = [c for c in COLLECTIVES if any(p[0] == c for p in pts)]
-    free_hop = proto == "simple" and len({p[2] for p in pts}) > 1
+    per_rank = proto == "ll" and ll_form == "per_rank"
+    free_hop = not per_rank and len({p[2] for p in pts}) > 1
     cols = _cols(colls, proto, free_hop)
-    _, channel, sol = _channel(pts, proto, link, cols, free_hop, *_solve(pts, proto, link, cols, free_hop))
+    _, channel, sol = _channel(pts, proto, link, cols, free_hop,
+                               *_solve(pts, proto, link, cols, free_hop, per_rank=per_rank))
     out = {"link_gbs": float(1.0 / sol[("link", None)]), "hop_us": float(sol[("hop", None)]) if free_hop else None,
-           "channel_gbs": channel}
+           "channel_gbs": channel, "per_rank": per_rank}
     for c in colls:
         k = float(sol.get(("shard", c), 0.0))
         out[c] = (max(float(sol[("lat", c)]), 0.01), 1.0 / k if k > 1e-5 else math.inf)  # > 100 TB/s: none
     return out
 
 
-def fit(data: dict, link, worlds, sizes=None) -> dict:
+def fit(data: dict, link, worlds, sizes=None, ll_form="per_rank") -> dict:
     """collective -> (LL regime, Simple regime) fitted on the world sizes ``worlds`` (and only ``sizes``, if given);
-    each point goes to the protocol NCCL picks for it (:func:`gpusim.cost.collectives.nccl_protocol`)."""
+    each point goes to the protocol NCCL picks for it (:func:`gpusim.cost.collectives.nccl_protocol`); ``ll_form``:
+    :func:`fit_protocol`'s (:data:`LL_FORM` by the records' method)."""
     pts = [(c, b, n, t) for (c, n), d in data.items() if n in worlds for b, t in d.items()
            if sizes is None or b in sizes]
     out = defaultdict(list)
@@ -196,11 +205,11 @@ def fit(data: dict, link, worlds, sizes=None) -> dict:
         sel = [p for p in pts if nccl_protocol(p[0], p[1], p[2], link) == proto]
         if not sel:
             continue
-        f = fit_protocol(sel, proto, link)
+        f = fit_protocol(sel, proto, link, ll_form)
         for c in COLLECTIVES:
             if c in f:
                 lat, shard = f[c]
-                rank = lat if proto == "ll" else None   # LL: base = rank = the latency per participating rank
+                rank = lat if f["per_rank"] else None   # base = rank: the latency per participating rank
                 ch = f["channel_gbs"] if c == "send_recv" else math.inf
                 out[c].append(Regime(proto, proto, math.inf, lat, f["link_gbs"], rank, shard, f["hop_us"], ch))
     return {c: tuple(r) for c, r in out.items()}
@@ -250,7 +259,7 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
             lines += ["", f'[measured."{gpu}".{coll}.{r.name}]', f'protocol = "{r.protocol}"']
             if math.isfinite(r.max_bytes):
                 lines.append(f"max_bytes = {int(r.max_bytes)}")
-            if r.protocol == "ll":
+            if r.rank_us is not None:
                 what = (f"latency of {coll} per participating rank with NCCL's LL protocol (the law's base_us + "
                         "(n-1) x rank_us: latency proportional to the world size; joint fit of the protocol)")
                 lines.append(figure_line("base_us", round(r.base_us, 2), "measured", f"{what}; {ref}"))
@@ -309,18 +318,18 @@ def _rows(fit_on, where, errs, big) -> list[dict]:
     return [score_row(fit_on, where, c, errs[c], big.get(c, [])) for c in COLLECTIVES if errs.get(c)]
 
 
-def score_gpu(data, base, gpu) -> list[dict]:
+def score_gpu(data, base, gpu, ll_form="per_rank") -> list[dict]:
     """In sample; each world size left out (fit on the others); alternate sizes left out (fit on 1 KiB x 4^k)."""
     worlds = sorted({n for _, n in data})
-    full = with_fit(base, gpu, fit(data, base, worlds))
+    full = with_fit(base, gpu, fit(data, base, worlds, ll_form=ll_form))
     rows = _rows(f"n={worlds}", f"n={worlds} (in sample)", *scored(full, gpu, data, worlds))
     for w in worlds if len(worlds) > 1 else []:
         rest = [x for x in worlds if x != w]
-        rows += _rows(f"n={rest}", f"n={w} (left out)", *scored(with_fit(base, gpu, fit(data, base, rest)), gpu,
+        rows += _rows(f"n={rest}", f"n={w} (left out)", *scored(with_fit(base, gpu, fit(data, base, rest, ll_form=ll_form)), gpu,
                                                                   data, [w]))
     sizes = {b for d in data.values() for b in d}
     even = {b for b in sizes if round(math.log(b / 1024, 4), 6).is_integer()}
-    alt = with_fit(base, gpu, fit(data, base, worlds, even))
+    alt = with_fit(base, gpu, fit(data, base, worlds, even, ll_form))
     return rows + _rows("1 KiB x 4^k", "sizes between (left out)", *scored(alt, gpu, data, worlds, sizes - even))
 
 
@@ -352,13 +361,13 @@ def fit_gpu(runs, gpu_name, method=None) -> tuple[dict, str]:
     method, sel, data, filled = CM.fit_data(runs, gpu_name, method)
     ref = provenance(sel, gpu_name, method) + "".join(f"; {c} from the eager records (no graph record)"
                                                       for c in filled)
-    regimes = fit(data, base, sorted({n for _, n in data}))
+    regimes = fit(data, base, sorted({n for _, n in data}), ll_form=LL_FORM[method])
     ov = overlap_figures(runs, gpu_name)
     full = with_fit(base, gpu, regimes, ov)
     reference = [(g, n, c, bw, ring(c, 1 << 30, n, full, g).busbw_gbs, ring(c, 1 << 30, n, full, g).source, w)
                  for g, lk, n, c, bw, w in REFERENCE if lk == link_name]
     busbw = {(c, n): max(d) * BUSBW_FACTOR[c](n) / (d[max(d)] * 1e3) for (c, n), d in data.items()}
-    worlds, rows = sorted({n for _, n in data}), score_gpu(data, base, gpu)
+    worlds, rows = sorted({n for _, n in data}), score_gpu(data, base, gpu, LL_FORM[method])
     eager = points(CM.select(runs, gpu_name, "eager")[1], gpu_name) if method == "graph" else {}
     for w in sorted({n for _, n in eager} - set(worlds)):   # above 1 MiB the eager loop is not host-bound
         big = {b for d in eager.values() for b in d if b > 1 << 20}

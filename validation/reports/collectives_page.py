@@ -31,10 +31,12 @@ LAW = ("`time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p] +
        "Simple; send/recv LL up to 16 KiB): `factor` is nccl-tests' bus-bandwidth factor (the bytes each rank moves "
        "over its link); `steps` the ring's chain (all-reduce 2(n-1); all-gather, reduce-scatter, broadcast n-1; "
        "send/recv 1); `link_gbs` and `hop_us` are figures of the link, shared by every collective and world size; "
-       "`shard_gbs` (all-reduce, all-gather, reduce-scatter) prices the rank's own shard. LL: `base_us = rank_us`, a "
-       "latency per participating rank (proportional to n; the chain's hops are NCCL's 0.6 us); Simple: a base per "
-       "collective and `hop_us` fitted where the records hold two world sizes or more, else NCCL's 3.4 us. One "
-       "bounded least-squares fit in relative error per protocol over every collective and world size.")
+       "`shard_gbs` (all-reduce, all-gather, reduce-scatter) prices the rank's own shard. Simple, and LL on the "
+       "graph-replay records (device time; NCCL's own form): a base per collective and `hop_us` per step of the "
+       "chain, fitted where the records hold two world sizes or more, else NCCL's (LL 0.6 us, Simple 3.4 us); LL on "
+       "the eager loop's records (a host-bound floor that grows with every rank): `base_us = rank_us`, a latency per "
+       "participating rank (proportional to n; the chain's hops NCCL's 0.6 us). One bounded least-squares fit in "
+       "relative error per protocol over every collective and world size.")
 
 
 GRAPH_METHOD = ("Method: graph (`validation/measure/collectives.py --graph`): k calls of one collective and size "
@@ -56,22 +58,26 @@ def _score_table(rows) -> list[str]:
     return out
 
 
-def _noise_rows(nz) -> list[str]:
+def _noise_rows(nz, method="eager") -> list[str]:
     cl = [e for _, e in nz["clean"]]
+    eager = method == "eager"
     out = []
     if cl:
         per = ", ".join(f"{c} {pct(statistics.median([e for k, e in nz['clean'] if k == c]))}" for c in COLLECTIVES
                         if any(k == c for k, _ in nz["clean"]))
-        out.append(f"- between two clean runs of one world size, every size (world 4 twice on the 4-GPU host; world "
-                   f"2 on the 2-GPU host and on the 4-GPU host): median {pct(statistics.median(cl))}, p90 "
-                   f"{pct(q(cl, 0.9))} ({len(cl)} points); median per collective: {per}. At 1 MiB and below the "
-                   "runs differ by tens of percent (host-bound launches): no law can be closer than that there")
+        where = ("world 4 twice on the 4-GPU host; world 2 on the 2-GPU host and on the 4-GPU host" if eager else
+                 "each world size twice on one lease")
+        out.append(f"- between two clean runs of one world size, every size ({where}): median "
+                   f"{pct(statistics.median(cl))}, p90 {pct(q(cl, 0.9))} ({len(cl)} points); median per collective: "
+                   f"{per}." + (" At 1 MiB and below the runs differ by tens of percent (host-bound launches): no "
+                                "law can be closer than that there" if eager else ""))
     if nz["between"]:
         out.append(f"- between two runs, sizes above 1 MiB: median {pct(statistics.median(nz['between']))}, "
                    f"p90 {pct(q(nz['between'], 0.9))} ({len(nz['between'])} points)")
     out.append(f"- within a run, (median - fastest) / median of a point's samples: median "
-               f"{pct(statistics.median(nz['within']))}, p90 {pct(q(nz['within'], 0.9))} (some samples are far "
-               "slower, up to 40x at small sizes: a host stall past the queued lead; the median ignores them)")
+               f"{pct(statistics.median(nz['within']))}, p90 {pct(q(nz['within'], 0.9))}"
+               + (" (some samples are far slower, up to 40x at small sizes: a host stall past the queued lead; the "
+                  "median ignores them)" if eager else ""))
     return out
 
 
@@ -179,7 +185,7 @@ def doc(results: dict, law_note: str = "") -> str:
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         out += [f"| {g} | {n} | {c} | {bw:.0f} GB/s | {p:.0f} GB/s ({src}) | {pct(abs(p - bw) / bw)} | {where} |"
                 for g, n, c, bw, p, src, where in r["reference"]]
-        out += ["", "### Noise", ""] + _noise_rows(r["noise"])
+        out += ["", "### Noise", ""] + _noise_rows(r["noise"], r["method"])
         if r["overlap"]:
             out += ["", "### Concurrent compute while NCCL runs (all-reduce of 256 MiB bf16 on another stream)", ""]
             out += [f"- {k}: {v:.3f}" for k, v in sorted(r["overlap"].items())]
