@@ -126,3 +126,16 @@ def test_graph_records_are_fitted_and_eager_ones_kept(tmp_path):
         assert head in page, head
     scores = F._summary({"h200-sxm": res}, [])
     assert "method graph" in P.accuracy_block(scores) and "The eager loop's records" in P.accuracy_block(scores)
+
+
+def test_unregistered_graph_runs_are_preferred():
+    """Graph runs with NCCL_GRAPH_REGISTER=0 (NCCL's eager-call buffers) are fitted alone where any is clean."""
+    from validation.fit import collectives_records as CM
+
+    def run(method, env, clean=True):
+        return {"env": {"gpu_name": "G", "env": env}, "method": method, "clean": clean, "points": []}
+    reg, unreg, eager = run("graph", {}), run("graph", {"NCCL_GRAPH_REGISTER": "0"}), run("eager", {})
+    assert CM.select([reg, unreg, eager], "G") == ("graph", [unreg])
+    assert CM.select([reg, eager], "G") == ("graph", [reg])
+    assert CM.select([reg, run("graph", {"NCCL_GRAPH_REGISTER": "0"}, clean=False)], "G")[1][0] is reg
+    assert CM.select([reg, unreg, eager], "G", "eager") == ("eager", [eager])

@@ -113,11 +113,20 @@ def run_method(env: dict) -> str:
 
 
 def select(runs, gpu_name, method: str | None = None) -> tuple[str, list]:
-    """(method, that method's runs of ``gpu_name``): "graph" where any clean graph run exists, else "eager"."""
+    """(method, that method's runs of ``gpu_name``): "graph" where any clean graph run exists, else "eager". Graph
+    runs with ``NCCL_GRAPH_REGISTER=0`` (NCCL copies through its own buffers, as in eager calls, instead of
+    registering the captured user buffers) are taken alone where there are any."""
     mine = [r for r in runs if r["env"]["gpu_name"] == gpu_name]
     if method is None:
         method = "graph" if any(r["clean"] and r["method"] == "graph" for r in mine) else "eager"
-    return method, [r for r in mine if r["method"] == method]
+    sel = [r for r in mine if r["method"] == method]
+    unreg = [r for r in sel if unregistered(r)]
+    return method, unreg if method == "graph" and any(r["clean"] for r in unreg) else sel
+
+
+def unregistered(run) -> bool:
+    """A run with NCCL's registration of graph-captured buffers off (``NCCL_GRAPH_REGISTER=0``)."""
+    return run["env"].get("env", {}).get("NCCL_GRAPH_REGISTER") == "0"
 
 
 def fit_data(runs, gpu_name, method: str | None = None) -> tuple[str, list, dict, list]:
