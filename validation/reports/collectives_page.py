@@ -152,9 +152,9 @@ def _compare_rows(cmp: dict) -> list[str]:
            "(same run)` the eager loop behind a sleep kernel in the same run; `eager (earlier)` the eager records of "
            "earlier leases; `host call` the wall of k eager calls back to back with no lead / k (what a host-bound "
            "eager loop pays a call), `host issue` the host's time to return from them / k. Ratios: median of the "
-           "per-size graph / eager. Where graph / eager (same run) exceeds 1 (some collectives at 1 MiB and below, every "
-           "collective at 2-64 MiB on these records), a captured call costs the device more than an eager one: NCCL registers the captured "
-           "user buffers (`NCCL_GRAPH_REGISTER`, on by default) where eager calls copy through its own; graph runs "
+           "per-size graph / eager. Where graph / eager (same run) exceeds 1 (some collectives at 1 MiB and below, "
+           "every collective at 2-64 MiB on these records), a captured call costs the device more than an eager one: "
+           "NCCL registers the captured user buffers (`NCCL_GRAPH_REGISTER`, on by default) where eager calls copy through its own; graph runs "
            "with `NCCL_GRAPH_REGISTER=0` are fitted alone where there are any. The DDP step records' small NCCL "
            "kernels are ~3 us (docs/distributed.md).", "",
            "| collective | world | sizes | graph | eager (same run) | eager (earlier) | host call | host issue | "
