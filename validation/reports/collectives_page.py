@@ -101,8 +101,8 @@ def _small_rows(small: dict) -> list[str]:
                   "measures the launch-bound rate, which is what eager code issuing collectives back to back pays."]
 
 
-EAGER_NOTE = (" At 1 MiB and below the records' own run-to-run noise (one world size, two leases or runs) is of the same "
-              "size: the small-message times are launch-bound floors that differ between leases.")
+EAGER_NOTE = (" At 1 MiB and below the records' own run-to-run noise (one world size, two leases or runs) is of the "
+              "same size: the small-message times are launch-bound floors that differ between leases.")
 
 
 def verdict(rows, method="eager") -> str:
@@ -154,7 +154,8 @@ def _compare_rows(cmp: dict) -> list[str]:
            "eager loop pays a call), `host issue` the host's time to return from them / k. Ratios: median of the "
            "per-size graph / eager. Where graph / eager (same run) exceeds 1 (some collectives at 1 MiB and below, "
            "every collective at 2-64 MiB on these records), a captured call costs the device more than an eager one: "
-           "NCCL registers the captured user buffers (`NCCL_GRAPH_REGISTER`, on by default) where eager calls copy through its own; graph runs "
+           "NCCL registers the captured user buffers (`NCCL_GRAPH_REGISTER`, on by default) where eager calls copy "
+           "through its own; graph runs "
            "with `NCCL_GRAPH_REGISTER=0` are fitted alone where there are any. The DDP step records' small NCCL "
            "kernels are ~3 us (docs/distributed.md).", "",
            "| collective | world | sizes | graph | eager (same run) | eager (earlier) | host call | host issue | "
