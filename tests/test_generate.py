@@ -317,11 +317,15 @@ def test_harness_wrap_keeps_a_real_generate_working():
     m = transformers.LlamaForCausalLM(cfg).eval()
     ids = torch.randint(1, 64, (1, 5))
     sink, prep = [], []
+    from validation.measure.host_drift import token_stamp
+    stamp = token_stamp()         # the harness's clock a token (time per output token)
     undo = _timed_forward(m, sink, prep)
     try:
         with torch.no_grad():
             out = m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, min_new_tokens=3,
-                             do_sample=False, pad_token_id=0)
+                             do_sample=False, pad_token_id=0,
+                             logits_processor=transformers.LogitsProcessorList([stamp]))
     finally:
         undo()
     assert out.shape[1] == 8 and len(prep) == 3 and len(sink) >= 2
+    assert len(stamp.t) == 3 and stamp.t == sorted(stamp.t)

@@ -49,7 +49,7 @@ import time
 import torch
 
 from validation.measure.decode_run import environment
-from validation.measure.host_drift import python_us
+from validation.measure.host_drift import python_us, token_stamp
 
 
 def _med(xs) -> dict:
@@ -146,15 +146,7 @@ def _cpu_self(events, top: int = 40) -> dict:
 
 
 def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, cpu_profile=False) -> dict:
-    from transformers import LogitsProcessor, LogitsProcessorList
-
-    class Stamp(LogitsProcessor):
-        def __init__(self):
-            self.t = []
-
-        def __call__(self, input_ids, scores):
-            self.t.append(time.perf_counter())
-            return scores
+    from transformers import LogitsProcessorList
     ids = torch.randint(3, vocab, (batch, prompt), device="cuda")
     mask = torch.ones_like(ids)
     kw = dict(do_sample=False, attention_mask=mask, pad_token_id=0, use_cache=True,
@@ -176,7 +168,7 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
         for _ in range(reps):
             probes.append(round(python_us(), 1))    # the host's own speed now (contention episodes)
             ttfts.append(call(1)[0])
-            stamp = Stamp()
+            stamp = token_stamp()
             out = None      # the previous call's result (its whole cache) would be allocated during this one
             before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
