@@ -379,8 +379,8 @@ def calibrate_host(out_path: str, base_name: str | None = None, rounds: int = 3)
     slow down in episodes; the profile describes the host without them)."""
     base = _host_base(out_path, base_name)
     runs = [host_microbenchmarks() for _ in range(max(1, rounds))]
-    raw = {"env": measure.env_info(), "host": fastest_rounds(runs) if len(runs) > 1 else runs[0],
-           "host_rounds": runs}
+    raw = ({"env": measure.env_info(), "host": runs[0]} if len(runs) == 1 else
+           {"env": measure.env_info(), "host": fastest_rounds(runs), "host_rounds": runs})
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     cmd = "gpusim calibrate --host-only"
