@@ -314,7 +314,8 @@ def extern_mm(x: LawInput) -> KernelEstimate:
     floor). A skinny product streams its weight as eager's does (:func:`weight_stream_us`)."""
     half = x.a["dtype"] in HALF_DTYPES and x.a["kind"] == "matmul"
     stream = weight_stream_us(x)
-    return x.retimed(x.est.mem_us if stream is None else stream, x.est.compute_us,
+    return x.retimed(x.est.mem_us if stream is None else stream,
+                     x.est.compute_us + (kloop_us(x) if stream is None else 0.0),
                      (x.spec.gemm_eager_min_us if half else None) or x.floor)
 
 
