@@ -247,6 +247,26 @@ def weight_stream_us(x: LawInput) -> float | None:
     return mem
 
 
+def kloop_us(x: LawInput) -> float:
+    """The K-loop latency of a mid-size 16-bit cuBLAS product, added to its compute time:
+    ``gemm_kloop_us`` + K x ``gemm_kloop_ns`` for a single product (no batch of matrices) with
+    more rows than a skinny stream (:data:`STREAM_ROWS`), whose output tiles (the spec's
+    ``matmul_tile_m x matmul_tile_n``) fit in one wave over the SMs, and that cuBLAS does not
+    split over K. With one wave there is no second tile to hide a tile's K steps behind, so
+    they add to the tensor-core time (the H100 dispatch sweep's 128-2048-row products: K
+    3072 runs 7.7-9.7 us at 128-512 rows, K 768 4.4-5.2 us; fitted by
+    validation/fit/fit_gemm_kloop.py). 0 without the figures or outside that domain."""
+    a, spec = x.a, x.spec
+    g = a.get("gemm") or {}
+    if not (spec.gemm_kloop_ns and a["dtype"] in HALF_DTYPES and a["kind"] == "matmul" and g
+            and g.get("b", 1) == 1 and not streams_weights(a)):
+        return 0.0
+    tiles = -(-int(g["m"]) // spec.matmul_tile_m) * -(-int(g["n"]) // spec.matmul_tile_n)
+    if tiles > spec.sm_count or cublas_split_k(x.graph, x.kernel.ops[0], spec):
+        return 0.0
+    return (spec.gemm_kloop_us or 0.0) + g["k"] * spec.gemm_kloop_ns * 1e-3
+
+
 @law("gemm", "align1", "align2", "gemv", "gemm_lt")
 def gemm(x: LawInput) -> KernelEstimate:
     """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``, or for 16-bit GEMMs where
@@ -274,6 +294,8 @@ def gemm(x: LawInput) -> KernelEstimate:
         comp = a["flops"] / (spec.peak_flops(unit) * matmul_efficiency(spec, unit)) * 1e6
     elif v == "gemm_lt" and unit == "fp32":
         comp = comp * quantisation_efficiency(a["gemm"], spec) / quantisation_efficiency(a["gemm"], spec, split_k=False)
+    elif v in ("gemm", "gemm_lt") and stream is None:
+        comp += kloop_us(x)
     lib_floor = a["dtype"] in HALF_DTYPES or (v == "gemv" and unit == "fp32")
     floor = (spec.gemm_eager_min_us if lib_floor else None) or x.floor
     if a["kind"] == "conv":
@@ -292,7 +314,8 @@ def extern_mm(x: LawInput) -> KernelEstimate:
     floor). A skinny product streams its weight as eager's does (:func:`weight_stream_us`)."""
     half = x.a["dtype"] in HALF_DTYPES and x.a["kind"] == "matmul"
     stream = weight_stream_us(x)
-    return x.retimed(x.est.mem_us if stream is None else stream, x.est.compute_us,
+    return x.retimed(x.est.mem_us if stream is None else stream,
+                     x.est.compute_us + (kloop_us(x) if stream is None else 0.0),
                      (x.spec.gemm_eager_min_us if half else None) or x.floor)
 
 

@@ -85,6 +85,10 @@ OPTIONAL_MODEL += LEASE_MODEL
 #: the gemm law streams at gemm_mem_efficiency (the dispatch sweep's, measured after an L2 flush)
 STREAM_FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 OPTIONAL_MODEL += STREAM_FIGURES
+#: mid-size 16-bit GEMMs' K-loop latency (validation/fit/fit_gemm_kloop.py on the dispatch sweep,
+#: validation/sweeps/<gpu>.json): without them the gemm law prices those products by the roofline
+KLOOP_FIGURES = ("gemm_kloop_us", "gemm_kloop_ns")
+OPTIONAL_MODEL += KLOOP_FIGURES
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices every mask at attention_mask_efficiency

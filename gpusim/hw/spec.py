@@ -189,6 +189,11 @@ class GPUSpec:
     # columns serially, gemm_stream_k_us + K x gemm_stream_k_ns
     gemm_stream_k_us: float | None = None
     gemm_stream_k_ns: float | None = None
+    # mid-size 16-bit cuBLAS GEMMs (more rows than a skinny stream, output tiles within one wave,
+    # K unsplit): each tile's K loop adds gemm_kloop_us + K x gemm_kloop_ns to the compute time
+    # (validation/fit/fit_gemm_kloop.py on the dispatch sweep); None: the plain roofline
+    gemm_kloop_us: float | None = None
+    gemm_kloop_ns: float | None = None
     gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
     # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
     attention_efficiency: float | None = None

@@ -13,7 +13,8 @@ check); Inductor realises the mask densely (``sdpa_constraint``), so cuDNN reads
 Points (bf16, cuDNN backend as PyTorch picks it): shapes (B, H, S, D) of the records' attention calls,
 each with the mask laid out as ``none``; ``bcast_q`` (B, 1, 1, S) expanded to (B, 1, S, S), stride 0
 over queries, as eager HF passes it; ``dense`` (B, 1, S, S) contiguous, as Inductor realises it;
-``dense_heads`` (B, H, S, S) contiguous; ``compiled_hf``: ``torch.compile`` of the HF recipe (an int
+``dense_heads`` (B, H, S, S) contiguous; ``heads_bcast_b`` (1, H, S, S) expanded over the batch, as
+BEiT passes its relative position bias; ``compiled_hf``: ``torch.compile`` of the HF recipe (an int
 padding mask (B, S) -> ``(1 - m[:, None, None, :].expand(B, 1, S, S)) * finfo.min`` -> SDPA), whose
 kernels are the mask kernel Inductor writes and the attention call. Each point is warmed up (the
 compile happens there), then profiled: ``reps`` calls in one profiler session, L2 flushed before each
@@ -36,10 +37,16 @@ import torch.nn.functional as F
 from validation.measure import timing as measure
 
 #: (B, H, S, D): BERT-base / GPT-2 (batch 8 x 512), XLM-R (16 x 256), OPUS-MT (4 x 384),
-#: Llama-3.2-1B / Phi-1.5 (32 heads), Mistral-7B (head dim 128), ViT-S (197 tokens, unaligned)
+#: Llama-3.2-1B / Phi-1.5 (32 heads), Mistral-7B (head dim 128), ViT-S (197 tokens, unaligned);
+#: then BEiT-base's relative-position-biased calls (issue 35: 257 tokens at batch 1, 101 at batch 8,
+#: both unaligned; H100 held-out records: 17.6 and 9.6 us a call against 4.5 us unmasked) with
+#: their aligned neighbours (256, 104 tokens), and ViT-B's 197 tokens at batch 1
 SHAPES = ((8, 12, 512, 64), (16, 12, 256, 64), (4, 8, 384, 64), (8, 32, 512, 64),
-          (8, 32, 512, 128), (32, 6, 197, 64), (1, 12, 128, 64))
-LAYOUTS = ("none", "bcast_q", "dense", "dense_heads", "compiled_hf")
+          (8, 32, 512, 128), (32, 6, 197, 64), (1, 12, 128, 64),
+          (1, 12, 257, 64), (1, 12, 256, 64), (8, 12, 101, 64), (8, 12, 104, 64), (1, 12, 197, 64))
+#: ``heads_bcast_b``: a (1, H, S, S) bias per head expanded over the batch (stride 0), as timm's
+#: BEiT passes its relative position bias
+LAYOUTS = ("none", "bcast_q", "dense", "dense_heads", "heads_bcast_b", "compiled_hf")
 
 
 def points(small: bool = False) -> list[dict]:
@@ -73,7 +80,8 @@ def make(p: dict, device: str):
         m = ((1.0 - pad.to(dt)) * torch.finfo(dt).min)[:, None, None, :]
         mask = {"bcast_q": lambda: m.expand(b, 1, s, s),
                 "dense": lambda: m.expand(b, 1, s, s).contiguous(),
-                "dense_heads": lambda: m.expand(b, h, s, s).contiguous()}[lay]()
+                "dense_heads": lambda: m.expand(b, h, s, s).contiguous(),
+                "heads_bcast_b": lambda: torch.randn(1, h, s, s, device=device, dtype=dt).expand(b, h, s, s)}[lay]()
     return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)), (q, k, v)
 
 
