@@ -96,12 +96,17 @@ def predicted_parts(model: str, batch: int, prompt: int, new: int, host, gpu: st
     """gpusim's static compiled token (the first sampled context) in the trace's parts: ``dynamo``
     (:func:`~gpusim.predict.generate.dynamo_entry_us`), ``call`` (the step's host: the replay),
     ``tail`` and ``prep`` (dispatch plus the library's Python frames), the device's graph and
-    eager parts, and the token (the larger of the host's sum and the device's path)."""
+    eager parts, the token (the larger of the host's sum and the device's path:
+    :func:`~gpusim.predict.generate.token_us`) and ``bound``: which of the two it is."""
     from gpusim.predict.generate import dynamo_entry_us, generate, part_host_us
     g = generate(model, batch, prompt, new, gpu=gpu, cache="static", mode="compiled", host=host)
     step = g.parts["steps"][g.sample_contexts[0]]
     prep, tail = g.parts["prep"], g.parts["tail"]
-    return dict(token=g.sample_token_us[0], dynamo=dynamo_entry_us(step), call=step.timeline.host_us,
+    entry = part_host_us(prep) + dynamo_entry_us(step)
+    on_host = entry + step.timeline.host_us + part_host_us(tail)
+    on_gpu = entry + step.timeline.latency_us + tail.device_us
+    return dict(bound="host" if on_host >= on_gpu else "gpu", token=g.sample_token_us[0], dynamo=dynamo_entry_us(step),
+                call=step.timeline.host_us,
                 tail=part_host_us(tail), prep=part_host_us(prep), graph_kernels=step.kernel_count,
                 graph_sum=step.device_us, other_kernels=tail.kernel_count + prep.kernel_count,
                 other_sum=tail.device_us + prep.device_us)
