@@ -28,7 +28,7 @@ BEGIN, END = "<!-- generated: python3 -m validation.score.generate_accuracy -->"
 LEASE_HOSTS = os.path.join(RECORDS, "lease_hosts.json")
 
 #: a call ran in one of the shared host's contention episodes when the pure-Python probe right before it
-#: (``python_us_reps``) took more than this many times its run's quietest probe: the probe's quiet samples span
+#: (``python_us_reps``) took more than this many times its lease's quietest probe: the probe's quiet samples span
 #: 1,300-1,450 us (1.0-1.12x) and the episodes 1,900-2,800 us (1.5-2.0x) (validation/results/host_drift/README.md)
 CONTENDED = 1.4
 
@@ -117,7 +117,7 @@ def generate_table(preds: dict) -> tuple[str, dict, dict]:
         ttft, total, m_tpot = measured(r)
         hname = os.path.relpath(env["_host"], RECORDS) if env["_lease"] else f"{env['_host']} (machine kind)"
         fastest = env["_lease"] and r.get("statistic") == "fastest rep"
-        slow = contention(r, quiet.get(id(env)))
+        slow = contention(r, quiet.get(_run(env)))
         tpot[(env["gpu"], hname, r["model"], r["batch"], cache, mode)] = (g.tpot_us, m_tpot, fastest,
                                                                            bool(slow and slow > CONTENDED))
         errs[lease].append(abs(g.tpot_us / m_tpot - 1) * 100)
@@ -151,18 +151,25 @@ def measured(r: dict) -> tuple[float, float, float]:
             statistics.mean(toks) if toks else float("nan"))
 
 
+def _run(env: dict):
+    """The machine a record's host probe describes: its lease (one machine, its processes one after
+    another) where it has its own profile, else its run (environment line)."""
+    return env["_host"] if env.get("_lease") else id(env)
+
+
 def quiet_probes(recs: list[tuple[dict, dict]]) -> dict:
-    """``id(environment) -> `` the quietest ``python_us_reps`` probe of the run (environment line)."""
+    """:func:`_run` of each record -> the quietest ``python_us_reps`` probe there."""
     out: dict = {}
     for env, r in recs:
         for p in r.get("python_us_reps") or []:
-            out[id(env)] = min(out.get(id(env), p), p)
+            out[_run(env)] = min(out.get(_run(env), p), p)
     return out
 
 
 def contention(r: dict, quiet: float | None) -> float | None:
-    """The probe before a ``fastest rep`` record's fastest call over its run's quietest probe (the
-    host's slowdown while that call ran, :data:`CONTENDED`); None without probes."""
+    """The probe before a ``fastest rep`` record's fastest call over the quietest probe of its lease
+    (:func:`quiet_probes`): the host's slowdown while that call ran (:data:`CONTENDED`); None
+    without probes."""
     reps, probes = r.get("token_ms_reps"), r.get("python_us_reps")
     if r.get("statistic") != "fastest rep" or not reps or not probes or not quiet:
         return None
@@ -179,7 +186,7 @@ def lease_summary(tpot: dict) -> str:
     for (gpu, host, model, batch, cache, mode), (p, m, fastest, slow) in tpot.items():
         if fastest:
             for lease in (host, "all leases profiled call by call"):
-                by.setdefault(lease, {}).setdefault((gpu, model, batch), {})[mode] = (p, m, slow)
+                by.setdefault(lease, {}).setdefault((host, gpu, model, batch), {})[mode] = (p, m, slow)
     rows = ["| lease | calls | TPOT eager | TPOT static compiled | speed-up | the same without contended calls |",
             "|---|---|---|---|---|---|"]
 
@@ -366,7 +373,7 @@ def report() -> str:
     parts += ["", speedup_table(tpot)]
     parts += ["", "By lease, the records timed call by call on their lease's own profile (median |error|, cases in "
               "brackets); a call is contended when the pure-Python probe before it took more than "
-              f"{CONTENDED}x its run's quietest (`python_us_reps`; its slowdown marked in the table above as host xN):",
+              f"{CONTENDED}x its lease's quietest (`python_us_reps`; its slowdown marked in the table above as host xN):",
               "", lease_summary(tpot)]
     calls = call_table(preds)
     if calls.count("\n") > 1:
