@@ -329,3 +329,36 @@ def test_harness_wrap_keeps_a_real_generate_working():
         undo()
     assert out.shape[1] == 8 and len(prep) == 3 and len(sink) >= 2
     assert len(stamp.t) == 3 and stamp.t == sorted(stamp.t)
+
+
+def test_tail_runs_generates_logits_processors():
+    # min_new_tokens also sets min_length: generate masks EOS twice a token (MinLength and MinNewTokensLength
+    # processors, each an isin over the vocabulary) and the EOS criterion checks once: three isin a token in a
+    # real CPU generate (and in the H200 traces), as many in the captured tail
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gpusim.capture.tracing import capture
+    cfg = hf.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    torch.manual_seed(0)
+    real = hf.LlamaForCausalLM(cfg).eval()
+
+    class Isin(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += func.overloadpacket is torch.ops.aten.isin
+            return func(*args, **(kwargs or {}))
+    ids = torch.randint(3, 64, (1, 5))
+
+    def isin_calls(new):
+        with torch.no_grad(), Isin() as c:
+            real.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
+                          do_sample=False, pad_token_id=0)
+        return c.n
+    per_token = isin_calls(3) - isin_calls(2)
+    with torch.device("meta"):
+        meta = hf.LlamaForCausalLM(cfg).eval()
+    g = capture(decode.tail_fn(5, 3, True, meta), decode.tail_args(meta, 1, 5))
+    assert per_token == 3
+    assert sum("isin" in str(d.get("op")) for _, d in g.g.nodes(data=True)) == per_token

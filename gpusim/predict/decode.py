@@ -7,12 +7,13 @@ cache_implementation=...)`` (transformers 5.x, ``generation/utils.py``) runs
   (``_prefill`` calls the module itself), with ``logits_to_keep=1`` (generate sets it when
   the forward takes it: the LM head sees one position), filling the cache;
 * then per output token the **tail** generate's loop adds around the forward: the last
-  position's logits copied to fp32, the logits processors (``MinNewTokensLengthLogitsProcessor``
-  while fewer than ``min_new_tokens`` are out), the argmax, the EOS padding arithmetic, the
-  ``cat`` of the new token onto ``input_ids``, the stopping criteria (max length, EOS) and the
-  host's read of ``unfinished_sequences.max() == 0`` (a sync every token on CUDA:
-  ``StopCheck``); then ``_update_model_kwargs_for_generation`` grows ``attention_mask`` and
-  ``position_ids`` by one;
+  position's logits copied to fp32, the logits processors (``min_new_tokens`` also sets
+  ``min_length`` to the prompt plus it, so ``MinLengthLogitsProcessor`` and
+  ``MinNewTokensLengthLogitsProcessor`` both mask the EOS logits over the whole vocabulary, every
+  token of the call), the argmax, the EOS padding arithmetic, the ``cat`` of the new token onto
+  ``input_ids``, the stopping criteria (max length, EOS) and the host's read of
+  ``unfinished_sequences.max() == 0`` (a sync every token on CUDA: ``StopCheck``); then
+  ``_update_model_kwargs_for_generation`` grows ``attention_mask`` and ``position_ids`` by one;
 * for a compileable (static) cache, before every forward, prefill included,
   ``prepare_inputs_for_generation`` builds the 4D mask over all ``max_cache_len`` positions
   outside the model (``create_masks_for_generate``, eager: :func:`make_mask`);
@@ -152,7 +153,8 @@ def tail_fn(prompt: int, new: int, has_eos: bool, module=None):
     ``StoppingCriteriaList``, ``StopCheck`` and, given ``module``, its
     ``_update_model_kwargs_for_generation``), so that their Python runs as in generate
     (:class:`LibraryFrames`)."""
-    from transformers.generation.logits_process import LogitsProcessorList, MinNewTokensLengthLogitsProcessor
+    from transformers.generation.logits_process import (LogitsProcessorList, MinLengthLogitsProcessor,
+                                                        MinNewTokensLengthLogitsProcessor)
     from transformers.generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria,
                                                            StoppingCriteriaList)
     from transformers.generation.utils import StopCheck
@@ -172,7 +174,9 @@ def tail_fn(prompt: int, new: int, has_eos: bool, module=None):
         attention_mask, position_ids = update(attention_mask, position_ids)
         scores = logits[:, -1].to(copy=True, dtype=torch.float32)
         stops = [MaxLengthCriteria(max_length=prompt + new)]
-        procs = LogitsProcessorList([MinNewTokensLengthLogitsProcessor(prompt, new, eos)] if has_eos else [])
+        # generate's order (_get_logits_processor): min_length (= prompt + min_new_tokens), then min_new_tokens
+        procs = LogitsProcessorList([MinLengthLogitsProcessor(prompt + new, eos),
+                                     MinNewTokensLengthLogitsProcessor(prompt, new, eos)] if has_eos else [])
         if has_eos:
             stops.append(EosTokenCriteria(eos))
         scores = procs(input_ids, scores)
