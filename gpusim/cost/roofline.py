@@ -196,8 +196,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         else:
             rd_dram += b
     wr = float(sum(writes.values()))
-    mem_s = ((rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth)
-             + rd_l2 / spec.l2_bandwidth) / bw_frac
+    mem_s = class_memory_s(rd_dram, rd_l2, wr, spec, bw_frac)
 
     comp_s = 0.0
     flops = 0.0
@@ -281,6 +280,25 @@ def register_pressure(n_ops: int, n_tensors: int) -> float:
             + PRESSURE_PER_OP * max(0, n_ops - PRESSURE_FREE_OPS))
 
 
+def class_memory_s(rd_dram: float, rd_l2: float, wr: float, spec, frac: float = 1.0) -> float:
+    """Memory time (s) of a kernel that reads ``rd_dram`` bytes from DRAM and ``rd_l2`` from
+    L2 and writes ``wr``, in a kernel class that streams at ``frac`` of a copy's bandwidth.
+
+    The plain stream (``frac`` 1): DRAM bytes at ``mem_efficiency x bandwidth``, L2 bytes at
+    the L2 bandwidth. A slower class (ATen's non-vectorised elementwise paths, its reductions:
+    :func:`aten_fraction`) is limited by its own per-element work, not by where the bytes come
+    from: its fractions were measured on operands far past L2 (``gpusim calibrate``, broad
+    records), so they bound every byte it moves, L2-resident or not, and the stream is the
+    other bound. (The old law divided the L2-credited stream by the fraction, which made a
+    slow class on warm operands faster than its own measured rate: the H200 prefill records'
+    strided RoPE and RMSNorm multiplies on 1-8 MB operands, all read from L2, ran at the cold
+    broadcast rate, 20-35% over that law.) On cold operands both laws agree."""
+    stream = (rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth) + rd_l2 / spec.l2_bandwidth
+    if frac >= 1.0:
+        return stream
+    return max(stream, (rd_dram + rd_l2 + wr) / (frac * spec.mem_efficiency * spec.bandwidth))
+
+
 def aten_fraction(nodes, spec) -> float:
     """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
 
@@ -314,8 +332,12 @@ def elementwise_fraction(a: dict, spec) -> float:
     validation/fit/fit_broad.py)."""
     half = a.get("dtype") in HALF_DTYPES
     strided = spec.aten_strided_efficiency_16bit if half else spec.aten_strided_efficiency
-    # a copy converts dtypes in its own vectorised kernels (float16_copy_kernel_cuda)
-    casts = a.get("casts") and a["kind"] == "pointwise"
+    # a copy to a 16-bit type converts in its own vectorised kernel (Copy.cu: fp32 ->
+    # fp16/bf16, float16_copy_kernel_cuda / bfloat16_copy_kernel_cuda); any other converting
+    # copy (bf16 -> fp32: RMSNorm's upcast) is direct_copy_kernel_cuda with dynamic casts, the
+    # unrolled kernel (H200 prefill records: unrolled_elementwise_kernel<direct_copy...> for
+    # every hidden_states.to(torch.float32), vectorized bfloat16_copy_kernel_cuda back)
+    casts = a.get("casts") and (a["kind"] == "pointwise" or not half)
     if a.get("contiguous", True):
         return (spec.aten_cast_efficiency or 1.0) if casts else 1.0
     perm = spec.aten_permuted_efficiency_16bit if half else spec.aten_permuted_efficiency
