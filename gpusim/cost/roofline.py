@@ -215,8 +215,11 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
             if kind not in GEMM_KINDS and a["kind"] in REDUCING_KINDS:
                 kind = a["kind"]
     mem_us, comp_us = mem_s * 1e6, comp_s * 1e6
-    body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     floor = kernel_floor(nodes, spec)
+    if opts.aten and len(nodes) == 1:
+        mem_us = max(mem_us, row_walk_us(graph, members[0], spec))
+        floor = max(floor, aten_floor(nodes[0], spec))
+    body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     us = max(floor, spec.kernel_fixed_us + body)
     if body < spec.kernel_fixed_us or us == floor:
         bound = "latency"
@@ -299,6 +302,31 @@ def class_memory_s(rd_dram: float, rd_l2: float, wr: float, spec, frac: float = 
     return max(stream, (rd_dram + rd_l2 + wr) / (frac * spec.mem_efficiency * spec.bandwidth))
 
 
+def row_walk_us(graph: OpGraph, n: str, spec) -> float:
+    """ATen's reduction over the last dim (one output per row: RMSNorm's ``mean(-1)``) walks each
+    row in series, ``reduction_col_ns`` per column of one row, however few the rows: at a few
+    thousand rows that walk, not the bytes, is the time (the prefill_classes sweep). 0 without the
+    figure, or for another reduction."""
+    a = graph.g.nodes[n]
+    if not spec.reduction_col_ns or a["kind"] != "reduction":
+        return 0.0
+    ins = list(a.get("inputs") or a.get("reads") or [])
+    src = main_shape(graph.g.nodes[ins[0]].get("shape")) if ins and ins[0] in graph.g else ()
+    out = main_shape(a.get("shape"))
+    if len(src) < 1 or tuple(out) not in (tuple(src[:-1]) + (1,), tuple(src[:-1])):
+        return 0.0
+    return src[-1] * spec.reduction_col_ns * 1e-3
+
+
+def aten_floor(a: dict, spec) -> float:
+    """The shortest time of eager PyTorch's kernel for one op: ATen's non-vectorised elementwise
+    kernel (a strided or broadcast operand: ``elementwise_kernel<128, N>``) takes at least
+    ``aten_strided_min_us``, about twice the vectorised kernel's floor; 0 without the figure."""
+    if a["kind"] in ("pointwise", "copy") and not a.get("contiguous", True):
+        return spec.aten_strided_min_us or 0.0
+    return 0.0
+
+
 def aten_fraction(nodes, spec) -> float:
     """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
 
@@ -309,6 +337,10 @@ def aten_fraction(nodes, spec) -> float:
     a = nodes[0]
     kind = a["kind"]
     half = a.get("dtype") in ("float16", "bfloat16")
+    if kind == "copy" and not a.get("contiguous", True) and spec.aten_cat_strided_efficiency \
+            and packet_name(a.get("op", "")) in ("cat", "stack"):
+        # CatArrayBatchedCopy over strided inputs (RoPE's rotate_half of a transposed projection)
+        return spec.aten_cat_strided_efficiency
     if kind in ("pointwise", "copy"):
         return elementwise_fraction(a, spec)
     if kind == "reduction":

@@ -189,6 +189,12 @@ class GPUSpec:
     # columns serially, gemm_stream_k_us + K x gemm_stream_k_ns
     gemm_stream_k_us: float | None = None
     gemm_stream_k_ns: float | None = None
+    # a prefill's ATen classes on warm operands (prefill_classes sweep): the non-vectorised
+    # elementwise kernel's floor (µs), a row reduction's walk per column of one row (ns),
+    # CatArrayBatchedCopy over strided inputs (of a copy's bandwidth); None: the old laws
+    aten_strided_min_us: float | None = None
+    reduction_col_ns: float | None = None
+    aten_cat_strided_efficiency: float | None = None
     gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
     # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
     attention_efficiency: float | None = None

@@ -1,0 +1,127 @@
+"""The prefill's eager kernels (issue 34): ops over no elements launch nothing, widening copies run
+ATen's unrolled cast kernel, slow ATen classes bound every byte (L2-resident or not), and the warm
+prefill-class figures (row walk, non-vectorised floor, strided cat) with their sweep and fit."""
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from gpusim.capture.tracing import capture
+from gpusim.cost.roofline import CostOptions, class_memory_s, estimate_group
+from gpusim.hw.spec import load_spec
+from gpusim.predict.pipeline import lower
+
+H200 = load_spec("h200-sxm-calibrated")
+BF16 = torch.bfloat16
+
+
+def _eager(fn, *args, spec=H200):
+    g = capture(fn, args)
+    return g, lower(g, "eager", spec=spec)
+
+
+def test_empty_cache_tensor_launches_nothing():
+    """DynamicCache's first update: ``torch.tensor([])`` on the device, ``detach_``, then ``cat``
+    with the keys. Only the cat launches a kernel (the H200 prefill records: no memcpy, no kernel
+    for the empty tensor); the same cat with a real tensor before it still launches one."""
+    def first_update(k):
+        empty = torch.tensor([], dtype=k.dtype, device=k.device).detach_()
+        return torch.cat([empty, k], dim=-2)
+    k = torch.empty(1, 8, 128, 64, dtype=BF16, device="meta")
+    g, low = _eager(first_update, k)
+    ops = [g.g.nodes[kk.ops[0]]["op"] for kk in low.kernels]
+    assert [o for o in ops if "cat" in o] == ["aten.cat.default"]
+    assert len(low.kernels) == 1, ops
+
+
+def test_widening_copy_is_the_unrolled_cast_kernel():
+    """bf16 -> fp32 (RMSNorm's upcast) runs direct_copy with dynamic casts (the unrolled kernel,
+    ``aten_cast_efficiency``); fp32 -> bf16 runs the vectorised bfloat16_copy kernel, at a copy's rate."""
+    x = torch.empty(4096, 2048, dtype=BF16, device="meta")
+    up_g, up = _eager(lambda x: x.to(torch.float32), x)
+    down_g, down = _eager(lambda x: x.to(BF16), torch.empty(4096, 2048, device="meta"))
+    opts = CostOptions(aten=True)
+    t_up = estimate_group(up_g, up.kernels[0].ops, H200, opts)
+    t_down = estimate_group(down_g, down.kernels[0].ops, H200, opts)
+    # the same bytes (8 + 16 MB both ways, cold input); the upcast at the cast fraction
+    assert t_up.bytes == pytest.approx(t_down.bytes)
+    assert t_up.mem_us == pytest.approx(t_down.mem_us / H200.aten_cast_efficiency, rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dram=st.floats(0, 1e9), l2=st.floats(0, 1e8), wr=st.floats(0, 1e9), frac=st.floats(0.05, 1.0))
+def test_slow_class_never_beats_its_own_rate(dram, l2, wr, frac):
+    """A class at ``frac`` of a copy's bandwidth never moves its bytes faster than that rate, warm or
+    cold; cold, the law is the old one (the stream divided by the fraction); and warm bytes never
+    cost more than cold ones."""
+    t = class_memory_s(dram, l2, wr, H200, frac)
+    rate = frac * H200.mem_efficiency * H200.bandwidth
+    assert t >= (dram + l2 + wr) / rate * (1 - 1e-9)
+    cold = class_memory_s(dram + l2, 0.0, wr, H200, frac)
+    if frac < 1.0:
+        assert cold == pytest.approx((dram + l2 + wr) / rate, rel=1e-9)
+    assert t <= cold * (1 + 1e-9)
+
+
+def _mean_rows(rows, cols):
+    x = torch.empty(rows, cols, device="meta")
+    return _eager(lambda x: x.pow(2).mean(-1, keepdim=True), x)
+
+
+def test_prefill_figures_absent_change_nothing_and_present_bound_the_kernels():
+    """Without the prefill_classes figures the classes keep their old laws; with them a last-dim
+    row reduction takes at least cols x reduction_col_ns, a strided elementwise kernel at least
+    aten_strided_min_us, and a strided cat streams at aten_cat_strided_efficiency."""
+    assert H200.reduction_col_ns is None or H200.reduction_col_ns > 0
+    plain = dataclasses.replace(H200, reduction_col_ns=None, aten_strided_min_us=None, aten_cat_strided_efficiency=None)
+    # illustrative figures (not measurements): only the laws' arithmetic is under test
+    figs = dataclasses.replace(plain, reduction_col_ns=2.0, aten_strided_min_us=3.0, aten_cat_strided_efficiency=0.2)
+    opts = CostOptions(aten=True)
+    g, low = _mean_rows(128, 4096)
+    red = next(k for k in low.kernels if g.g.nodes[k.ops[0]]["kind"] == "reduction")
+    before, after = estimate_group(g, red.ops, plain, opts), estimate_group(g, red.ops, figs, opts)
+    assert after.us >= plain.kernel_fixed_us + 4096 * 2.0e-3 - 1e-9 > before.us
+    w = torch.empty(64, dtype=BF16, device="meta")
+    g2, low2 = _eager(lambda x, w: x * w, torch.empty(2, 64, dtype=BF16, device="meta"), w)
+    k2 = low2.kernels[0]
+    assert estimate_group(g2, k2.ops, plain, opts).us < 3.0 <= estimate_group(g2, k2.ops, figs, opts).us
+
+    def rotate(x):
+        q = x.view(8, 512, 32, 64).transpose(1, 2)
+        return torch.cat((-q[..., 32:], q[..., :32]), dim=-1)
+    g3, low3 = _eager(rotate, torch.empty(8, 512, 2048, dtype=BF16, device="meta"))
+    cat = next(k for k in low3.kernels if "cat" in g3.g.nodes[k.ops[0]]["op"])
+    est = estimate_group(g3, cat.ops, figs, opts)
+    assert est.mem_us == pytest.approx(est.bytes / (0.2 * figs.mem_efficiency * figs.bandwidth) * 1e6, rel=1e-6)
+
+
+def test_sweep_cases_build_and_run_on_the_cpu(monkeypatch):
+    """The H200 sweep's cases are real PyTorch code: the small ones run here on the CPU."""
+    import validation.measure.prefill_classes as pc
+    monkeypatch.setattr(pc, "DEVICE", "cpu")
+    ran = 0
+    for meta, make in pc.cases():
+        if meta.get("rows", 0) > 512 or meta.get("S", 0) > 512:
+            continue
+        call, producers = make()
+        call()
+        ran += 1
+    assert ran >= 10
+
+
+def test_fit_reads_the_sweep_records():
+    """The fit's arithmetic on two hand-made records (illustrative numbers, not a GPU's)."""
+    from validation.fit.fit_prefill_classes import fit
+    rows = [{"kind": "prefill_class", "case": "rmsnorm", "rows": 128, "cols": 2048, "kernels": [
+                {"name": "void at::native::unrolled_elementwise_kernel<direct_copy>", "us": 2.0},
+                {"name": "void at::native::reduce_kernel<512, 1>", "us": H200.kernel_fixed_us + 4.096},
+                {"name": "void at::native::elementwise_kernel<128, 2, mul>", "us": 2.5}]},
+            {"kind": "prefill_class", "case": "rope", "rows": 2048, "heads": 32, "d": 64, "kernels": [
+                {"name": "void at::native::elementwise_kernel<128, 4, mul>", "us": 9.0},
+                {"name": "CatArrayBatchedCopy<OpaqueType<2u>>", "us": H200.kernel_fixed_us + 16.777216}]}]
+    figs, _ = fit(rows, H200)
+    assert figs["reduction_col_ns"] == pytest.approx(2.0)
+    assert figs["aten_strided_min_us"] == pytest.approx(2.5)
+    assert figs["aten_cat_strided_efficiency"] == pytest.approx(1e12 / (H200.mem_efficiency * H200.bandwidth), rel=1e-6)
