@@ -148,3 +148,21 @@ def test_attention_output_layout_follows_the_query(gpu, copies):
         g, low = _eager(_attention_block(contiguous), x, spec=spec)
         ks = [k for k in low.kernels if g.g.nodes[k.ops[0]].get("attention_layout_copy")]
         assert len(ks) == want, (gpu, contiguous)
+
+
+def test_causal_share_and_its_fit():
+    """Without the figure a causal attention costs the full square; with key tiles of 128 a causal
+    self-attention over 2048 keys computes 17/32 of it, a decode step (one query) all of it. The fit
+    recovers the tile from causal/full pairs (illustrative times, not a GPU's)."""
+    from gpusim.cost.laws import causal_share
+    from validation.fit.fit_prefill_classes import fit
+    a = {"sdpa": {"is_causal": True, "q_len": 2048, "kv_len": 2048}}
+    assert causal_share(a, H200) == 1.0 or H200.attention_causal_tile
+    spec = dataclasses.replace(H200, attention_causal_tile=128)
+    assert causal_share(a, spec) == pytest.approx(17 / 32)
+    assert causal_share({"sdpa": {"is_causal": True, "q_len": 1, "kv_len": 2048}}, spec) == 1.0
+    f = H200.kernel_fixed_us
+    rows = [{"case": "sdpa", "B": 8, "S": 2048, "causal": c, "kernel_sum_us": f + (100 * 17 / 32 if c else 100)}
+            for c in (True, False)]
+    figs, _ = fit(rows, H200)
+    assert figs["attention_causal_tile"] == pytest.approx(128)

@@ -31,6 +31,7 @@ from validation.fit.fit_triton import sweep_path, write_figures
 
 MIN_CAT_BYTES = 4e6
 MAX_WALK_ROWS = 1024
+MIN_CAUSAL_S = 1024
 
 
 def read(path: str) -> tuple[dict, list[dict]]:
@@ -88,6 +89,20 @@ def cat_points(rows: list[dict], spec) -> list[tuple[str, int, float, float]]:
     return out
 
 
+def causal_points(rows: list[dict], spec) -> list[tuple[int, int, float, float]]:
+    """(batch, S, causal / full time past the fixed cost, key tile it implies) of the attention pairs
+    at S >= MIN_CAUSAL_S: a kernel that computes (n + 1) / 2n of n key tiles takes r = (n + 1) / 2n
+    of the full time, so n = 1 / (2r - 1) and the tile is S / n (None where r >= 1: no skipping)."""
+    full = {(r["B"], r["S"]): r["kernel_sum_us"] for r in rows if r["case"] == "sdpa" and not r["causal"]}
+    out = []
+    for r in rows:
+        if r["case"] != "sdpa" or not r["causal"] or r["S"] < MIN_CAUSAL_S or (r["B"], r["S"]) not in full:
+            continue
+        ratio = (r["kernel_sum_us"] - spec.kernel_fixed_us) / (full[(r["B"], r["S"])] - spec.kernel_fixed_us)
+        out.append((r["B"], r["S"], ratio, r["S"] * (2 * ratio - 1) if 0.5 < ratio < 1 else None))
+    return out
+
+
 def fit(rows: list[dict], spec) -> tuple[dict, list[str]]:
     lines, figs = [], {}
     fl = strided_floor(rows)
@@ -105,6 +120,14 @@ def fit(rows: list[dict], spec) -> tuple[dict, list[str]]:
         figs["aten_cat_strided_efficiency"] = statistics.median(p[3] for p in ct)
         lines.append(f"strided cat: {len(ct)} kernels, median {figs['aten_cat_strided_efficiency']:.4f} of a copy")
         lines += [f"  {c:7s} rows {r:6d} {b / 1e6:7.2f} MB: {f:.4f}" for c, r, b, f in ct]
+    cz = causal_points(rows, spec)
+    tiles = [p[3] for p in cz if p[3]]
+    if cz:
+        lines.append(f"causal attention: {len(cz)} causal/full pairs at S >= {MIN_CAUSAL_S}")
+        lines += [f"  B {b} S {s_:5d}: causal/full {r:.3f}" + (f" -> key tile {t:.0f}" if t else " (no skipping)")
+                  for b, s_, r, t in cz]
+    if tiles and len(tiles) * 2 > len(cz):         # most pairs skip: the kernel does
+        figs["attention_causal_tile"] = statistics.median(tiles)
     return figs, lines
 
 
