@@ -11,23 +11,26 @@ from hypothesis import given, settings, strategies as st
 
 from gpusim.cost import collectives as C
 from gpusim.hw.links import COLLECTIVES, LinkError, link_spec, known_links, read_link
+from validation.fit import collectives_records as CM
 from validation.fit import fit_collectives as F
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = sorted(glob.glob(str(ROOT / "validation/results/collectives/*.jsonl")))
 #: the law's median error over a sweep may exceed the run-to-run noise (the median over every recorded size of
-#: |run A - run B| / mean between two clean runs of one world size: 6.9% on the H200 records, where sizes of 1 MiB
-#: and below differ by tens of percent from run to run) by at most this margin: the issue's 5% target
+#: |run A - run B| / mean between two clean runs of one world size: 1.2% on the H200 graph-replay records, two runs
+#: of each world size on one lease) by at most this margin: the issue's 5% target
 MARGIN = 0.05
-#: leave-one-world-size-out medians as measured when the NCCL-protocol law was fitted (docs/collectives.md; world 2
-#: on three leases, world 4 on one): the issue's target is 5%, not met at 1 MiB and below, where the small-message
-#: floor differs by 2x between leases of one world size;
+#: leave-one-world-size-out medians as measured when the law was fitted on the graph-replay records (device time;
+#: docs/collectives.md; world 2 and 4, two runs each, one 4-H200 lease), LL latency in NCCL's form (a base and a
+#: latency per step of the chain): the issue's 5% target is met but for all-reduce with world 2 left out (the rank's
+#: own shard, fitted on one world size, does not carry to 2 ranks above 1 MiB) and send/recv with world 4 left out
+#: (NCCL gives it fewer channels a peer on 4 ranks, a rate world 2 cannot show);
 #: (world left out, collective) -> (median over every size, median over sizes above 1 MiB)
 LOO_MEASURED = {
-    (2, "all_reduce"): (0.226, 0.165), (2, "all_gather"): (0.082, 0.065), (2, "reduce_scatter"): (0.148, 0.073),
-    (2, "broadcast"): (0.025, 0.017), (2, "send_recv"): (0.194, 0.086),
-    (4, "all_reduce"): (0.234, 0.024), (4, "all_gather"): (0.042, 0.037), (4, "reduce_scatter"): (0.308, 0.033),
-    (4, "broadcast"): (0.071, 0.082), (4, "send_recv"): (0.454, 0.136),
+    (2, "all_reduce"): (0.076, 0.136), (2, "all_gather"): (0.041, 0.040), (2, "reduce_scatter"): (0.039, 0.061),
+    (2, "broadcast"): (0.017, 0.031), (2, "send_recv"): (0.031, 0.025),
+    (4, "all_reduce"): (0.048, 0.020), (4, "all_gather"): (0.034, 0.025), (4, "reduce_scatter"): (0.025, 0.031),
+    (4, "broadcast"): (0.036, 0.021), (4, "send_recv"): (0.077, 0.097),
 }
 NCCL_LOG = ROOT / "validation/results/collectives/h200-x2-2026-11-28-nccl.txt"
 NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
@@ -36,9 +39,12 @@ NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatt
 
 @pytest.fixture(scope="module")
 def recorded():
+    """(runs, the points of the method the law is fitted on, graph replay where recorded, else eager; those runs'
+    run-to-run noise; the LL form of the method)."""
     runs = F.load_runs(RECORDS)
     gpu_name = "NVIDIA H200"
-    return runs, F.points(runs, gpu_name), F.noise(runs, gpu_name)
+    method, sel, data, _ = CM.fit_data(runs, gpu_name)
+    return runs, data, F.noise(sel, gpu_name), F.LL_FORM[method]
 
 
 def _noise(noise):
@@ -51,18 +57,18 @@ def _bound(noise):
 
 
 def test_records_exist_and_are_clean(recorded):
-    runs, data, noise = recorded
+    runs, data, noise, form = recorded
     assert any(r["clean"] for r in runs), "no clean run (NCCL_DEBUG unset) in the records"
     assert {c for c, _ in data} == set(COLLECTIVES)
     assert len(noise["between"]) >= 20 and len(noise["clean"]) >= 100
-    # 11.9% with the third two-H200 lease (2026-11-28-run2), whose small messages take ~20 us where the other two
-    # leases' take 7-17: the bounds below rest on this figure
-    assert _noise(noise) < 0.15, "run-to-run noise grew: the bounds below rest on it"
+    # 1.2% between the graph-replay runs (11.9% between the eager loop's, whose small messages are the host's
+    # launch-bound floor, 7-20 us from lease to lease): the bounds below rest on this figure
+    assert _noise(noise) < (0.03 if form == "nccl" else 0.15), "run-to-run noise grew: the bounds below rest on it"
 
 
 def test_shipped_figures_predict_the_records(recorded):
     """The figures in hwspecs/links/nvlink4.toml, through the library's law, on every recorded size."""
-    _, data, noise = recorded
+    _, data, noise, form = recorded
     link = link_spec("nvlink4")
     errs = F.errors(link, "h200-sxm", data, sorted({n for _, n in data}))
     for coll in COLLECTIVES:
@@ -71,12 +77,12 @@ def test_shipped_figures_predict_the_records(recorded):
 
 def test_sizes_left_out_are_predicted(recorded):
     """Fit on 1 KiB x 4^k, predict the sizes between (interpolation across the sweep)."""
-    _, data, noise = recorded
+    _, data, noise, form = recorded
     base = link_spec("nvlink4")
     worlds = sorted({n for _, n in data})
     sizes = {b for d in data.values() for b in d}
     even = {b for b in sizes if round(math.log(b / 1024, 4), 6).is_integer()}
-    link = F.with_fit(base, "h200-sxm", F.fit(data, base, worlds, even))
+    link = F.with_fit(base, "h200-sxm", F.fit(data, base, worlds, even, form))
     errs = F.errors(link, "h200-sxm", data, worlds, sizes - even)
     for coll in COLLECTIVES:
         assert statistics.median(errs[coll]) <= _bound(noise), (coll, statistics.median(errs[coll]))
@@ -89,14 +95,14 @@ def test_world_size_left_out_guard(recorded):
     measured when the world-aware law was fitted (LOO_MEASURED, docs/collectives.md) by more than the run-to-run
     noise (every size) or, above 1 MiB, than the noise there (p90 of |run A - run B| / mean). The 5% target is not
     met at 1 MiB and below; this test keeps that from getting worse and says so, it does not claim the target."""
-    _, data, noise = recorded
+    _, data, noise, form = recorded
     worlds = sorted({n for _, n in data})
     if len(worlds) < 2:
         pytest.skip(f"records hold world size(s) {worlds} only: nothing to leave out")
     base = link_spec("nvlink4")
     big = F.q(noise["between"], 0.9)
     for w in worlds:
-        link = F.with_fit(base, "h200-sxm", F.fit(data, base, [x for x in worlds if x != w]))
+        link = F.with_fit(base, "h200-sxm", F.fit(data, base, [x for x in worlds if x != w], ll_form=form))
         errs, errs_big = F.scored(link, "h200-sxm", data, [w])
         for coll in COLLECTIVES:
             every, above = LOO_MEASURED[(w, coll)]
@@ -149,12 +155,15 @@ def test_protocol_is_nccls_choice():
 
 
 def test_world_size_changes_time_both_ways():
-    """World-aware: small messages cost more on more ranks (LL latency per rank); at 1 GiB the bus bandwidth of
-    all-gather climbs with the world size towards the link's (the rank's own shard weighs less), as measured."""
+    """World-aware: small messages cost more on more ranks where the ring's chain grows (a latency per step), as
+    much for a send/recv (one step, as measured by graph replay); at 1 GiB the bus bandwidth of all-gather climbs
+    with the world size towards the link's (the rank's own shard weighs less), as measured."""
     nv = link_spec("nvlink4")
     for coll in COLLECTIVES:
         small = [C.ring(coll, 4096, n, nv, "h200-sxm").us for n in (2, 4, 8)]
-        assert small[0] < small[1] < small[2], (coll, small)
+        assert small[0] <= small[1] <= small[2], (coll, small)
+        if coll != "send_recv":
+            assert small[0] < small[2], (coll, small)
     bw = [C.all_gather(1 << 30, n, nv, "h200-sxm").busbw_gbs for n in (2, 4, 8)]
     top = next(r for r in nv.measured["h200-sxm"].regimes["all_gather"] if r.protocol == "simple").link_gbs
     assert bw[0] < bw[1] < bw[2] < top, bw
@@ -163,7 +172,7 @@ def test_world_size_changes_time_both_ways():
 def test_a_wrong_law_fails(recorded):
     """The checks can fail: half the fitted bandwidths (link and shard) miss the records above 1 MiB by far more than
     the bound."""
-    _, data, noise = recorded
+    _, data, noise, form = recorded
     link = link_spec("nvlink4")
     m = link.measured["h200-sxm"]
     halved = {c: tuple(dataclasses.replace(r, link_gbs=r.link_gbs / 2, shard_gbs=r.shard_gbs / 2) for r in rs)
@@ -252,9 +261,9 @@ def test_bad_link_file_is_one_line_error(tmp_path, edit, field):
 def test_leave_one_gpu_out_scores_the_other_gpus_records(recorded):
     """One GPU's fit scores another GPU's records on the same link: with the H200 records standing in for a second
     GPU, the scores are the in-sample ones (and nothing is scored across different links)."""
-    _, data, _ = recorded
+    _, data, _, form = recorded
     base = F.base_link("nvlink4")
-    regimes = F.fit(data, base, [2, 4])
+    regimes = F.fit(data, base, [2, 4], ll_form=form)
     results = {g: {"link": "nvlink4", "base": base, "regimes": regimes, "data": data} for g in ("h200-sxm", "h100-sxm")}
     rows = F.leave_one_gpu_out(results)
     assert {(r["fit"], r["scored"]) for r in rows} == {("h200-sxm", "h100-sxm"), ("h100-sxm", "h200-sxm")}

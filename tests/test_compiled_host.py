@@ -134,3 +134,33 @@ def test_calibrate_writes_the_split_into_the_host_profile():
     assert set(out) <= set(FIELDS) and diag["compiled_split"] == sp
     assert (out["compiled_triton_us"], out["compiled_extern_us"], out["compiled_param_us"]) == (
         pytest.approx(6.0), pytest.approx(30.0), 0.0)
+
+
+def test_cudagraph_launch_costs_the_host_per_node():
+    # a CUDA graph launch's host time grows with its nodes where calibrate measured it, and
+    # the graph's kernels start after it (the first kernel of a profiled 314-kernel decode
+    # graph started ~20 us before cudaGraphLaunch returned); a host without it: unchanged
+    m = _Block().eval()
+    x = torch.randn(2, 16, 8, 8)
+    bare = predict(m, (x,), gpu=SPEC, mode="cudagraph", host=HOST)
+    node = predict(m, (x,), gpu=SPEC, mode="cudagraph", host=HOST.replace(cudagraph_launch_node_us=2.0))
+    n = bare.kernel_count
+    assert node.timeline.host_us == pytest.approx(bare.timeline.host_us + 2.0 * n)
+    assert node.timeline.latency_us == pytest.approx(bare.timeline.latency_us + 2.0 * n)
+    assert predict(m, (x,), gpu=SPEC, mode="cudagraph", host=HOST.replace(
+        cudagraph_launch_node_us=0.0)).timeline.host_us == pytest.approx(bare.timeline.host_us)
+
+
+def test_calibrate_fits_the_graph_launch_per_node():
+    import json
+
+    from gpusim.hw.host import FIELDS
+    from validation.fit.calibrate import fit_host
+    with open("validation/results/h200/host/2026-11-24-lease5.toml.raw.json") as f:
+        raw = json.load(f)["host"]                       # a real lease's host timings
+    out, _ = fit_host(raw, 1.28)
+    assert "cudagraph_launch_node_us" not in out        # measured before the probe existed
+    out, diag = fit_host(dict(raw, cudagraph_launch={"1": 6.0, "256": 261.0}), 1.28)
+    assert set(out) <= set(FIELDS) and out["cudagraph_launch_node_us"] == pytest.approx(1.0)
+    out, _ = fit_host(dict(raw, cudagraph_launch={"1": 6.0, "256": 5.0}), 1.28)
+    assert out["cudagraph_launch_node_us"] == 0.0      # no slope the timer can see

@@ -226,3 +226,106 @@ def test_cold_call_builds_attention_plans(model):
     assert cold.ttft_us > warm.ttft_us
     st = gpusim.generate(model, batch=1, prompt=64, new=4, gpu="h100", cache="static", mode="compiled")
     assert plan_build_us(st.parts["steps"][64]) == 0.0          # a CUDA graph replay builds nothing
+
+
+def test_prep_part_is_prepare_inputs_for_generation(dyn, static):
+    # before each forward generate runs prepare_inputs_for_generation: the last token's ids and
+    # position slices cloned (both caches); for a static cache also the 4D mask over all
+    # max_cache_len positions, which the compiled step then takes as its input
+    dp, sp = dyn.parts["prep"], static.parts["prep"]
+    assert decode.mask_of(dp.graph) is None
+    shape, dtype = decode.mask_of(sp.graph)
+    assert shape == (2, 1, 1, 256 + 1500 - 1) and dtype == torch.bool
+    assert sp.kernel_count > dp.kernel_count >= 2
+    # transformers' Python runs more frames building the mask than slicing alone, each counted
+    assert sp.graph.meta["library_frames"] > dp.graph.meta["library_frames"] > 0
+    assert dyn.parts["tail"].graph.meta["library_frames"] > 0
+
+
+def test_library_python_priced_per_frame(static):
+    from dataclasses import replace
+    from gpusim.predict.generate import library_python_us, part_host_us
+    p = static.parts["prep"]
+    per = p.host.python_torch_call_us
+    assert library_python_us(p) == pytest.approx(p.graph.meta["library_frames"] * per)
+    assert part_host_us(p) == pytest.approx(p.timeline.host_us + library_python_us(p))
+    bare = replace(p, host=replace(p.host, python_torch_call_us=None))
+    assert library_python_us(bare) == 0.0 and part_host_us(None) == 0.0
+    assert static.tail_host_us == pytest.approx(part_host_us(static.parts["tail"]) + part_host_us(p))
+
+
+def test_library_frames_count_only_transformers_code():
+    from transformers.generation.stopping_criteria import MaxLengthCriteria
+
+    def mine(x):
+        return [abs(x) for _ in range(50)]
+    counted = decode.LibraryFrames(mine)
+    counted(3)
+    assert counted.frames == 0                   # gpusim's own Python is not the library's
+    crit = MaxLengthCriteria(max_length=4)
+    counted = decode.LibraryFrames(lambda ids: crit(ids, None))
+    counted(torch.zeros(1, 3, dtype=torch.long))
+    assert counted.frames >= 1
+    import sys
+    assert sys.getprofile() is None              # the counter leaves no profiler behind
+
+
+def test_dynamo_entry_prices_every_tensor_input(static):
+    from dataclasses import replace
+    from gpusim.predict.generate import dynamo_entry_us
+    step = static.parts["steps"][256]
+    h = step.host.replace(compiled_call_us=10.0, compiled_input_us=3.0, compiled_param_us=1.0)
+    n_in = step.graph.meta["inputs"]
+    assert len(step.graph.meta["params"]) > 0
+    assert dynamo_entry_us(replace(step, host=h)) == pytest.approx(10.0 + n_in * 3.0)
+    assert dynamo_entry_us(static.parts["prep"]) == 0.0      # eager: no Dynamo
+
+
+def test_harness_times_prepare_inputs_and_restores():
+    # generate_run.py stamps each prepare_inputs_for_generation call (prep_host_ms) besides the
+    # compiled forward's, and leaves the model as it found it
+    from validation.measure.generate_run import _timed_forward
+
+    class Model:
+        def get_compiled_call(self, *a):
+            return lambda x: x + 1
+
+        def __call__(self, x):
+            return x
+
+        def prepare_inputs_for_generation(self, ids, **kw):
+            return {"input_ids": ids, **kw}
+    m = Model()
+    sink, prep = [], []
+    undo = _timed_forward(m, sink, prep)
+    assert m.prepare_inputs_for_generation(3, use_cache=True) == {"input_ids": 3, "use_cache": True}
+    assert m.get_compiled_call()(1) == 2
+    assert len(prep) == 1 and len(sink) == 1 and all(b >= a for a, b in prep + sink)
+    undo()
+    assert "prepare_inputs_for_generation" not in vars(m) and "get_compiled_call" not in vars(m)
+
+
+def test_harness_wrap_keeps_a_real_generate_working():
+    # HF's generate checks its kwargs (attention_mask) against prepare_inputs_for_generation's
+    # signature: the stamped wrapper must show the original's (an H200 lease lost its records to this)
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from validation.measure.generate_run import _timed_forward
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    torch.manual_seed(0)
+    m = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(1, 64, (1, 5))
+    sink, prep = [], []
+    from validation.measure.host_drift import token_stamp
+    stamp = token_stamp()         # the harness's clock a token (time per output token)
+    undo = _timed_forward(m, sink, prep)
+    try:
+        with torch.no_grad():
+            out = m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, min_new_tokens=3,
+                             do_sample=False, pad_token_id=0,
+                             logits_processor=transformers.LogitsProcessorList([stamp]))
+    finally:
+        undo()
+    assert out.shape[1] == 8 and len(prep) == 3 and len(sink) >= 2
+    assert len(stamp.t) == 3 and stamp.t == sorted(stamp.t)

@@ -62,35 +62,48 @@ def _lm(cls, cfg_cls, **extra):
         return cls(cfg).eval()
 
 
-def _run(model, monkeypatch, reuse_on: bool):
+def _run(model, monkeypatch, reuse_on: bool, lowered=None):
     calls = []
-    real = gen.capture
+    real, real_lower = gen.capture, gen.lower
 
     def counted(*a, **k):
         calls.append(k.get("name"))
         return real(*a, **k)
+
+    def counted_lower(g, *a, **k):
+        if lowered is not None:
+            lowered.append(g.name)
+        return real_lower(g, *a, **k)
     with monkeypatch.context() as m:
         m.setattr(gen, "capture", counted)
+        m.setattr(gen, "lower", counted_lower)
         if not reuse_on:
             m.setattr(reuse, "signature", lambda args: None)
         res = gen.generate_runs(model, [("dynamic", "eager"), ("static", "compiled")], 2, 48, 24,
                                 gpu="h100", samples=3)
-    return [r.to_dict() for r in res], calls
+    return [r.to_dict() for r in res], calls, res
 
 
 def test_full_attention_static_step_captured_once_and_unchanged(monkeypatch):
     model = _lm(hf.LlamaForCausalLM, hf.LlamaConfig)
-    fresh, n_fresh = _run(model, monkeypatch, False)
-    reused, n_reused = _run(model, monkeypatch, True)
+    low_fresh, low_reused = [], []
+    fresh, n_fresh, _ = _run(model, monkeypatch, False, low_fresh)
+    reused, n_reused, res = _run(model, monkeypatch, True, low_reused)
     assert reused == fresh                               # every figure, exactly
     assert len(n_reused) == len(n_fresh) - 1             # the static step's second context
     assert sum("decode static" in n for n in n_reused) == 1
+    # the shared graph is lowered, costed and simulated once; its other name keeps its own name
+    assert len(low_reused) == len(low_fresh) - 1             # (a static step: 2 contexts)
+    steps = res[1].parts["steps"]
+    (c0, first), *rest = steps.items()
+    assert rest and all(s.graph.g is first.graph.g and str(c) in s.graph.name and s.kernels == first.kernels
+                        and s.memory.to_dict() == first.memory.to_dict() for c, s in rest)
 
 
 def test_sliding_window_static_step_keeps_both_captures(monkeypatch):
     # StaticSlidingWindowLayer keeps the context in a Python int (its update path): two graphs
     model = _lm(hf.MistralForCausalLM, hf.MistralConfig, sliding_window=4096)
-    fresh, n_fresh = _run(model, monkeypatch, False)
-    reused, n_reused = _run(model, monkeypatch, True)
+    fresh, n_fresh, _ = _run(model, monkeypatch, False)
+    reused, n_reused, _ = _run(model, monkeypatch, True)
     assert reused == fresh
     assert n_reused == n_fresh

@@ -64,11 +64,17 @@ def _explain_trace_failure(e: Exception) -> str:
             "example args (shapes, dtypes, devices) and has no data-dependent control flow")
 
 
+#: types :func:`plain` returns as they are (exact types: torch's symbolic numbers are none of them)
+_LEAVES = frozenset({int, float, str, bool, type(None)})
+
+
 def plain(v):
     """``v`` with torch's symbolic numbers (``SymInt``, ``SymFloat``, ``SymBool``: what a compiled
     trace's fake tensors carry in their shapes) turned into the numbers they stand for, through
     dicts, lists and tuples, so that a graph, and every prediction made from it, holds plain
     numbers only."""
+    if type(v) in _LEAVES:      # most of a graph's attributes: nothing to turn (fast path)
+        return v
     if isinstance(v, torch.SymInt):
         return int(v)
     if isinstance(v, torch.SymFloat):
@@ -80,6 +86,8 @@ def plain(v):
     if isinstance(v, list):
         return [plain(x) for x in v]
     if isinstance(v, tuple):
+        if type(v) is tuple and all(type(x) in _LEAVES for x in v):
+            return v            # a shape of plain numbers
         items = [plain(x) for x in v]
         return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
     return v

@@ -15,17 +15,17 @@ from gpusim.capture.fakes import _flatten_tensors, plain
 from gpusim.graph.ops import SYNC_OPS   # host reads: capture records them as sync nodes
 from gpusim.capture.fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
                       _attention_heads_swap, _query_bhsd, _conv_layout, _dtype_name, _flatten_nodes, _meta,
-                      _casts, _cat_copies, _permuted, _plain, _sdpa_facts, _storage_key)
+                      _casts, _cat_copies, _permuted, _plain, _sdpa_facts, _storage_key, LayoutMemo, MetaMemo)
 from gpusim.graph.ops import WINDOW_POOLS
 
 
-def _to_meta_arg(a, vals):
+def _to_meta_arg(a, vals, meta=_meta):
     """Replace FX nodes in args by TensorMeta (tensors) or their python values."""
     if isinstance(a, torch.fx.Node):
         v = vals.get(a.name)
-        return _meta(v) if isinstance(v, torch.Tensor) else v
+        return meta(v) if isinstance(v, torch.Tensor) else v
     if isinstance(a, (list, tuple)):
-        return type(a)(_to_meta_arg(x, vals) for x in a)
+        return type(a)(_to_meta_arg(x, vals, meta) for x in a)
     return a
 
 
@@ -58,6 +58,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
     """Convert a traced GraphModule (nodes carry ``meta['val']``) to an OpGraph."""
     g = nx.DiGraph()
     vals: dict = {}
+    meta = MetaMemo()          # each value's TensorMeta once (vals keeps the tensors alive)
+    layout = LayoutMemo()      # _plain/_permuted once per shapes and strides
     inplace_writer: dict = {}  # storage key -> last in-place op that wrote it
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     dropped: list[str] = []    # ops that became no node but may run a kernel
@@ -129,9 +131,9 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             continue
         in_tensors = [vals[a.name] for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
         tensor_nodes = [a for a in in_nodes if isinstance(vals.get(a.name), torch.Tensor)]
-        ctx = ops.OpCtx(opname, [_meta(t) for t in in_tensors], [_meta(t) for t in outs],
-                        _to_meta_arg(tuple(n.args), vals),
-                        {k: _to_meta_arg(v, vals) for k, v in n.kwargs.items()})
+        ctx = ops.OpCtx(opname, [meta(t) for t in in_tensors], [meta(t) for t in outs],
+                        _to_meta_arg(tuple(n.args), vals, meta),
+                        {k: _to_meta_arg(v, vals, meta) for k, v in n.kwargs.items()})
         est = ops.estimate(ctx)
         pname = ops.packet_name(opname)
         inplace = pname.endswith("_") and (not pname.startswith("_")
@@ -183,7 +185,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                 continue    # a static KV cache's update writes rows of it, reads none
             # a tensor mutated in place earlier is read from the op that mutated it
             base = inplace_writer.get(_storage_key(t)) or g.nodes[a.name]["base"]
-            b = _meta(t).ubytes
+            b = meta(t).ubytes
             reads[base] = max(reads.get(base, 0), b)
         if est["kind"] in ("copy",) and pname in ("embedding", "index_select", "gather",
                                                    "index", "take"):
@@ -197,8 +199,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         # is contiguous at the output's shape (0-dim scalars aside); a broadcast or strided
         # operand drops them to a per-element path that moves bytes far slower (measured:
         # calibrate's broadcast-add benchmark). Fused (generated) kernels do not care.
-        contiguous = all(_plain(t, outs[0]) for t in in_tensors) and \
-            all(_plain(o, outs[0]) for o in outs)
+        contiguous = all(layout(_plain, t, outs[0]) for t in in_tensors) and \
+            all(layout(_plain, o, outs[0]) for o in outs)
         g.add_node(n.name, op=opname, kind=est["kind"], shape=tuple(int(s) for s in outs[0].shape)
                    if len(outs) == 1 else shape, dtype=_dtype_name(outs[0].dtype),
                    flops=est["flops"], bytes_read=float(sum(reads.values())),
@@ -212,7 +214,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         if est["kind"] in ("pointwise", "copy") and len(outs) == 1:
             # which of ATen's elementwise paths runs (gpusim.cost.roofline.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])
-            g.nodes[n.name]["permuted"] = any(_permuted(t, outs[0]) for t in in_tensors)
+            g.nodes[n.name]["permuted"] = any(layout(_permuted, t, outs[0]) for t in in_tensors)
         if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":
             # CUDA traces only, as _plain: meta traces keep NCHW where cuDNN returns NHWC
             g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())
@@ -226,7 +228,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         elif est["kind"] == "attention":
             g.nodes[n.name]["sdpa"] = _sdpa_facts(ctx)
         for a, t in zip(tensor_nodes, in_tensors):
-            g.add_edge(a.name, n.name, bytes=_meta(t).ubytes)
+            g.add_edge(a.name, n.name, bytes=meta(t).ubytes)
         for p in reads:
             if not g.has_edge(p, n.name):
                 g.add_edge(p, n.name, bytes=reads[p])

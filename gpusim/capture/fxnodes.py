@@ -17,6 +17,38 @@ def _meta(t) -> ops.TensorMeta:
                           t.element_size(), tuple(int(s) for s in t.stride()))
 
 
+class MetaMemo(dict):
+    """:func:`_meta` of each tensor object once (``memo(t)``): a conversion reads the same
+    node value as an input of every op that uses it. Keyed by ``id``: the caller keeps the
+    tensors alive (the traced graph's values) while it uses the memo; a TensorMeta is frozen."""
+
+    def __call__(self, t) -> ops.TensorMeta:
+        m = self.get(id(t))
+        if m is None:
+            m = self[id(t)] = _meta(t)
+        return m
+
+
+class LayoutMemo(dict):
+    """``memo(f, t, out)`` for :func:`_plain` and :func:`_permuted`, computed once per
+    ``(f, t's and out's shapes and strides, out's device)``: both are functions of those alone
+    (contiguity and density are facts of sizes and strides), and a decoder's layers repeat
+    them op for op. Symbolic shapes (a compiled trace's) are not memoised."""
+
+    def __call__(self, f, t, out) -> bool:
+        try:
+            shape, stride, oshape, ostride = tuple(t.shape), t.stride(), tuple(out.shape), out.stride()
+        except Exception:  # noqa: BLE001 - sparse/odd tensors: as f takes them
+            return f(t, out)
+        if not all(type(x) is int for x in shape + stride + oshape + ostride):
+            return f(t, out)
+        key = (f, shape, stride, oshape, ostride, out.device.type)
+        r = self.get(key)
+        if r is None:
+            r = self[key] = f(t, out)
+        return r
+
+
 def _storage_key(t):
     try:
         return t.untyped_storage()._cdata

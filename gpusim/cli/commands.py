@@ -24,6 +24,7 @@ import json
 import os
 import sys
 
+from gpusim.util.collector import loading_for_good
 from gpusim.util.errors import GpusimError, UserError
 from gpusim.cli.sweep import cmd_sweep, sweep_report_parser, sweep_serve_parser
 from gpusim.cli.sweep_dist import add_sweep_dist_args
@@ -443,6 +444,7 @@ def main(argv=None) -> int:
     try:
         return _main(argv)
     finally:
+        gc.unfreeze()       # what the command froze (gpusim.util.collector)
         gc.set_threshold(*saved)
 
 
@@ -466,7 +468,8 @@ def _main(argv=None) -> int:
         if not getattr(a, "cmd", None):
             a = ap.parse_args(["predict"])
         as_json = bool(getattr(a, "json", as_json))
-        _check_args(a)
+        with loading_for_good():        # the checks import torch: it is kept for good
+            _check_args(a)
         return int(a.fn(a) or 0)
     except GpusimError as e:
         return _error(_one_line(e), as_json)

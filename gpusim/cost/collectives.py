@@ -19,12 +19,13 @@ gathered output, reduce-scatter's full input) with protocol ``p``::
 - ``bytes / n`` is the rank's own shard, paid once at a rate of the collective's own (``shard_gbs``; measured, not
   in NCCL's model: with it the link's bandwidth is one figure from 2 to 4 ranks, where nccl-tests' bus bandwidth
   climbs from 265 to 325 GB/s for all-gather on H200);
-- ``rank_us``: on LL the records' small messages cost a latency per participating rank (``base_us = rank_us``:
-  latency proportional to n; on one 4-H200 lease, 1-8 KiB messages of every collective, broadcast and send/recv
-  included, whose chains do not grow, took 1.3-2.6x, median 2x, as long on 4 ranks as on 2), fitted per collective;
-  Simple has none. It is the per-call floor of eager c10d calls issued back to back (the sweep's loop), not NCCL's
-  kernel: in the DDP step records a small broadcast is a ~3 us kernel at 2 and 4 ranks, and another lease's floor
-  at 2 ranks is ~20 us where two others' is 7-17;
+- ``rank_us`` (optional): a latency per rank past the first. The figures price a collective's DEVICE time where
+  the GPU's records hold CUDA-graph replays (``validation/measure/collectives.py --graph``; H200: 1-8 KiB messages
+  take 11-15 us, +0-3.4 us from 2 to 4 ranks, as the chain grows: NCCL's form, a base and ``hop_us`` per step, no
+  ``rank_us``); fitted on the eager loop's records instead (back-to-back eager c10d calls, whose small messages are
+  the host's launch-bound floor, x2 from 2 to 4 ranks for every collective), LL takes a latency per participating
+  rank (``base_us = rank_us``). The host's issue cost of a c10d call is the simulator's (the host profile), not
+  this law's;
 - a send/recv runs on the channels NCCL's p2p rule gives it (:func:`p2p_channels`: fewer per peer on more ranks),
   at ``min(link_gbs, channels x channel_gbs)``;
 - figures are fitted from our own sweeps of that GPU and link (``[measured."<gpu>"]``, by

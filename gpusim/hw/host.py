@@ -49,12 +49,13 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "cudagraph_tree_input_us", "kernel_launch_us", "eager_forward_factor",
             "python_module_call_us", "python_torch_call_us", "cudnn_attention_plan_us",
             "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us",
-            "compiled_triton_us", "compiled_extern_us", "compiled_param_us")
+            "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
+            "cudagraph_launch_node_us")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
 MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us", "fsdp_unit_sync_doubling_us",
-               "compiled_param_us")
+               "compiled_param_us", "cudagraph_launch_node_us")
 
 
 class HostError(GpusimError):
@@ -102,6 +103,7 @@ class HostProfile:
     compiled_triton_us: float | None = None
     compiled_extern_us: float | None = None
     compiled_param_us: float | None = None     # compiled call's cost per nn.Parameter input; None: compiled_input_us
+    cudagraph_launch_node_us: float | None = None   # a CUDA graph launch's host time per node; None: 0
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

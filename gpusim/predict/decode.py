@@ -145,28 +145,43 @@ def eos_ids(module) -> list[int]:
     return [eos] if isinstance(eos, int) else list(eos)
 
 
-def tail_fn(prompt: int, new: int, has_eos: bool):
+def tail_fn(prompt: int, new: int, has_eos: bool, module=None):
     """Generate's own work per output token (see the module docstring), as a function of
-    ``(logits, input_ids, unfinished, eos, pad, attention_mask, position_ids)``."""
-    from transformers.generation.logits_process import MinNewTokensLengthLogitsProcessor
+    ``(logits, input_ids, unfinished, eos, pad, attention_mask, position_ids)``, through
+    transformers' own objects where generate uses them (``LogitsProcessorList``,
+    ``StoppingCriteriaList``, ``StopCheck`` and, given ``module``, its
+    ``_update_model_kwargs_for_generation``), so that their Python runs as in generate
+    (:class:`LibraryFrames`)."""
+    from transformers.generation.logits_process import LogitsProcessorList, MinNewTokensLengthLogitsProcessor
     from transformers.generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria,
                                                            StoppingCriteriaList)
+    from transformers.generation.utils import StopCheck
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    def update(attention_mask, position_ids):
+        if module is not None:
+            kw = module._update_model_kwargs_for_generation(
+                CausalLMOutputWithPast(), {"attention_mask": attention_mask, "position_ids": position_ids,
+                                           "use_cache": True})
+            return kw["attention_mask"], kw["position_ids"]
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((attention_mask.shape[0], 1))], dim=-1)
+        step = torch.arange(1, dtype=position_ids.dtype, device=position_ids.device).view(1, -1)
+        return attention_mask, torch.cat([position_ids, step + position_ids[..., -1:] + 1], dim=-1)
 
     def tail(logits, input_ids, unfinished, eos, pad, attention_mask, position_ids):
+        attention_mask, position_ids = update(attention_mask, position_ids)
         scores = logits[:, -1].to(copy=True, dtype=torch.float32)
         stops = [MaxLengthCriteria(max_length=prompt + new)]
+        procs = LogitsProcessorList([MinNewTokensLengthLogitsProcessor(prompt, new, eos)] if has_eos else [])
         if has_eos:
-            scores = MinNewTokensLengthLogitsProcessor(prompt, new, eos)(input_ids, scores)
             stops.append(EosTokenCriteria(eos))
+        scores = procs(input_ids, scores)
         nxt = torch.argmax(scores, dim=-1)
         if has_eos:
             nxt = nxt * unfinished + pad * (1 - unfinished)
         input_ids = torch.cat([input_ids, nxt[:, None]], dim=-1)
         unfinished = unfinished & ~StoppingCriteriaList(stops)(input_ids, scores)
-        done = bool(unfinished.max() == 0)          # StopCheck: the host reads it every token
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((attention_mask.shape[0], 1))], dim=-1)
-        step = torch.arange(1, dtype=position_ids.dtype, device=position_ids.device).view(1, -1)
-        position_ids = torch.cat([position_ids, step + position_ids[..., -1:] + 1], dim=-1)
+        done = StopCheck()(unfinished, nxt, input_ids.shape[1])     # the host reads it every token
         return input_ids, unfinished, attention_mask, position_ids, done
     return tail
 
@@ -194,11 +209,70 @@ def make_mask(module, ids, cache, attention_mask, position_ids):
              attention_mask=attention_mask, past_key_values=cache, position_ids=position_ids)
 
 
-def mask_fn(module):
-    """:func:`make_mask` as a function of :func:`forward_args`."""
-    def mask(ids, cache, attention_mask, position_ids):
-        return make_mask(module, ids, cache, attention_mask, position_ids)
-    return mask
+def prep_fn(module):
+    """What generate runs before each decode forward: ``prepare_inputs_for_generation(input_ids,
+    next_sequence_length=1, **model_kwargs)``, the module's own (slices the last token of
+    ``input_ids`` and ``position_ids`` and clones them; for a compileable cache also builds the
+    4D mask, :func:`make_mask`), as a function of :func:`prep_args`."""
+    def prep(ids, cache, attention_mask, position_ids):
+        mi = module.prepare_inputs_for_generation(ids, next_sequence_length=1, past_key_values=cache,
+                                                  attention_mask=attention_mask,
+                                                  position_ids=position_ids, use_cache=True)
+        return mi["input_ids"], mi["position_ids"], mi["attention_mask"]
+    return prep
+
+
+def prep_args(module, kind: str, batch: int, context: int, max_len: int, dtype):
+    """Meta arguments of :func:`prep_fn` before the step over ``context`` cached tokens:
+    generate's whole ``input_ids``, 2D ``attention_mask`` and ``position_ids`` (``context + 1``
+    tokens) and the cache."""
+    m = dict(device="meta")
+    return (torch.zeros(batch, context + 1, dtype=torch.long, **m),
+            make_cache(module, kind, batch, context, max_len, dtype),
+            torch.ones(batch, context + 1, dtype=torch.long, **m),
+            torch.zeros(batch, context + 1, dtype=torch.long, **m))
+
+
+def mask_of(graph):
+    """``(shape, torch dtype)`` of the 4D mask among a :func:`prep_fn` graph's outputs; None
+    when it has none (a cache that is not compileable keeps the 2D mask)."""
+    outs = [graph.g.nodes[n] for n in graph.g.nodes if graph.g.nodes[n].get("is_output")]
+    outs = [o for o in outs if len(o.get("shape") or ()) == 4]
+    if len(outs) != 1:
+        return None
+    return tuple(outs[0]["shape"]), getattr(torch, str(outs[0]["dtype"]).replace("torch.", ""))
+
+
+class LibraryFrames:
+    """Counts the Python function calls (frames) the Hugging Face library runs inside a call:
+    ``sys.setprofile`` ``call`` events whose code lives in the ``transformers`` package
+    (functions, methods, properties and closures of ``masking_utils``, the cache, the logits
+    processors and stopping criteria). Capture answers every host read as eager meets it, so
+    the same library code runs as in eager: the count is what one call of it costs in Python
+    frames, the same on every run (counting, not clocking). Wraps ``fn``; ``frames`` holds the
+    last run's count (capture may retry a trace)."""
+
+    def __init__(self, fn):
+        import os
+
+        import transformers
+        self.fn, self.frames = fn, 0
+        self._root = os.path.dirname(transformers.__file__) + os.sep
+
+    def __call__(self, *args):
+        import sys
+        n, root = [0], self._root
+
+        def on(frame, event, arg):
+            if event == "call" and frame.f_code.co_filename.startswith(root):
+                n[0] += 1
+        prev = sys.getprofile()
+        sys.setprofile(on)
+        try:
+            return self.fn(*args)
+        finally:
+            sys.setprofile(prev)
+            self.frames = n[0]
 
 
 def forward_fn(module, keep_cache: bool = False, build_mask: bool = False):
@@ -227,14 +301,6 @@ def forward_args(module, kind: str, batch: int, tokens: int, context: int, max_l
     return (torch.zeros(batch, tokens, dtype=torch.long, **m),
             make_cache(module, kind, batch, context, max_len, dtype), am,
             torch.zeros(batch, tokens, dtype=torch.long, **m))
-
-
-def output_of(graph):
-    """``(shape, torch dtype)`` of a graph's one output tensor; None when it has not one."""
-    outs = [graph.g.nodes[n] for n in graph.g.nodes if graph.g.nodes[n].get("is_output")]
-    if len(outs) != 1:
-        return None
-    return tuple(outs[0]["shape"]), getattr(torch, str(outs[0]["dtype"]).replace("torch.", ""))
 
 
 def check_request(batch, prompt, new, cache, mode) -> None:

@@ -52,6 +52,7 @@ call's result (``return_dict_in_generate=True``: the int64 sequences and the who
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import gc
 from dataclasses import dataclass, field
 
@@ -61,6 +62,7 @@ from gpusim.graph.opgraph import OpGraph
 from gpusim.predict import decode, repeated, reuse
 from gpusim.predict.pipeline import Prediction, as_spec, lower, predict_lowering
 from gpusim.sim.memory import capacity_bytes
+from gpusim.util.collector import loading_for_good
 
 #: generate's mode -> the runtime that runs the decode step (prefill and tail stay eager)
 STEP_MODES = {"eager": "eager", "compiled": "cudagraph"}
@@ -150,13 +152,30 @@ def sample_contexts(first: int, last: int, samples: int) -> list[int]:
 
 def token_us(forward: Prediction, tail: Prediction, before: Prediction | None = None,
              cold: bool = False) -> float:
-    """One token's wall: ``before`` (a static cache's mask, built eagerly before the
-    forward), the forward, then generate's tail ending in the host's sync; ``cold``: the
-    forward's attention shapes are new to the process (:func:`plan_build_us`)."""
-    f, t = forward.timeline, tail.timeline
-    b = (before.timeline.host_us if before is not None else 0.0) + (plan_build_us(forward) if cold else 0.0)
+    """One token's wall: ``before`` (``prepare_inputs_for_generation``: the inputs' slices and,
+    for a static cache, the 4D mask, eager before the forward), the forward, then generate's
+    tail ending in the host's sync; ``cold``: the forward's attention shapes are new to the
+    process (:func:`plan_build_us`). The library's Python in ``before`` and the tail is
+    :func:`library_python_us`."""
+    f = forward.timeline
+    b = part_host_us(before) + (plan_build_us(forward) if cold else 0.0)
     b += dynamo_entry_us(forward)
-    return max(b + f.host_us + t.host_us, b + f.latency_us + t.device_us)
+    return max(b + f.host_us + part_host_us(tail), b + f.latency_us + tail.device_us)
+
+
+def part_host_us(p: Prediction | None) -> float:
+    """An eager part's host time: its dispatch (the timeline) and the library's Python."""
+    return p.timeline.host_us + library_python_us(p) if p is not None else 0.0
+
+
+def library_python_us(p: Prediction) -> float:
+    """The Python frames transformers runs in a part generate calls per token (its masking
+    functions' closures, the cache's methods, the processors' and criteria's ``__call__``),
+    counted at capture (:class:`~gpusim.predict.decode.LibraryFrames`: ``library_frames``),
+    each priced as the host prices a model's Python per torch call (``python_torch_call_us``:
+    a frame of library code between torch calls). 0 on a host without the figure."""
+    per = p.host.python_torch_call_us if p.host is not None else None
+    return p.graph.meta.get("library_frames", 0) * (per or 0.0)
 
 
 def dynamo_entry_us(pred: Prediction) -> float:
@@ -164,7 +183,11 @@ def dynamo_entry_us(pred: Prediction) -> float:
     evaluates the guards on each tensor input (weights and cache included) before the CUDA
     graph tree replays. The ``cudagraph`` mode's figures price a bare ``graph.replay()``; the
     host's compiled-mode figures price that entry: ``compiled_call_us`` and
-    ``compiled_input_us`` per tensor input. 0 for an eager forward."""
+    ``compiled_input_us`` per tensor input, parameters included (pricing them at
+    ``compiled_param_us`` instead, as a compiled forward is, reads the records' compiled calls
+    worse: 46% median error against 35%, docs/llm.md; what grows with the model there is
+    also the graph launch's host time per node, ``cudagraph_launch_node_us``, not yet
+    measured on those hosts). 0 for an eager forward."""
     if pred.mode != "cudagraph" or pred.host is None:
         return 0.0
     h = pred.host
@@ -218,23 +241,25 @@ def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtyp
                 decode.check_request(b, p, new, cache, mode)
     dt = parse_dtype(dtype)
     specs, hp = [(g, as_spec(g)) for g in gpus], load_host(host)
-    module, label = decode.load_lm(model, dt)
-    # every capture collects garbage once before it traces (gpusim.capture.lifetimes): with
-    # torch and transformers loaded that is ~0.25 s a capture, rescanning objects that live
-    # for the whole process. Freezing them first leaves each collection the new garbage
-    # only; tracing runs with the collector off either way, so no traced tensor's death moves.
-    # No collection before the freeze: it found next to nothing for ~0.25 s (what garbage
-    # the imports left is kept until the unfreeze, and no tensor a capture traces is in it).
-    gc.freeze()
+    # loading the model imports transformers and its model classes (~0.7 million objects
+    # that live as long as the process): the collector off meanwhile, then they and what
+    # torch holds are frozen (gpusim.util.collector). Every capture collects garbage once
+    # before it traces (gpusim.capture.lifetimes): frozen, the loaded objects are not rescanned
+    # (~0.25 s a capture); tracing runs with the collector off either way, so no traced
+    # tensor's death moves. No collection before the freeze: it found next to nothing for
+    # ~0.25 s (what garbage the imports left is kept until the unfreeze, and no tensor a
+    # capture traces is in it).
+    with loading_for_good():
+        module, label = decode.load_lm(model, dt)
     try:
         out = {}
         for b in batches:
             for p in prompts:
                 graphs: dict = {}
                 for g, spec in specs:
-                    tail = _predict(graphs, "tail", decode.tail_fn(p, new, bool(decode.eos_ids(module))),
+                    tail = _predict(graphs, "tail", decode.tail_fn(p, new, bool(decode.eos_ids(module)), module),
                                     lambda: decode.tail_args(module, b, p), spec, "eager", hp,
-                                    f"{label} generate tail")
+                                    f"{label} generate tail", frames=True)
                     for cache, mode in runs:
                         out[(g, b, p, cache, mode)] = _one(
                             graphs, module, label, cache, mode, b, p, new, spec, hp, dt,
@@ -263,13 +288,20 @@ def plan_build_us(pred: Prediction) -> float:
     return n * per
 
 
-def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, module=None) -> Prediction:
+def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, module=None,
+             frames: bool = False) -> Prediction:
     """Capture ``fn(*args())`` once per ``key`` (the graph is the same on every GPU), then
     lower, cost and simulate it on ``spec``. ``same``: the calls of one function under this
     name whose arguments have one :func:`~gpusim.predict.reuse.signature` trace to one graph,
     so the first capture serves them all (renamed: the graph is shared, not copied).
     ``module``: the decoder ``fn`` runs, whose repeated layers may be captured at 2, 3 and 4
-    of them and extended (:mod:`gpusim.predict.repeated`; the same graph, checked)."""
+    of them and extended (:mod:`gpusim.predict.repeated`; the same graph, checked).
+    ``frames``: count the library's Python frames the call runs (``meta["library_frames"]``)."""
+    if key not in graphs and frames:
+        counted = decode.LibraryFrames(fn)
+        graphs[key] = capture(counted, args(), name=name)
+        graphs[key].meta["library_frames"] = counted.frames
+        gc.freeze()
     if key not in graphs:
         a = args() if same is not None else None
         sig = reuse.signature(a) if same is not None else None
@@ -285,7 +317,17 @@ def _predict(graphs: dict, key, fn, args, spec, mode, host, name, same=None, mod
         else:
             graphs[key] = OpGraph(first.g, name=name, meta=first.meta)
     g = graphs[key]
-    return predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+    # a graph shared under another name (``same``) lowers, costs and simulates as its first
+    # name did on this GPU, host and mode: that prediction, renamed (its memory too, once known)
+    memo = ("prediction", id(g.g), mode, id(spec), id(host))
+    first = graphs.get(memo)
+    if first is not None and first.graph.g is g.g and first.graph.meta == g.meta:
+        out = dataclasses.replace(first, graph=g)
+        if "memory" in first.__dict__:
+            out.memory = first.memory
+        return out
+    graphs[memo] = pred = predict_lowering(lower(g, mode, spec=spec), spec, host=host)
+    return pred
 
 
 def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, samples, tail0, warm):
@@ -297,12 +339,12 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
                        spec, "eager", hp, f"{label} prefill {prompt}", module=module)
     ttft = token_us(prefill, tail0, cold=not warm)
     contexts = sample_contexts(prompt, prompt + new - 2, samples) if new > 1 else []
-    mask, shape = None, None
-    if static and contexts:     # generate's 4D mask, eager, before each compiled forward
-        mask = _predict(graphs, ("mask", cache), decode.mask_fn(module),
-                        lambda: decode.forward_args(module, cache, batch, 1, contexts[0], max_len, dt),
-                        spec, "eager", hp, f"{label} generate mask")
-        shape = decode.output_of(mask.graph)
+    prep, shape = None, None
+    if contexts:    # prepare_inputs_for_generation, eager, before each forward (a static cache: the 4D mask)
+        prep = _predict(graphs, ("prep", cache), decode.prep_fn(module),
+                        lambda: decode.prep_args(module, cache, batch, contexts[0], max_len, dt),
+                        spec, "eager", hp, f"{label} generate inputs", frames=True)
+        shape = decode.mask_of(prep.graph) if static else None
     steps, s_us, s_dev = [], [], []
     for c in contexts:
         s = _predict(graphs, ("step", cache, c), fwd,
@@ -310,8 +352,8 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
                      STEP_MODES[mode], hp, f"{label} decode {cache} at {c}", same=("step", cache),
                      module=module)
         steps.append(s)
-        s_us.append(token_us(s, tail0, mask, cold=not warm))
-        s_dev.append(s.device_us + tail0.device_us + (mask.device_us if mask else 0.0))
+        s_us.append(token_us(s, tail0, prep, cold=not warm))
+        s_dev.append(s.device_us + tail0.device_us + extra(prep, "device_us"))
     tokens = [interpolate(contexts, s_us, prompt + k - 1) for k in range(1, new)]
 
     final = prompt + new - 1                       # cached tokens when the call returns
@@ -331,15 +373,15 @@ def _one(graphs, module, label, cache, mode, batch, prompt, new, spec, hp, dt, s
         model=label, gpu=spec.name, host=hp.name, dtype=str(dt).replace("torch.", ""),
         batch=batch, prompt=prompt, new=new, cache=cache, mode=mode, ttft_us=ttft,
         token_us=tokens, sample_contexts=contexts, sample_token_us=s_us, sample_device_us=s_dev,
-        step_kernels=(steps[0].kernel_count + tail0.kernel_count + extra(mask, "kernel_count")) if steps else 0,
+        step_kernels=(steps[0].kernel_count + tail0.kernel_count + extra(prep, "kernel_count")) if steps else 0,
         prefill_us=prefill.end_to_end_us, prefill_device_us=prefill.device_us,
         prefill_kernels=prefill.kernel_count,
-        tail_host_us=tail0.timeline.host_us + (mask.timeline.host_us if mask else 0.0),
-        tail_device_us=tail0.device_us + extra(mask, "device_us"),
-        tail_kernels=tail0.kernel_count + extra(mask, "kernel_count"), kv_cache_bytes=kv,
+        tail_host_us=part_host_us(tail0) + part_host_us(prep),
+        tail_device_us=tail0.device_us + extra(prep, "device_us"),
+        tail_kernels=tail0.kernel_count + extra(prep, "kernel_count"), kv_cache_bytes=kv,
         output_bytes=kv + batch * (prompt + new) * 8,      # + the int64 sequences
         weights_bytes=weights, peak_bytes=int(peak), capacity_bytes=cap, max_batch=max_b,
-        parts={"prefill": prefill, "tail": tail0, "mask": mask, "steps": dict(zip(contexts, steps))})
+        parts={"prefill": prefill, "tail": tail0, "prep": prep, "steps": dict(zip(contexts, steps))})
 
 
 def at_peak(p: Prediction) -> int:
@@ -355,4 +397,5 @@ def extra(p: Prediction | None, field: str):
     return getattr(p, field) if p is not None else 0
 
 
-__all__ = ["generate", "generate_grid", "generate_runs", "GenerateResult", "interpolate", "sample_contexts", "token_us"]
+__all__ = ["generate", "generate_grid", "generate_runs", "GenerateResult", "interpolate", "sample_contexts", "token_us",
+           "library_python_us", "part_host_us"]

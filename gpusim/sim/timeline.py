@@ -268,8 +268,11 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
         per_k, tail, gpu_gap = [kernel_overhead_us(k, hp, mode) for k in kernels], 0.0, 0.0
     else:
         # torch.compile(mode="reduce-overhead") replays through CUDA graph trees, whose
-        # Python bookkeeping per call calibrate measures; a bare replay costs far less
+        # Python bookkeeping per call calibrate measures; a bare replay costs far less. The
+        # launch itself costs the host per node where calibrate measured it, and the graph's
+        # first kernel starts only as the launch returns (a profiled 314-kernel decode graph)
         call = hp.cudagraph_tree_call_us or hp.cudagraph_call_us
+        call += n * (hp.cudagraph_launch_node_us or 0.0)
         call_us, per_k, tail, gpu_gap = call, [0.0] * n, 0.0, hp.cudagraph_kernel_us
     if mode != "cudagraph":
         per_k = [p + h for p, h in zip(per_k, host_before)]

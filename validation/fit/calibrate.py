@@ -151,6 +151,12 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
         out["cudagraph_tree_call_us"] = float(max(0.5, base1 - out["cudagraph_tree_input_us"]))
         diag["reduce_overhead"] = ro
         diag["reduce_overhead_per_kernel_us"] = (k8 - base1) / 7
+    gl = h.get("cudagraph_launch")
+    if gl and len(gl) >= 2:
+        pts = sorted((int(k), w) for k, w in gl.items())
+        (k0, w0), (k1, w1) = pts[0], pts[-1]
+        out["cudagraph_launch_node_us"] = float(max(0.0, (w1 - w0) / (k1 - k0)))
+        diag["cudagraph_launch"] = gl
     st = h.get("stream")
     if st and st.get("kernel_sum_us"):
         # a full stream's wall over its kernel sum; never below 1 (a kernel cannot run
@@ -285,6 +291,7 @@ COMMENTS = {
     "sync_us": "tiny kernel + .item() minus the same without .item(): one host<->device sync",
     "cudagraph_tree_call_us": "torch.compile(mode='reduce-overhead') of one matmul+relu: replay wall less inputs",
     "cudagraph_tree_input_us": "same with 16 vs 1 tensor inputs: wall per extra input",
+    "cudagraph_launch_node_us": "host time of one graph.replay() (cudaGraphLaunch, stream drained before each) of 256 vs 1 tiny in-place adds: per extra node",
     "compiled_triton_us": "torch.compile'd chain of k sin+1 steps, each a graph output, fusion off (max_fusion_size=1), k = 1 and 16: wall per extra Triton kernel the profiler saw",
     "compiled_extern_us": "torch.compile'd chain of k 16x16 matmuls with one weight (extern_kernels.mm, no Triton), k = 1 and 16: wall per extra kernel the profiler saw",
     "compiled_param_us": "torch.compile'd nn.Module stacking and summing its 16 vs 1 parameters: wall per extra parameter, extra launches at the Triton figure",
@@ -372,8 +379,8 @@ def calibrate_host(out_path: str, base_name: str | None = None, rounds: int = 3)
     slow down in episodes; the profile describes the host without them)."""
     base = _host_base(out_path, base_name)
     runs = [host_microbenchmarks() for _ in range(max(1, rounds))]
-    raw = {"env": measure.env_info(), "host": fastest_rounds(runs) if len(runs) > 1 else runs[0],
-           "host_rounds": runs}
+    raw = ({"env": measure.env_info(), "host": runs[0]} if len(runs) == 1 else
+           {"env": measure.env_info(), "host": fastest_rounds(runs), "host_rounds": runs})
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     cmd = "gpusim calibrate --host-only"

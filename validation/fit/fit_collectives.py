@@ -46,8 +46,12 @@ if str(ROOT) not in sys.path:
 from gpusim.cost.collectives import BUSBW_FACTOR, RING_STEPS, nccl_protocol, p2p_channels, ring  # noqa: E402
 from gpusim.hw.links import COLLECTIVES, Measured, Regime, links_dir, parse_link  # noqa: E402
 from gpusim.hw.spec_io import figure_line  # noqa: E402
+from validation.fit import collectives_records as CM  # noqa: E402
+from validation.fit.collectives_records import (  # noqa: E402  (the records' helpers, here as before)
+    load_runs, noise, overlap_figures, points, small_by_run)
 
 SCORES = ROOT / "validation" / "results" / "collectives" / "scores.json"
+GRAPH_NOTE = " of method graph (k calls replayed in one CUDA graph: the collective's device time)"
 
 MARKER = "# --- measured: written by validation/fit/fit_collectives.py; do not edit below this line ---"
 #: which link and GPU spec a record's GPU measured (NV18 on every lent H100/H200 machine: `nvidia-smi topo -m`)
@@ -79,43 +83,15 @@ def score_row(fit_on: str, scored: str, coll: str, errs: list, big: list) -> dic
             "median_above_1mib": statistics.median(big) if big else None, "p90_above_1mib": q(big, 0.9) if big else None}
 
 
-# ---------------------------------------------------------------- records
-
-def load_runs(paths) -> list[dict]:
-    """Runs: {"env", "path", "clean", "points": [record], "overlap": [record]}; a run starts at an environment."""
-    runs = []
-    for p in paths:
-        cur = None
-        for line in open(p):
-            r = json.loads(line)
-            if r["kind"] == "environment":
-                lead = r.get("args", {}).get("lead_per_call_us", 30.0)
-                cur = {"env": r, "path": os.path.relpath(p, ROOT), "points": [], "overlap": [],
-                       "clean": "NCCL_DEBUG" not in r.get("env", {}) and lead == 30.0}
-                runs.append(cur)
-            elif cur is not None and r["kind"] == "collective" and "error" not in r:
-                cur["points"].append(r)
-            elif cur is not None and r["kind"] == "overlap" and "error" not in r:
-                cur["overlap"].append(r)
-    return runs
-
-
-def points(runs, gpu_name, clean=True) -> dict:
-    """(collective, world) -> {bytes: median us over the runs}."""
-    acc = defaultdict(lambda: defaultdict(list))
-    for run in runs:
-        if run["env"]["gpu_name"] != gpu_name or (clean and not run["clean"]):
-            continue
-        for r in run["points"]:
-            acc[(r["collective"], r["world_size"])][r["bytes"]].append(r["us"])
-    return {k: {b: statistics.median(v) for b, v in sorted(d.items())} for k, d in acc.items()}
-
-
 # ---------------------------------------------------------------- fit
 
 #: the collectives that pay for the rank's own shard (bytes / n) at a rate of their own
 SHARDED = ("all_reduce", "all_gather", "reduce_scatter")
 PROTOS = ("ll", "simple")
+#: the LL latency's form by the records' method: the eager loop's small-message floor is the host's, and grew with
+#: every rank on one lease (x2 from 2 to 4 ranks, broadcast and send/recv included); the graph records' device time
+#: grows only with the ring's chain (+0-3.4 us from 2 to 4 ranks, send/recv none), NCCL's own form
+LL_FORM = {"eager": "per_rank", "graph": "nccl"}
 #: messages this large are bandwidth-bound on NVLink (the latency is < 10% of their time in the records)
 BANDWIDTH_BOUND = 8 << 20
 
@@ -126,10 +102,10 @@ def _cols(colls, proto, free_hop):
         [("hop", None)] if free_hop else [])
 
 
-def _x(col, coll, n, nbytes, proto):
+def _x(col, coll, n, nbytes, per_rank):
     k, c = col
-    if k == "lat":   # LL: latency per participating rank (x n); Simple: a base
-        return float(c == coll) * (n if proto == "ll" else 1.0)
+    if k == "lat":   # a latency per participating rank (x n; the eager records' LL) or a base
+        return float(c == coll) * (n if per_rank else 1.0)
     if k == "link":
         return nbytes * BUSBW_FACTOR[coll](n) / 1e3
     if k == "shard":
@@ -137,14 +113,14 @@ def _x(col, coll, n, nbytes, proto):
     return float(RING_STEPS[coll](n))
 
 
-def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf):
+def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf, per_rank=False):
     """Bounded least squares in relative error; a send/recv on channels slower than ``link_gbs`` pays its bytes at
     ``channels x channel`` (fixed) instead of the link's rate. Returns (solution by column, loss)."""
     t = np.array([p[3] for p in pts])
     fixed_hop = 0.0 if free_hop else link.hop_us[proto]
     X, y = [], []
     for c, b, n, tt in pts:
-        row = [_x(col, c, n, b, proto) for col in cols]
+        row = [_x(col, c, n, b, per_rank) for col in cols]
         extra = RING_STEPS[c](n) * fixed_hop
         nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
         if nch is not None and nch * channel < link_gbs:
@@ -191,32 +167,37 @@ def _sr_error(sr, sol, link, ch) -> float:
     return out
 
 
-def fit_protocol(pts, proto, link) -> dict:
+def fit_protocol(pts, proto, link, ll_form="per_rank") -> dict:
     """One protocol, every collective at once: bounded least squares in relative error over (coll, bytes, n, t) of
 
-    - LL: ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``;
+    - LL, ``ll_form`` "per_rank" (the eager records: a host-bound floor that grows with every rank):
+      ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``; "nccl" (the
+      graph records, the device time: NCCL's own form, a base and a latency per step of the chain): as Simple;
     - Simple: ``t = base[c] + steps(n) x hop + bytes x factor(n) x s_link + bytes / n x s_shard[c]``, ``hop``
       fitted where the points hold two world sizes or more, else NCCL's (the link's ``[nccl]``); a send/recv on
       fewer NCCL channels than the link needs pays ``bytes / (channels x channel_gbs)`` instead (:func:`_channel`).
 
     ``s_link`` is never below the datasheet's one direction (a faster link is one the points do not resolve: a
     latency-bound protocol); the other figures are >= 0. Returns {"link_gbs", "hop_us" (None: NCCL's),
-    "channel_gbs", coll: (lat_us, shard_gbs)}."""
+    "channel_gbs", "per_rank", coll: (lat_us, shard_gbs)}."""
     colls = [c for c in COLLECTIVES if any(p[0] == c for p in pts)]
-    free_hop = proto == "simple" and len({p[2] for p in pts}) > 1
+    per_rank = proto == "ll" and ll_form == "per_rank"
+    free_hop = not per_rank and len({p[2] for p in pts}) > 1
     cols = _cols(colls, proto, free_hop)
-    _, channel, sol = _channel(pts, proto, link, cols, free_hop, *_solve(pts, proto, link, cols, free_hop))
+    _, channel, sol = _channel(pts, proto, link, cols, free_hop,
+                               *_solve(pts, proto, link, cols, free_hop, per_rank=per_rank))
     out = {"link_gbs": float(1.0 / sol[("link", None)]), "hop_us": float(sol[("hop", None)]) if free_hop else None,
-           "channel_gbs": channel}
+           "channel_gbs": channel, "per_rank": per_rank}
     for c in colls:
         k = float(sol.get(("shard", c), 0.0))
         out[c] = (max(float(sol[("lat", c)]), 0.01), 1.0 / k if k > 1e-5 else math.inf)  # > 100 TB/s: none
     return out
 
 
-def fit(data: dict, link, worlds, sizes=None) -> dict:
+def fit(data: dict, link, worlds, sizes=None, ll_form="per_rank") -> dict:
     """collective -> (LL regime, Simple regime) fitted on the world sizes ``worlds`` (and only ``sizes``, if given);
-    each point goes to the protocol NCCL picks for it (:func:`gpusim.cost.collectives.nccl_protocol`)."""
+    each point goes to the protocol NCCL picks for it (:func:`gpusim.cost.collectives.nccl_protocol`); ``ll_form``:
+    :func:`fit_protocol`'s (:data:`LL_FORM` by the records' method)."""
     pts = [(c, b, n, t) for (c, n), d in data.items() if n in worlds for b, t in d.items()
            if sizes is None or b in sizes]
     out = defaultdict(list)
@@ -224,11 +205,11 @@ def fit(data: dict, link, worlds, sizes=None) -> dict:
         sel = [p for p in pts if nccl_protocol(p[0], p[1], p[2], link) == proto]
         if not sel:
             continue
-        f = fit_protocol(sel, proto, link)
+        f = fit_protocol(sel, proto, link, ll_form)
         for c in COLLECTIVES:
             if c in f:
                 lat, shard = f[c]
-                rank = lat if proto == "ll" else None   # LL: base = rank = the latency per participating rank
+                rank = lat if f["per_rank"] else None   # base = rank: the latency per participating rank
                 ch = f["channel_gbs"] if c == "send_recv" else math.inf
                 out[c].append(Regime(proto, proto, math.inf, lat, f["link_gbs"], rank, shard, f["hop_us"], ch))
     return {c: tuple(r) for c, r in out.items()}
@@ -257,70 +238,18 @@ def errors(link, gpu, data, worlds, sizes=None) -> dict:
     return out
 
 
-# ---------------------------------------------------------------- noise and overlap
-
-def noise(runs, gpu_name) -> dict:
-    """Run-to-run |difference| / mean of one point between two runs of the same world size: ``between`` above 1 MiB
-    (any runs, as before the second host), ``clean`` at every size between clean runs (world 4's two runs; world 2 on
-    the 2-GPU and on the 4-GPU host), with the collective of each; and the within-run spread (median - fastest) /
-    median of the samples (clean runs), as lists."""
-    per, cln = defaultdict(dict), defaultdict(dict)
-    for i, run in enumerate(r for r in runs if r["env"]["gpu_name"] == gpu_name):
-        for r in run["points"]:
-            per[(r["collective"], r["world_size"], r["bytes"])][i] = r["us"]
-            if run["clean"]:
-                cln[(r["collective"], r["world_size"], r["bytes"])][i] = r["us"]
-
-    def pairs(d, keep):
-        return [(k[0], abs(v[a] - v[b]) / ((v[a] + v[b]) / 2)) for k, v in d.items() if keep(k) and len(v) > 1
-                for a, b in [sorted(v)[:2]]]
-    within = [(r["us"] - r["us_min"]) / r["us"] for run in runs if run["clean"] and
-              run["env"]["gpu_name"] == gpu_name for r in run["points"]]
-    return {"between": [e for _, e in pairs(per, lambda k: k[2] > (1 << 20))],
-            "clean": pairs(cln, lambda k: True), "within": within}
-
-
-def small_by_run(runs, gpu_name) -> dict:
-    """(run label, collective) -> median time of the messages of 8 KiB and below in that clean run: the small-message
-    floor of each lease and world size."""
-    out = {}
-    for run in runs:
-        if not run["clean"] or run["env"]["gpu_name"] != gpu_name:
-            continue
-        e = run["env"]
-        label = (f"{os.path.basename(run['path']).removesuffix('.jsonl')} run {e['args'].get('repeat_index', 0)}, "
-                 f"world {e['world_size']}")
-        for c in COLLECTIVES:
-            xs = [r["us"] for r in run["points"] if r["collective"] == c and r["bytes"] <= 8192]
-            if xs:
-                out[(label, c)] = statistics.median(xs)
-    return out
-
-
-def overlap_figures(runs, gpu_name) -> dict:
-    rows = [o for run in runs if run["clean"] and run["env"]["gpu_name"] == gpu_name for o in run["overlap"]]
-    g = [o for o in rows if o["compute"].startswith("gemm")]
-    c = [o for o in rows if o["compute"].startswith("copy")]
-    out = {}
-    if g:
-        out["gemm_slowdown"] = statistics.median(o["compute_slowdown"] for o in g)
-        out["comm_slowdown"] = statistics.median(o["comm_us_with_compute"] / o["comm_us_alone"] for o in g)
-    if c:
-        out["copy_slowdown"] = statistics.median(o["compute_slowdown"] for o in c)
-    return out
-
-
 # ---------------------------------------------------------------- writing
 
-def provenance(runs, gpu_name) -> str:
+def provenance(runs, gpu_name, method="eager") -> str:
     run = next(r for r in runs if r["clean"] and r["env"]["gpu_name"] == gpu_name)
     e = run["env"]
     worlds = sorted({r["env"]["world_size"] for r in runs if r["clean"] and r["env"]["gpu_name"] == gpu_name})
     paths = sorted({r["path"] for r in runs if r["clean"] and r["env"]["gpu_name"] == gpu_name})
     return (f"{', '.join(paths)} ({e['gpu_name']}, world sizes {worlds}, {e['utc'][:10]}, NCCL {e['nccl']}, "
             f"torch {e['torch']}, NCCL_NVLS_ENABLE=0; `NCCL_NVLS_ENABLE=0 python3 -m torch.distributed.run "
-            f"--nproc-per-node N validation/measure/collectives.py --out FILE`), clean runs only, "
-            f"fitted by validation/fit/fit_collectives.py")
+            f"--nproc-per-node N validation/measure/collectives.py {'--graph ' if method == 'graph' else ''}--out "
+            f"FILE`), clean runs only{GRAPH_NOTE if method == 'graph' else ''}, fitted by "
+            "validation/fit/fit_collectives.py")
 
 
 def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> str:
@@ -330,7 +259,7 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
             lines += ["", f'[measured."{gpu}".{coll}.{r.name}]', f'protocol = "{r.protocol}"']
             if math.isfinite(r.max_bytes):
                 lines.append(f"max_bytes = {int(r.max_bytes)}")
-            if r.protocol == "ll":
+            if r.rank_us is not None:
                 what = (f"latency of {coll} per participating rank with NCCL's LL protocol (the law's base_us + "
                         "(n-1) x rank_us: latency proportional to the world size; joint fit of the protocol)")
                 lines.append(figure_line("base_us", round(r.base_us, 2), "measured", f"{what}; {ref}"))
@@ -389,18 +318,18 @@ def _rows(fit_on, where, errs, big) -> list[dict]:
     return [score_row(fit_on, where, c, errs[c], big.get(c, [])) for c in COLLECTIVES if errs.get(c)]
 
 
-def score_gpu(data, base, gpu) -> list[dict]:
+def score_gpu(data, base, gpu, ll_form="per_rank") -> list[dict]:
     """In sample; each world size left out (fit on the others); alternate sizes left out (fit on 1 KiB x 4^k)."""
     worlds = sorted({n for _, n in data})
-    full = with_fit(base, gpu, fit(data, base, worlds))
+    full = with_fit(base, gpu, fit(data, base, worlds, ll_form=ll_form))
     rows = _rows(f"n={worlds}", f"n={worlds} (in sample)", *scored(full, gpu, data, worlds))
     for w in worlds if len(worlds) > 1 else []:
         rest = [x for x in worlds if x != w]
-        rows += _rows(f"n={rest}", f"n={w} (left out)", *scored(with_fit(base, gpu, fit(data, base, rest)), gpu,
+        rows += _rows(f"n={rest}", f"n={w} (left out)", *scored(with_fit(base, gpu, fit(data, base, rest, ll_form=ll_form)), gpu,
                                                                   data, [w]))
     sizes = {b for d in data.values() for b in d}
     even = {b for b in sizes if round(math.log(b / 1024, 4), 6).is_integer()}
-    alt = with_fit(base, gpu, fit(data, base, worlds, even))
+    alt = with_fit(base, gpu, fit(data, base, worlds, even, ll_form))
     return rows + _rows("1 KiB x 4^k", "sizes between (left out)", *scored(alt, gpu, data, worlds, sizes - even))
 
 
@@ -416,11 +345,39 @@ def leave_one_gpu_out(results) -> list[dict]:
 
 
 def _summary(results, logo) -> dict:
-    return {"gpus": {g: {"gpu_name": r["gpu_name"], "link": r["link"], "worlds": r["worlds"], "rows": r["rows"],
-                         "noise": {c: statistics.median([e for k, e in r["noise"]["clean"] if k == c])
-                                   for c in COLLECTIVES if any(k == c for k, _ in r["noise"]["clean"])}}
-                     for g, r in results.items()},
-            "leave_one_gpu_out": logo}
+    def one(r):
+        return {"gpu_name": r["gpu_name"], "link": r["link"], "worlds": r["worlds"], "rows": r["rows"],
+                "method": r["method"], "noise": {c: statistics.median([e for k, e in r["noise"]["clean"] if k == c])
+                                                 for c in COLLECTIVES if any(k == c for k, _ in r["noise"]["clean"])}}
+    return {"gpus": {g: {**one(r), **({"eager": one(r["eager"])} if "eager" in r else {})}
+                     for g, r in results.items()}, "leave_one_gpu_out": logo}
+
+
+def fit_gpu(runs, gpu_name, method=None) -> tuple[dict, str]:
+    """One GPU's fit and scores on its runs of one method (graph where recorded: :func:`CM.fit_data`; overlap from
+    every run): the results entry and its link-file block."""
+    link_name, gpu = GPUS[gpu_name]
+    base = base_link(link_name)
+    method, sel, data, filled = CM.fit_data(runs, gpu_name, method)
+    ref = provenance(sel, gpu_name, method) + "".join(f"; {c} from the eager records (no graph record)"
+                                                      for c in filled)
+    regimes = fit(data, base, sorted({n for _, n in data}), ll_form=LL_FORM[method])
+    ov = overlap_figures(runs, gpu_name)
+    full = with_fit(base, gpu, regimes, ov)
+    reference = [(g, n, c, bw, ring(c, 1 << 30, n, full, g).busbw_gbs, ring(c, 1 << 30, n, full, g).source, w)
+                 for g, lk, n, c, bw, w in REFERENCE if lk == link_name]
+    busbw = {(c, n): max(d) * BUSBW_FACTOR[c](n) / (d[max(d)] * 1e3) for (c, n), d in data.items()}
+    worlds, rows = sorted({n for _, n in data}), score_gpu(data, base, gpu, LL_FORM[method])
+    eager = points(CM.select(runs, gpu_name, "eager")[1], gpu_name) if method == "graph" else {}
+    for w in sorted({n for _, n in eager} - set(worlds)):   # above 1 MiB the eager loop is not host-bound
+        big = {b for d in eager.values() for b in d if b > 1 << 20}
+        rows += _rows(f"n={worlds} (graph)", f"eager records n={w}, > 1 MiB (left out)",
+                      *scored(full, gpu, eager, [w], big))
+    res = {"gpu_name": gpu_name, "link": link_name, "ref": ref, "data": data, "regimes": regimes, "method": method,
+           "rows": rows, "worlds": worlds, "base": base,
+           "noise": noise(sel, gpu_name), "overlap": ov, "reference": reference, "busbw": busbw,
+           "small": small_by_run(sel, gpu_name)}
+    return res, measured_block(gpu, gpu_name, regimes, ov, ref, base.unidirectional_gbs)
 
 
 def run(paths, check=False) -> dict:
@@ -430,21 +387,13 @@ def run(paths, check=False) -> dict:
         if gpu_name not in GPUS:
             print(f"skipping {gpu_name}: add it to GPUS (its link and spec name)", file=sys.stderr)
             continue
-        link_name, gpu = GPUS[gpu_name]
-        base = base_link(link_name)
-        data = points(runs, gpu_name)
-        ref = provenance(runs, gpu_name)
-        regimes = fit(data, base, sorted({n for _, n in data}))
-        ov = overlap_figures(runs, gpu_name)
-        full = with_fit(base, gpu, regimes, ov)
-        reference = [(g, n, c, bw, ring(c, 1 << 30, n, full, g).busbw_gbs, ring(c, 1 << 30, n, full, g).source, w)
-                     for g, lk, n, c, bw, w in REFERENCE if lk == link_name]
-        busbw = {(c, n): max(d) * BUSBW_FACTOR[c](n) / (d[max(d)] * 1e3) for (c, n), d in data.items()}
-        results[gpu] = {"gpu_name": gpu_name, "link": link_name, "ref": ref, "data": data, "regimes": regimes,
-                        "rows": score_gpu(data, base, gpu), "worlds": sorted({n for _, n in data}), "base": base,
-                        "noise": noise(runs, gpu_name), "overlap": ov, "reference": reference, "busbw": busbw,
-                        "small": small_by_run(runs, gpu_name)}
-        blocks[link_name].append(measured_block(gpu, gpu_name, regimes, ov, ref, base.unidirectional_gbs))
+        res, block = fit_gpu(runs, gpu_name)   # graph replay (device time) where recorded
+        eager = CM.select(runs, gpu_name, "eager")[1]
+        if res["method"] == "graph" and any(r["clean"] for r in eager):  # what back-to-back eager calls pay
+            res["eager"] = fit_gpu(runs, gpu_name, "eager")[0]
+        res["compare"] = CM.compare(runs, gpu_name)
+        results[GPUS[gpu_name][1]] = res
+        blocks[GPUS[gpu_name][0]].append(block)
     summary = _summary(results, leave_one_gpu_out(results))
     outputs = {links_dir() / f"{ln}.toml": link_text(links_dir() / f"{ln}.toml", bl) for ln, bl in blocks.items()}
     outputs[SCORES] = json.dumps(summary, indent=1, sort_keys=True) + "\n"

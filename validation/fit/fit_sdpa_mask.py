@@ -24,14 +24,13 @@ and the unaligned shape.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import sweep_path, write_figures
+from validation.fit.fit_triton import emit_figures, spec_fit_parser, sweep_path
 
 #: sweep layout -> spec figure
 LAYOUTS = {"dense": "attention_mask_dense_tbps", "bcast_q": "attention_mask_bcast_tbps",
@@ -104,11 +103,7 @@ def report(points: dict) -> tuple[dict, list[str]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_sdpa_mask")
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/sdpa_mask.jsonl")
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
-    a = ap.parse_args(argv)
+    a = spec_fit_parser("fit_sdpa_mask", "sdpa_mask.jsonl").parse_args(argv)
     path = sweep_path("fit_sdpa_mask", a.gpu, a.sweep, "sdpa_mask.jsonl", "sdpa_mask")
     if path is None:
         return 2
@@ -121,11 +116,7 @@ def main(argv=None) -> int:
            f"(mask bytes B x H x S x S x 2 over the attention kernel's time beyond the unmasked call, "
            f"{len(shapes(points))} aligned shapes)")
     figs = [f'{f} = {{ value = {rates[f]:.3f}, source = "measured", ref = "{ref}" }}' for f in FIGURES]
-    if a.write:
-        write_figures(spec.path, figs, FIGURES)
-        print(f"wrote {', '.join(FIGURES)} into {os.path.relpath(spec.path)}")
-    else:
-        print("\n".join(figs))
+    emit_figures(spec.path, figs, FIGURES, a.write)
     return 0
 
 

@@ -17,7 +17,6 @@ law fitted without them), and the points not fitted (128 rows, biased products, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,7 +26,7 @@ import numpy as np
 
 from gpusim.cost.laws import STREAM_ROWS
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import sweep_path, write_figures
+from validation.fit.fit_triton import emit_figures, spec_fit_parser, sweep_path
 
 FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 MIN_WEIGHT = 8e6
@@ -133,11 +132,7 @@ def report(points: list[dict], spec) -> tuple[float, float, tuple, list[str]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_skinny")
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/skinny_gemm.jsonl")
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
-    a = ap.parse_args(argv)
+    a = spec_fit_parser("fit_skinny", "skinny_gemm.jsonl").parse_args(argv)
     path = sweep_path("fit_skinny", a.gpu, a.sweep, "skinny_gemm.jsonl", "skinny_gemm")
     if path is None:
         return 2
@@ -158,11 +153,7 @@ def main(argv=None) -> int:
             f'gemm_stream_efficiency = {{ value = {eff:.4f}, source = "measured", ref = "{ref}" }}',
             f'gemm_stream_k_us = {{ value = {kf[0]:.3f}, source = "measured", ref = "{ref_k}" }}',
             f'gemm_stream_k_ns = {{ value = {kf[1]:.4f}, source = "measured", ref = "{ref_k}" }}']
-    if a.write:
-        write_figures(spec.path, figs, FIGURES)
-        print(f"wrote {', '.join(FIGURES)} into {os.path.relpath(spec.path)}")
-    else:
-        print("\n".join(figs))
+    emit_figures(spec.path, figs, FIGURES, a.write)
     return 0
 
 

@@ -190,6 +190,26 @@ def write_figures(path: str, lines: list[str], prefixes: tuple[str, ...] = ("tri
         f.write("\n".join(keep + lines) + "\n")
 
 
+def spec_fit_parser(prog: str, sweep: str) -> argparse.ArgumentParser:
+    """The arguments of a fit that writes figures into a GPU's calibrated spec from one sweep file
+    (``validation/results/<gpu>/<sweep>``): ``--gpu``, ``--sweep``, ``--write``."""
+    ap = argparse.ArgumentParser(prog=f"python3 -m validation.fit.{prog}")
+    ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--sweep", default=None, help=f"default validation/results/<gpu>/{sweep}")
+    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
+    return ap
+
+
+def emit_figures(spec_path: str, lines: list[str], prefixes: tuple[str, ...], write: bool) -> None:
+    """A fit's figure lines: written into the spec file (:func:`write_figures`) with ``write``,
+    else printed."""
+    if write:
+        write_figures(spec_path, lines, prefixes)
+        print(f"wrote {', '.join(prefixes)} into {os.path.relpath(spec_path)}")
+    else:
+        print("\n".join(lines))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_triton")
     ap.add_argument("--gpu", default="h100")

@@ -16,6 +16,17 @@ What it measures (nccl-tests' conventions, so one figure compares collectives an
 - Concurrency: a bf16 GEMM loop and a memory-bound copy loop timed alone and while an all-reduce loop runs on
   another stream (NCCL's kernels take SMs and memory bandwidth); also the all-reduce alone vs under the GEMMs.
 - The environment (GPU, count, driver, torch, NCCL, `nvidia-smi topo -m`, NCCL_* variables) is the first line.
+
+`--graph` (method "graph": the collective's DEVICE time, the host's issue cost kept apart; records without a
+"method" are "eager"): per collective and size, k calls (`graph_plan`) are warmed up eagerly on a side stream, then
+captured into one CUDA graph (`torch.cuda.graph`, thread-local capture mode so c10d's watchdog thread may query its
+events). Each sample: barrier, a sleep kernel, one replay that lines the ranks up, then r replays between CUDA
+events; per call = elapsed / (r x k), MAX over ranks per sample, median/min/max over samples (`us`). The same record
+holds, from the same run, `eager_us` (the eager loop above, sleep lead and all) and the host's issue cost of k
+back-to-back eager calls WITHOUT a lead: `host_call_us` = wall of the k calls to their completion / k (what a
+host-bound eager loop pays a call) and `host_issue_us` = the host's time to return from the k calls / k (MAX over
+ranks, median over samples). The overlap measurement is skipped. On CPU (gloo) the same path runs with a Python
+loop in place of the graph (method "cpu-dry-run"; a smoke test, never data).
 """
 
 from __future__ import annotations
@@ -129,7 +140,7 @@ def make_op(name: str, nbytes: int, world: int, rank: int, dev, dtype):
             return lambda: dist.send(x, dst=1)
         if rank == 1:
             return lambda: dist.recv(x, src=0)
-        return lambda: None
+        return _idle
     raise ValueError(name)
 
 
@@ -166,6 +177,141 @@ def time_op(op, k: int, samples: int, clock: Clock, dev, lead_per_call_us: float
     return out
 
 
+def graph_plan(nbytes: int) -> tuple[int, int, int]:
+    """(calls captured in the graph k, timed replays per sample r, samples) by size: a graph of at most ~100 ms
+    at 1 GiB on H200s, and at least 40 timed calls a sample at 1 MiB and below (as the eager plan)."""
+    if nbytes <= 1 << 20:
+        return 20, 2, 15
+    if nbytes <= 64 << 20:
+        return 20, 1, 12
+    if nbytes <= 256 << 20:
+        return 10, 1, 9
+    return 5, 1, 7
+
+
+def graph_lead_us(k: int, replays: int) -> float:
+    """GPU sleep before a sample's line-up replay: time for the host to enqueue it and the r timed replays."""
+    return 300.0 + (1 + replays) * (40.0 + 2.0 * k)
+
+
+def summarise(samples: list[float]) -> dict:
+    """median / fastest / slowest of a point's per-call samples (us)."""
+    return {"us": statistics.median(samples), "us_min": min(samples), "us_max": max(samples)}
+
+
+def _idle():
+    """A rank that takes no part (send/recv beyond ranks 0 and 1)."""
+
+
+def host_cost(op, k: int, samples: int, dev) -> tuple[float, float]:
+    """(host_call_us, host_issue_us): k eager calls back to back with no lead, wall to completion / k and the
+    host's time to return from the k calls / k; MAX over ranks per sample, median over samples."""
+    cuda = dev.type == "cuda"
+    walls, issues = [], []
+    for _ in range(samples):
+        dist.barrier()
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            op()
+        t1 = time.perf_counter()
+        if cuda:
+            torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        walls.append(max_over_ranks((t2 - t0) * 1e6 / k, dev))
+        issues.append(max_over_ranks((t1 - t0) * 1e6 / k, dev))
+    return statistics.median(walls), statistics.median(issues)
+
+
+def capture(op, k: int, dev):
+    """A zero-argument replay of k calls of `op`: a CUDA graph on a GPU (eager warm-up on a side stream first, as
+    torch's CUDA-graph notes ask), a Python loop on CPU."""
+    def loop():
+        for _ in range(k):
+            op()
+    if dev.type != "cuda":
+        return loop
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            op()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    dist.barrier()  # every rank, the idle ones of send/recv too
+    torch.cuda.synchronize()
+    if op is _idle:
+        return loop
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, capture_error_mode="thread_local"):
+        for _ in range(k):
+            op()
+    torch.cuda.synchronize()
+    return g.replay
+
+
+def time_graph(replay, k: int, replays: int, samples: int, dev) -> list[float]:
+    """Per-call device time of each sample: sleep lead, one line-up replay, r replays between CUDA events."""
+    cuda = dev.type == "cuda"
+    for _ in range(2):
+        replay()
+    if cuda:
+        torch.cuda.synchronize()
+    out = []
+    for _ in range(samples):
+        dist.barrier()
+        if cuda:
+            torch.cuda._sleep(int(graph_lead_us(k, replays) * 1500))
+        replay()
+        if cuda:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+        else:
+            t0 = time.perf_counter()
+        for _ in range(replays):
+            replay()
+        if cuda:
+            e1.record()
+            e1.synchronize()
+            us = e0.elapsed_time(e1) * 1e3
+        else:
+            us = (time.perf_counter() - t0) * 1e6
+        out.append(max_over_ranks(us / (replays * k), dev))
+    return out
+
+
+class GraphCaptureError(RuntimeError):
+    """A CUDA-graph capture failed on some rank (every rank raises it together)."""
+
+
+def agree(ok: bool, dev) -> bool:
+    """True where every rank's ``ok`` is."""
+    t = torch.tensor([1 if ok else 0], device=dev, dtype=torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())
+
+
+def measure_graph(op, nbytes: int, clock: Clock, dev, lead_per_call_us: float) -> dict:
+    """The --graph record's figures for one collective and size."""
+    k, replays, n = graph_plan(nbytes)
+    eager = time_op(op, k, n, clock, dev, lead_per_call_us)
+    host_call, host_issue = host_cost(op, k, 5, dev)
+    try:
+        replay, err = capture(op, k, dev), None
+    except Exception as e:  # noqa: BLE001
+        replay, err = None, f"{type(e).__name__}: {e}"
+    if not agree(err is None, dev):  # every rank skips the timing together, or none does
+        raise GraphCaptureError(err or "graph capture failed on another rank")
+    ts = time_graph(replay, k, replays, n, dev)
+    del replay
+    e = summarise(eager)
+    return {"method": "graph" if dev.type == "cuda" else "cpu-dry-run", **summarise(ts), "samples": n,
+            "calls_per_sample": k * replays, "calls_per_graph": k, "replays_per_sample": replays,
+            "eager_us": e["us"], "eager_us_min": e["us_min"], "eager_us_max": e["us_max"],
+            "eager_calls_per_sample": k, "host_call_us": host_call, "host_issue_us": host_issue}
+
+
 def sweep(args, world, rank, dev, clock, emit):
     dtype = getattr(torch, args.dtype)
     sizes, s = [], args.min_bytes
@@ -173,23 +319,30 @@ def sweep(args, world, rank, dev, clock, emit):
         sizes.append(s)
         s *= args.step
     for name in args.collectives:
+        failed = None   # a capture that failed once fails at every size: skip the rest of the collective
         for nbytes in sizes:
             rec = {"kind": "collective", "collective": name, "world_size": world, "bytes": nbytes,
                    "dtype": args.dtype, "run": args.repeat_index}
+            if failed:
+                emit({**rec, "error": f"skipped: graph capture failed at a smaller size ({failed})"[:500]})
+                continue
             try:
                 op = make_op(name, nbytes, world, rank, dev, dtype)
                 if op is None:
                     continue
-                k, n = plan(nbytes)
-                ts = time_op(op, k, n, clock, dev, args.lead_per_call_us)
-                med = statistics.median(ts)
-                algbw = nbytes / (med * 1e-6) / 1e9
-                rec.update(us=med, us_min=min(ts), us_max=max(ts), samples=n, calls_per_sample=k,
-                           algbw_gbs=algbw, busbw_gbs=algbw * BUSBW_FACTOR[name](world),
+                if args.graph:
+                    rec.update(measure_graph(op, nbytes, clock, dev, args.lead_per_call_us))
+                else:
+                    k, n = plan(nbytes)
+                    ts = time_op(op, k, n, clock, dev, args.lead_per_call_us)
+                    rec.update(summarise(ts), samples=n, calls_per_sample=k)
+                algbw = nbytes / (rec["us"] * 1e-6) / 1e9
+                rec.update(algbw_gbs=algbw, busbw_gbs=algbw * BUSBW_FACTOR[name](world),
                            busbw_factor=BUSBW_FACTOR[name](world))
                 del op
             except Exception as e:  # noqa: BLE001
                 rec["error"] = f"{type(e).__name__}: {e}"[:500]
+                failed = rec["error"] if isinstance(e, GraphCaptureError) else None
             emit(rec)
         if clock.cuda:
             torch.cuda.empty_cache()
@@ -293,6 +446,9 @@ def main(argv=None):
     ap.add_argument("--overlap-bytes", type=int, default=256 << 20)
     ap.add_argument("--overlap-ms", type=float, default=30.0)
     ap.add_argument("--no-overlap", action="store_true")
+    ap.add_argument("--graph", action="store_true",
+                    help="time each collective's device time by CUDA-graph replay, with the eager loop and the host's "
+                         "issue cost of back-to-back eager calls in the same record (method 'graph'); no overlap run")
     ap.add_argument("--lead-per-call-us", type=float, default=30.0,
                     help="GPU sleep queued ahead of each sample, per call (requested us; the sleep spins 1500 cycles "
                          "a us): larger leads tell a host-bound per-call floor (it falls) from NCCL's own time (it "
@@ -318,16 +474,18 @@ def main(argv=None):
                 f.write(json.dumps(rec) + "\n")
             if rec.get("kind") == "collective":
                 err = rec.get("error")
+                extra = (f"  eager {rec['eager_us']:9.1f}  host {rec['host_call_us']:7.1f} us"
+                         if "eager_us" in rec else "")
                 print(f"[n={world}] {rec['collective']:>14} {rec['bytes']:>11} B  "
                       + (f"ERROR {err}" if err else
-                         f"{rec['us']:10.1f} us  busbw {rec['busbw_gbs']:7.1f} GB/s"), flush=True)
+                         f"{rec['us']:10.1f} us  busbw {rec['busbw_gbs']:7.1f} GB/s{extra}"), flush=True)
             elif rec.get("kind") == "overlap":
                 print(f"[n={world}] overlap {rec['compute']}: slowdown {rec['compute_slowdown']:.3f}  "
                       f"comm {rec['comm_us_alone']:.0f} -> {rec['comm_us_with_compute']:.0f} us", flush=True)
 
     emit(environment(world, args))
     sweep(args, world, rank, dev, clock, emit)
-    if not args.no_overlap:
+    if not (args.no_overlap or args.graph):
         try:
             concurrency(args, world, rank, dev, clock, emit)
         except Exception as e:  # noqa: BLE001

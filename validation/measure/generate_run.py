@@ -19,7 +19,9 @@ Kinds of line:
   bytes of the returned cache's tensors. ``forward_host_ms``: the host time inside each
   decode forward call (the compiled call for a static cache, ``self.__call__`` for eager; a wrapper
   stamps entry and exit, no sync), median over the timed calls, token by token: the token interval less
-  this is generate's own per-token host work plus any wait for the GPU. ``profiled``: one more call of
+  this is generate's own per-token host work plus any wait for the GPU. ``prep_host_ms``: the same
+  for each ``prepare_inputs_for_generation`` call (the prefill's first where generate's prefill
+  calls it), the host work before each forward (slices; a static cache's 4D mask). ``profiled``: one more call of
   ``--profile-new`` tokens under the profiler (CUDA activity): kernels per call by name, and their
   count and device-time sum; ``kernel_us`` (device time by name) and ``kernel_seq`` (every kernel in
   start order, ``[index into kernel_names, µs]``); with ``--cpu-profile`` also CPU activity: ``cpu_self``
@@ -38,6 +40,7 @@ Kinds of line:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -46,7 +49,7 @@ import time
 import torch
 
 from validation.measure.decode_run import environment
-from validation.measure.host_drift import python_us
+from validation.measure.host_drift import python_us, token_stamp
 
 
 def _med(xs) -> dict:
@@ -65,12 +68,15 @@ def _cache_bytes(cache) -> int:
     return total
 
 
-def _timed_forward(model, sink: list):
+def _timed_forward(model, sink: list, prep_sink: list | None = None):
     """Wrap what generate calls for each decode forward so that each call's host time lands in
     ``sink``: the compiled call (``get_compiled_call``) and the instance's ``__call__`` (generate
-    5.x reads ``self.__call__`` for its eager decode forward)."""
+    5.x reads ``self.__call__`` for its eager decode forward); and, given ``prep_sink``, each
+    ``prepare_inputs_for_generation`` call's (the inputs' slices and, for a static cache, the 4D
+    mask: what generate runs on the host before each forward)."""
     orig_get = model.get_compiled_call
     plain = type(model).__call__
+    orig_prep = model.prepare_inputs_for_generation
 
     def stamp(fn):
         def timed(*args, **kwargs):
@@ -81,10 +87,21 @@ def _timed_forward(model, sink: list):
         return timed
     model.get_compiled_call = lambda *a, **k: stamp(orig_get(*a, **k))
     model.__call__ = stamp(lambda *a, **k: plain(model, *a, **k))
+    if prep_sink is not None:
+        # generate checks its kwargs against this method's signature: the wrapper must show it
+        @functools.wraps(orig_prep)
+        def prep(*a, **k):
+            t0 = time.perf_counter()
+            out = orig_prep(*a, **k)
+            prep_sink.append((t0, time.perf_counter()))
+            return out
+        model.prepare_inputs_for_generation = prep
 
     def undo():
         del model.get_compiled_call
         del model.__call__
+        if prep_sink is not None:
+            del model.prepare_inputs_for_generation
     return undo
 
 
@@ -129,15 +146,7 @@ def _cpu_self(events, top: int = 40) -> dict:
 
 
 def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, cpu_profile=False) -> dict:
-    from transformers import LogitsProcessor, LogitsProcessorList
-
-    class Stamp(LogitsProcessor):
-        def __init__(self):
-            self.t = []
-
-        def __call__(self, input_ids, scores):
-            self.t.append(time.perf_counter())
-            return scores
+    from transformers import LogitsProcessorList
     ids = torch.randint(3, vocab, (batch, prompt), device="cuda")
     mask = torch.ones_like(ids)
     kw = dict(do_sample=False, attention_mask=mask, pad_token_id=0, use_cache=True,
@@ -159,7 +168,7 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
         for _ in range(reps):
             probes.append(round(python_us(), 1))    # the host's own speed now (contention episodes)
             ttfts.append(call(1)[0])
-            stamp = Stamp()
+            stamp = token_stamp()
             out = None      # the previous call's result (its whole cache) would be allocated during this one
             before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
@@ -167,13 +176,15 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
             walls.append(w)
             steps.append([(b - a) * 1e3 for a, b in zip(stamp.t, stamp.t[1:])])
         peak = torch.cuda.max_memory_allocated()
-        sink = []
-        undo = _timed_forward(model, sink)
+        sink, prep_sink, preps = [], [], []
+        undo = _timed_forward(model, sink, prep_sink)
         try:
             for _ in range(reps):
                 sink.clear()
+                prep_sink.clear()
                 call(new)
                 fwd.append([(b - a) * 1e3 for a, b in sink])
+                preps.append([(b - a) * 1e3 for a, b in prep_sink])
         finally:
             undo()
         stats0 = torch.cuda.memory_stats()
@@ -193,7 +204,8 @@ def generate_case(model, batch, prompt, new, cache, reps, vocab, profile_new=0, 
                                      **(_cpu_self(prof.events()) if cpu_profile else {})}}
     tokens = [round(statistics.median(col), 4) for col in zip(*steps)]
     fwd_ms = [round(statistics.median(col), 4) for col in zip(*fwd)] if fwd and all(fwd) else []
-    return {**prof_row, "forward_host_ms": fwd_ms, "kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
+    prep_ms = [round(statistics.median(col), 4) for col in zip(*preps)] if preps and all(preps) else []
+    return {**prof_row, "forward_host_ms": fwd_ms, "prep_host_ms": prep_ms, "kind": "generate", "batch": batch, "prompt": prompt, "new": new, "cache": cache,
             "mode": "compiled" if cache == "static" else "eager", "wall_ms": _med(walls), "ttft_ms": _med(ttfts),
             "token_ms": tokens, "token_ms_reps": [[round(t, 4) for t in st] for st in steps],
             "python_us_reps": probes, "statistic": "fastest rep",

@@ -118,6 +118,7 @@ def host_microbenchmarks() -> dict:
         graphs[k] = {"wall_us": measure.time_wall(g.replay)["median_us"],
                      "device_us": measure.time_device(g.replay, flush=False)["median_us"]}
     h["cudagraph"] = graphs
+    h["cudagraph_launch"] = graph_launch_host(dev)
     # d) host<->device syncs: a tiny kernel then a read of its result on the host, against
     # the same kernel without the read (the GPU drains, the host waits for the copy)
     y1 = torch.randn(8, device=dev)
@@ -180,6 +181,32 @@ def fastest_rounds(rounds: list[dict]) -> dict:
         out["reference_walls_rounds"] = pooled
         out["reference_walls"] = fastest_walls(pooled)
     out["statistic"] = f"fastest of {len(rounds)} rounds"
+    return out
+
+
+def graph_launch_host(dev: str = "cuda", ks: tuple = (1, 256), reps: int = 50) -> dict:
+    """Host time of one CUDA graph launch (``graph.replay()``, i.e. ``cudaGraphLaunch``) of ``k``
+    tiny in-place adds, the stream drained before each launch so that the call never waits on a
+    full queue: ``{k: median µs}``. The slope is the host's launch cost per graph node, which a
+    replay's wall hides when the GPU is the slower side (``cudagraph_call_us``'s graphs)."""
+    import time
+    out = {}
+    for k in ks:
+        y = torch.zeros(1024, device=dev)
+        g = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            for _ in range(k):
+                y.add_(1)
+        g.replay()
+        walls = []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            g.replay()
+            walls.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+        out[k] = float(sorted(walls)[len(walls) // 2])
     return out
 
 

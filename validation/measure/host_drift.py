@@ -82,8 +82,10 @@ def add_us(loop: int = 200) -> float:
     return (time.perf_counter() - t0) / loop * 1e6
 
 
-def token_ms(model, ids, new: int, static: bool) -> float:
-    from transformers import LogitsProcessor, LogitsProcessorList
+def token_stamp():
+    """A logits processor that reads the host's clock once a token (generate calls it every step):
+    its ``t`` holds the stamps; consecutive stamps are the time per output token."""
+    from transformers import LogitsProcessor
 
     class Stamp(LogitsProcessor):
         def __init__(self):
@@ -92,7 +94,12 @@ def token_ms(model, ids, new: int, static: bool) -> float:
         def __call__(self, input_ids, scores):
             self.t.append(time.perf_counter())
             return scores
-    st = Stamp()
+    return Stamp()
+
+
+def token_ms(model, ids, new: int, static: bool) -> float:
+    from transformers import LogitsProcessorList
+    st = token_stamp()
     with torch.no_grad():
         model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
                        do_sample=False, pad_token_id=0, use_cache=True,

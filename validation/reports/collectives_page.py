@@ -15,6 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from validation.fit import collectives_records as CM
 from validation.fit import fit_collectives as F
 from validation.fit.fit_collectives import pct, q
 
@@ -30,10 +31,19 @@ LAW = ("`time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p] +
        "Simple; send/recv LL up to 16 KiB): `factor` is nccl-tests' bus-bandwidth factor (the bytes each rank moves "
        "over its link); `steps` the ring's chain (all-reduce 2(n-1); all-gather, reduce-scatter, broadcast n-1; "
        "send/recv 1); `link_gbs` and `hop_us` are figures of the link, shared by every collective and world size; "
-       "`shard_gbs` (all-reduce, all-gather, reduce-scatter) prices the rank's own shard. LL: `base_us = rank_us`, a "
-       "latency per participating rank (proportional to n; the chain's hops are NCCL's 0.6 us); Simple: a base per "
-       "collective and `hop_us` fitted where the records hold two world sizes or more, else NCCL's 3.4 us. One "
-       "bounded least-squares fit in relative error per protocol over every collective and world size.")
+       "`shard_gbs` (all-reduce, all-gather, reduce-scatter) prices the rank's own shard. Simple, and LL on the "
+       "graph-replay records (device time; NCCL's own form): a base per collective and `hop_us` per step of the "
+       "chain, fitted where the records hold two world sizes or more, else NCCL's (LL 0.6 us, Simple 3.4 us); LL on "
+       "the eager loop's records (a host-bound floor that grows with every rank): `base_us = rank_us`, a latency per "
+       "participating rank (proportional to n; the chain's hops NCCL's 0.6 us). One bounded least-squares fit in "
+       "relative error per protocol over every collective and world size.")
+
+
+GRAPH_METHOD = ("Method: graph (`validation/measure/collectives.py --graph`): k calls of one collective and size "
+                "captured in one CUDA graph and replayed, so the records hold the collective's device time, the host's "
+                "issue cost kept apart (the law prices device time; the simulator adds the host's issue cost). The "
+                "eager loop's records (back-to-back eager calls, at 1 MiB and below the host's launch-bound rate) "
+                "are fitted and scored below on their own, as what eager code issuing collectives back to back pays.")
 
 
 def size(b: int) -> str:
@@ -48,22 +58,26 @@ def _score_table(rows) -> list[str]:
     return out
 
 
-def _noise_rows(nz) -> list[str]:
+def _noise_rows(nz, method="eager") -> list[str]:
     cl = [e for _, e in nz["clean"]]
+    eager = method == "eager"
     out = []
     if cl:
         per = ", ".join(f"{c} {pct(statistics.median([e for k, e in nz['clean'] if k == c]))}" for c in COLLECTIVES
                         if any(k == c for k, _ in nz["clean"]))
-        out.append(f"- between two clean runs of one world size, every size (world 4 twice on the 4-GPU host; world "
-                   f"2 on the 2-GPU host and on the 4-GPU host): median {pct(statistics.median(cl))}, p90 "
-                   f"{pct(q(cl, 0.9))} ({len(cl)} points); median per collective: {per}. At 1 MiB and below the "
-                   "runs differ by tens of percent (host-bound launches): no law can be closer than that there")
+        where = ("world 4 twice on the 4-GPU host; world 2 on the 2-GPU host and on the 4-GPU host" if eager else
+                 "each world size twice on one lease")
+        out.append(f"- between two clean runs of one world size, every size ({where}): median "
+                   f"{pct(statistics.median(cl))}, p90 {pct(q(cl, 0.9))} ({len(cl)} points); median per collective: "
+                   f"{per}." + (" At 1 MiB and below the runs differ by tens of percent (host-bound launches): no "
+                                "law can be closer than that there" if eager else ""))
     if nz["between"]:
         out.append(f"- between two runs, sizes above 1 MiB: median {pct(statistics.median(nz['between']))}, "
                    f"p90 {pct(q(nz['between'], 0.9))} ({len(nz['between'])} points)")
     out.append(f"- within a run, (median - fastest) / median of a point's samples: median "
-               f"{pct(statistics.median(nz['within']))}, p90 {pct(q(nz['within'], 0.9))} (some samples are far "
-               "slower, up to 40x at small sizes: a host stall past the queued lead; the median ignores them)")
+               f"{pct(statistics.median(nz['within']))}, p90 {pct(q(nz['within'], 0.9))}"
+               + (" (some samples are far slower, up to 40x at small sizes: a host stall past the queued lead; the "
+                  "median ignores them)" if eager else ""))
     return out
 
 
@@ -87,18 +101,71 @@ def _small_rows(small: dict) -> list[str]:
                   "measures the launch-bound rate, which is what eager code issuing collectives back to back pays."]
 
 
-def verdict(rows) -> str:
+EAGER_NOTE = (" At 1 MiB and below the records' own run-to-run noise (one world size, two leases or runs) is of the "
+              "same size: the small-message times are launch-bound floors that differ between leases.")
+
+
+def verdict(rows, method="eager") -> str:
     """One paragraph: the issue's 5% target against the leave-one-world-out medians."""
     loo = [r for r in rows if "left out" in r["scored"] and r["scored"].startswith("n=")]
     if not loo:
-        return "Leave one world size out: not scored; the records hold one world size only."
+        return ("Leave one world size out: not scored; the records of this method hold one world size only (scored "
+                "in sample and with the sizes between left out).")
     worst = max(loo, key=lambda r: r["median"])
     big = [r["median_above_1mib"] for r in loo if r["median_above_1mib"] is not None]
     return (f"Leave one world size out, the issue's target (#33) being a median of 5% per collective over its sweep: "
             f"{'met' if worst['median'] <= 0.05 else 'not met'}; the worst median is {pct(worst['median'])} "
-            f"({worst['collective']}, {worst['scored']}); above 1 MiB the medians are {pct(min(big))}-{pct(max(big))}. "
-            "At 1 MiB and below the records' own run-to-run noise (one world size, two leases or runs) is of the same "
-            "size: the small-message times are launch-bound floors that differ between leases.")
+            f"({worst['collective']}, {worst['scored']}); above 1 MiB the medians are {pct(min(big))}-{pct(max(big))}."
+            + (EAGER_NOTE if method == "eager" else ""))
+
+
+def _body(r: dict, level: str = "###") -> list[str]:
+    """Measured, fitted and scored, for one GPU's runs of one method."""
+    out = [f"{level} Measured", "", "| collective | world | latency (<= 8 KiB, median) | busbw at 1 GiB |",
+           "| --- | --- | --- | --- |"]
+    for (coll, n), d in sorted(r["data"].items()):
+        small = statistics.median(t for b, t in d.items() if b <= 8192)
+        top = max(d)
+        out.append(f"| {coll} | {n} | {small:.1f} us | {r['busbw'][(coll, n)]:.0f} GB/s ({size(top)}) |")
+    out += ["", f"{level} Fitted (all clean runs)", "", "| collective | protocol | base_us | rank_us | hop_us | "
+            "link_gbs | shard_gbs |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for coll, regs in r["regimes"].items():
+        for g in regs:
+            sh = f"{g.shard_gbs:.0f}" if math.isfinite(g.shard_gbs) else "-"
+            rk = "-" if g.rank_us is None else f"{g.rank_us:.2f}"
+            hop = "NCCL's" if g.hop_us is None else f"{g.hop_us:.2f}"
+            out.append(f"| {coll} | {g.protocol} | {g.base_us:.2f} | {rk} | {hop} | {g.link_gbs:.1f} | {sh} |")
+    out += ["", f"{level} Scores", ""] + _score_table(r["rows"]) + ["", verdict(r["rows"], r["method"])]
+    if r["method"] == "eager":
+        out += ["", f"{level} Where the small-message error comes from", ""] + _small_rows(r["small"])
+    return out
+
+
+def _compare_rows(cmp: dict) -> list[str]:
+    """Graph replay (device time) against the eager loop, per collective, world and size band."""
+    def us(x):
+        return "-" if x is None else f"{x:.1f}"
+
+    def ratio(x):
+        return "-" if x is None else f"{x:.2f}"
+    out = ["Medians over each band's sizes (us): `graph` the device time a call takes inside a CUDA graph; `eager "
+           "(same run)` the eager loop behind a sleep kernel in the same run; `eager (earlier)` the eager records of "
+           "earlier leases; `host call` the wall of k eager calls back to back with no lead / k (what a host-bound "
+           "eager loop pays a call), `host issue` the host's time to return from them / k. Ratios: median of the "
+           "per-size graph / eager. Where graph / eager (same run) exceeds 1 (some collectives at 1 MiB and below, "
+           "every collective at 2-64 MiB on these records), a captured call costs the device more than an eager one: "
+           "NCCL registers the captured user buffers (`NCCL_GRAPH_REGISTER`, on by default) where eager calls copy "
+           "through its own; graph runs "
+           "with `NCCL_GRAPH_REGISTER=0` are fitted alone where there are any. The DDP step records' small NCCL "
+           "kernels are ~3 us (docs/distributed.md).", "",
+           "| collective | world | sizes | graph | eager (same run) | eager (earlier) | host call | host issue | "
+           "graph / eager same | graph / eager earlier |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (coll, n), bands in CM.bands(cmp).items():
+        for label, c in bands.items():
+            out.append(f"| {coll} | {n} | {label} | {us(c['graph'])} | {us(c['eager_same'])} | {us(c['eager'])} | "
+                       f"{us(c['host_call'])} | {us(c['host_issue'])} | {ratio(c['graph/eager_same'])} | "
+                       f"{ratio(c['graph/eager'])} |")
+    return out
 
 
 def doc(results: dict, law_note: str = "") -> str:
@@ -110,28 +177,20 @@ def doc(results: dict, law_note: str = "") -> str:
            ".. 1 GiB, powers of 2; the median of the clean runs), median and p90 over the sizes.", ""]
     for gpu, r in results.items():
         out += [f"## {r['gpu_name']} ({gpu}, link {r['link']})", "", r["ref"], ""]
-        out += ["### Measured", "", "| collective | world | latency (<= 8 KiB, median) | busbw at 1 GiB |",
-                "| --- | --- | --- | --- |"]
-        for (coll, n), d in sorted(r["data"].items()):
-            small = statistics.median(t for b, t in d.items() if b <= 8192)
-            top = max(d)
-            out.append(f"| {coll} | {n} | {small:.1f} us | {r['busbw'][(coll, n)]:.0f} GB/s ({size(top)}) |")
-        out += ["", "### Fitted (all clean runs)", "", "| collective | protocol | base_us | rank_us | hop_us | "
-                "link_gbs | shard_gbs |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        for coll, regs in r["regimes"].items():
-            for g in regs:
-                sh = f"{g.shard_gbs:.0f}" if math.isfinite(g.shard_gbs) else "-"
-                rk = "-" if g.rank_us is None else f"{g.rank_us:.2f}"
-                hop = "NCCL's" if g.hop_us is None else f"{g.hop_us:.2f}"
-                out.append(f"| {coll} | {g.protocol} | {g.base_us:.2f} | {rk} | {hop} | {g.link_gbs:.1f} | {sh} |")
-        out += ["", "### Scores", ""] + _score_table(r["rows"]) + ["", verdict(r["rows"])]
-        out += ["", "### Where the small-message error comes from", ""] + _small_rows(r["small"])
+        if r["method"] == "graph":
+            out += [GRAPH_METHOD, ""]
+        out += _body(r)
+        if r.get("compare"):
+            out += ["", "### Graph replay vs the eager loop", ""] + _compare_rows(r["compare"])
+        if "eager" in r:
+            out += ["", "### What back-to-back eager calls pay (the eager records, fitted and scored on their own; not "
+                    "written to the link file)", "", r["eager"]["ref"], ""] + _body(r["eager"], "####")
         out += ["", "### Reference points (bus bandwidth at 1 GiB, measured by earlier sessions; scored, never "
                 "fitted)", "", "| GPU | world | collective | measured | predicted | error | where |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         out += [f"| {g} | {n} | {c} | {bw:.0f} GB/s | {p:.0f} GB/s ({src}) | {pct(abs(p - bw) / bw)} | {where} |"
                 for g, n, c, bw, p, src, where in r["reference"]]
-        out += ["", "### Noise", ""] + _noise_rows(r["noise"])
+        out += ["", "### Noise", ""] + _noise_rows(r["noise"], r["method"])
         if r["overlap"]:
             out += ["", "### Concurrent compute while NCCL runs (all-reduce of 256 MiB bf16 on another stream)", ""]
             out += [f"- {k}: {v:.3f}" for k, v in sorted(r["overlap"].items())]
@@ -150,7 +209,8 @@ def accuracy_block(scores: dict) -> str:
            "the figures across world sizes.", ""]
     for gpu, g in scores["gpus"].items():
         cols = [(r["fit"], r["scored"]) for r in g["rows"] if r["collective"] == COLLECTIVES[0]]
-        out += [f"**{g['gpu_name']}** ({gpu}; world sizes {g['worlds']})", "",
+        how = ("; records of method graph, CUDA-graph replay: device time" if g.get("method") == "graph" else "")
+        out += [f"**{g['gpu_name']}** ({gpu}; world sizes {g['worlds']}{how})", "",
                 "| collective | " + " | ".join(f"fit {f} -> {s}" for f, s in cols) + " | run-to-run noise |",
                 "|---|" + "---|" * (len(cols) + 1)]
         for c in COLLECTIVES:
@@ -158,7 +218,10 @@ def accuracy_block(scores: dict) -> str:
                      for k in cols]
             out.append(f"| {c} | " + " | ".join("-" if r is None else f"{pct(r['median'])} ({pct(r['median_above_1mib'])})"
                                                  for r in cells) + f" | {pct(g['noise'].get(c))} |")
-        out += ["", verdict(g["rows"]), ""]
+        out += ["", verdict(g["rows"], g.get("method", "eager")), ""]
+        if "eager" in g:
+            out += [f"The eager loop's records (world sizes {g['eager']['worlds']}; what back-to-back eager calls pay), "
+                    "fitted on their own: " + verdict(g["eager"]["rows"]), ""]
     if scores.get("leave_one_gpu_out"):
         out += ["**Leave one GPU out** (fit on one GPU's every world size, score another's)", "",
                 "| fit on | scored on | collective | median | median > 1 MiB |", "|---|---|---|---|---|"]
