@@ -1,15 +1,14 @@
 """The prefill's eager kernels (issue 34): ops over no elements launch nothing, widening copies run
-ATen's unrolled cast kernel, slow ATen classes bound every byte (L2-resident or not), and the warm
-prefill-class figures (row walk, non-vectorised floor, strided cat) with their sweep and fit."""
+ATen's unrolled cast kernel, and the warm prefill-class figures (row walk, non-vectorised floor,
+strided cat, causal tile) with their sweep and fit."""
 
 import dataclasses
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
 
 from gpusim.capture.tracing import capture
-from gpusim.cost.roofline import CostOptions, class_memory_s, estimate_group
+from gpusim.cost.roofline import CostOptions, estimate_group
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
 
@@ -48,20 +47,6 @@ def test_widening_copy_is_the_unrolled_cast_kernel():
     # the same bytes (8 + 16 MB both ways, cold input); the upcast at the cast fraction
     assert t_up.bytes == pytest.approx(t_down.bytes)
     assert t_up.mem_us == pytest.approx(t_down.mem_us / H200.aten_cast_efficiency, rel=1e-6)
-
-
-@settings(max_examples=60, deadline=None)
-@given(dram=st.floats(0, 1e9), l2=st.floats(0, 1e8), wr=st.floats(0, 1e9), frac=st.floats(0.05, 0.999))
-def test_slow_class_never_beats_its_own_rate(dram, l2, wr, frac):
-    """A class at ``frac`` (< 1) of a copy's bandwidth never moves its bytes faster than that rate,
-    warm or cold; cold, the law is the old one (the stream divided by the fraction); and warm bytes
-    never cost more than cold ones. (At ``frac`` 1, the plain stream, L2 bytes do go faster.)"""
-    t = class_memory_s(dram, l2, wr, H200, frac)
-    rate = frac * H200.mem_efficiency * H200.bandwidth
-    assert t >= (dram + l2 + wr) / rate * (1 - 1e-9)
-    cold = class_memory_s(dram + l2, 0.0, wr, H200, frac)
-    assert cold == pytest.approx((dram + l2 + wr) / rate, rel=1e-9)
-    assert t <= cold * (1 + 1e-9)
 
 
 def _mean_rows(rows, cols):
@@ -124,30 +109,6 @@ def test_fit_reads_the_sweep_records():
     assert figs["reduction_col_ns"] == pytest.approx(2.0)
     assert figs["aten_strided_min_us"] == pytest.approx(2.5)
     assert figs["aten_cat_strided_efficiency"] == pytest.approx(1e12 / (H200.mem_efficiency * H200.bandwidth), rel=1e-6)
-
-
-def _attention_block(q_contiguous: bool):
-    def block(x):
-        q = x.view(1, 128, 8, 64).transpose(1, 2)
-        if q_contiguous:               # Phi's partial rotary: cat((q_rot, q_pass), -1) is contiguous BHSD
-            q = torch.cat((q[..., :32] * 2, q[..., 32:]), dim=-1)
-        o = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
-        return o.transpose(1, 2).reshape(1, 128, 512)
-    return block
-
-
-@pytest.mark.parametrize("gpu,copies", [("h200-sxm-calibrated", 1), ("a100-sxm4-80gb", 1), ("v100-sxm2-32gb", 0)])
-def test_attention_output_layout_follows_the_query(gpu, copies):
-    """cuDNN (Hopper) and flash (Ampere) write the attention output in the query's layout: after a
-    contiguous [B, H, S, D] query the reshape back to [B, S, H*D] copies (the H200 Phi-1.5 prefill
-    records: one direct_copy after each attention); the memory-efficient kernel (fp16 on a V100)
-    writes [B, S, H, D], and a transposed-projection query never copies."""
-    spec = load_spec(gpu)
-    x = torch.empty(1, 128, 512, dtype=torch.float16, device="meta")
-    for contiguous, want in ((True, copies), (False, 0)):
-        g, low = _eager(_attention_block(contiguous), x, spec=spec)
-        ks = [k for k in low.kernels if g.g.nodes[k.ops[0]].get("attention_layout_copy")]
-        assert len(ks) == want, (gpu, contiguous)
 
 
 def test_causal_share_and_its_fit():

@@ -14,7 +14,7 @@ from gpusim.graph.opgraph import OpGraph
 from gpusim.capture.fakes import _flatten_tensors, plain
 from gpusim.graph.ops import SYNC_OPS   # host reads: capture records them as sync nodes
 from gpusim.capture.fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
-                      _attention_heads_swap, _query_bhsd, _conv_layout, _dtype_name, _flatten_nodes, _meta,
+                      _attention_heads_swap, _conv_layout, _dtype_name, _flatten_nodes, _meta,
                       _casts, _cat_copies, _permuted, _plain, _sdpa_facts, _storage_key, LayoutMemo, MetaMemo)
 from gpusim.graph.ops import WINDOW_POOLS
 
@@ -153,18 +153,12 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                 not ctx.arg(2, "train", False) and tensor_nodes:
             alias_of = tensor_nodes[0]      # eval-mode dropout returns its input
         alloc = pname in _ALLOCATIONS
-        heads_copy = False
         if est["kind"] == "view" and alias_of is None and tensor_nodes and not alloc \
                 and _attention_heads_swap(g, tensor_nodes[0].name):
             # fused attention kernels (flash, memory-efficient, cuDNN) write their output
             # as [batch, seq, heads, dim]: the usual transpose(1, 2).contiguous()/reshape
-            # after them is already contiguous (profiles: no copy kernel after attention).
-            # cuDNN and flash follow the query's layout instead: a contiguous [B, H, S, D]
-            # query (Phi's partial-rotary cat) gives such an output, and the reshape copies
-            # on those backends (gpusim.lower.dispatch.launches_nothing decides per GPU)
-            heads_copy = _query_bhsd(g, tensor_nodes[0].name, vals)
-            if not heads_copy:
-                alias_of = tensor_nodes[0]
+            # after them is already contiguous (profiles: no copy kernel after attention)
+            alias_of = tensor_nodes[0]
         if est["kind"] == "view" and alias_of is None and tensor_nodes and not alloc:
             # a "view" op that had to materialise (reshape of a strided tensor,
             # .contiguous() of a transpose, .to() a new dtype): a paid copy
@@ -207,8 +201,6 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    bytes_written=est["bytes_written"], inputs=[a.name for a in in_nodes],
                    base=n.name, is_output=False, unmodelled=est["unmodelled"], reads=reads,
                    gemm=est["gemm"], contiguous=contiguous)
-        if heads_copy:
-            g.nodes[n.name]["attention_layout_copy"] = True
         if pname in ("cat", "stack") and in_tensors and in_tensors[0].device.type == "cuda":
             g.nodes[n.name]["cat_copies"] = _cat_copies(in_tensors, outs[0])
         if est["kind"] in ("pointwise", "copy") and len(outs) == 1:

@@ -141,18 +141,6 @@ def _attention_heads_swap(g, name: str) -> bool:
     return base is not None and base["kind"] == "attention"
 
 
-def _query_bhsd(g, name: str, vals: dict) -> bool:
-    """Whether the attention whose output view ``name`` transposes read a query contiguous as
-    [B, H, S, D] (several heads and queries): cuDNN (``alloc_with_matching_layout(q, o, ...)``,
-    MHA.cpp) and flash (``empty_like`` of the query) then write [B, H, S, D] too. A query that is
-    a transposed projection (the usual ``view(B, S, H, D).transpose(1, 2)``) is not."""
-    base = g.nodes[g.nodes[name]["base"]]
-    ins = base.get("inputs") or []
-    t = vals.get(ins[0]) if ins else None
-    return (isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[1] > 1 and t.shape[2] > 1
-            and bool(t.is_contiguous()))
-
-
 def _plain(t, out) -> bool:
     """An operand ATen can stream with vector loads: a 0-dim scalar, contiguous at the output's
     shape, or on CUDA traces (:mod:`gpusim.capture.amp`) dense with its strides (TensorIterator permutes

@@ -196,7 +196,8 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         else:
             rd_dram += b
     wr = float(sum(writes.values()))
-    mem_s = class_memory_s(rd_dram, rd_l2, wr, spec, bw_frac)
+    mem_s = ((rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth)
+             + rd_l2 / spec.l2_bandwidth) / bw_frac
 
     comp_s = 0.0
     flops = 0.0
@@ -281,25 +282,6 @@ def register_pressure(n_ops: int, n_tensors: int) -> float:
         return 1.0
     return (1.0 + PRESSURE_PER_TENSOR * max(0, n_tensors - PRESSURE_FREE_TENSORS)
             + PRESSURE_PER_OP * max(0, n_ops - PRESSURE_FREE_OPS))
-
-
-def class_memory_s(rd_dram: float, rd_l2: float, wr: float, spec, frac: float = 1.0) -> float:
-    """Memory time (s) of a kernel that reads ``rd_dram`` bytes from DRAM and ``rd_l2`` from
-    L2 and writes ``wr``, in a kernel class that streams at ``frac`` of a copy's bandwidth.
-
-    The plain stream (``frac`` 1): DRAM bytes at ``mem_efficiency x bandwidth``, L2 bytes at
-    the L2 bandwidth. A slower class (ATen's non-vectorised elementwise paths, its reductions:
-    :func:`aten_fraction`) is limited by its own per-element work, not by where the bytes come
-    from: its fractions were measured on operands far past L2 (``gpusim calibrate``, broad
-    records), so they bound every byte it moves, L2-resident or not, and the stream is the
-    other bound. (The old law divided the L2-credited stream by the fraction, which made a
-    slow class on warm operands faster than its own measured rate: the H200 prefill records'
-    strided RoPE and RMSNorm multiplies on 1-8 MB operands, all read from L2, ran at the cold
-    broadcast rate, 20-35% over that law.) On cold operands both laws agree."""
-    stream = (rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth) + rd_l2 / spec.l2_bandwidth
-    if frac >= 1.0:
-        return stream
-    return max(stream, (rd_dram + rd_l2 + wr) / (frac * spec.mem_efficiency * spec.bandwidth))
 
 
 def row_walk_us(graph: OpGraph, n: str, spec) -> float:

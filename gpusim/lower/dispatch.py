@@ -252,7 +252,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     """The kernels eager PyTorch launches for compute node ``n`` on ``spec``'s GPU."""
     a = graph.g.nodes[n]
     kind = a["kind"]
-    if launches_nothing(a) or layout_copy_free(a, spec):
+    if launches_nothing(a):
         return []
     training = training_kernels(graph, n, spec, Kernel)
     if training is not None:
@@ -346,17 +346,6 @@ def launches_nothing(a: dict) -> bool:
     if packet_name(a.get("op", "")) == "h2d_copy":
         return not float(a.get("bytes_read") or 0.0) and not float(a.get("bytes_written") or 0.0)
     return empty
-
-
-def layout_copy_free(a: dict, spec) -> bool:
-    """The reshape after an attention whose query was a contiguous [B, H, S, D] tensor
-    (``attention_layout_copy``, gpusim.capture.fxnodes._query_bhsd) copies only where the
-    backend writes its output in the query's layout: cuDNN and flash. The memory-efficient
-    kernel always writes [B, S, H, D], so the reshape is a view there. (H200 prefill records of
-    Phi-1.5: a direct_copy after each cuDNN attention, 24 a forward; none for Llama or Qwen.)"""
-    if not a.get("attention_layout_copy"):
-        return False
-    return attention_backend(spec, a["dtype"]) not in ("cudnn", "flash")
 
 
 #: ATen's group norm ops (moments, parameters, apply: :func:`eager_kernels`)
