@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gpusim.capture.tracing import capture
-from gpusim.cost.roofline import CostOptions, estimate_group
+from gpusim.cost.roofline import CostOptions, aten_fraction, estimate_group
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
 
@@ -56,8 +56,8 @@ def _mean_rows(rows, cols):
 
 def test_prefill_figures_absent_change_nothing_and_present_bound_the_kernels():
     """Without the prefill_classes figures the classes keep their old laws; with them a last-dim
-    row reduction takes at least cols x reduction_col_ns, a strided elementwise kernel at least
-    aten_strided_min_us, and a strided cat streams at aten_cat_strided_efficiency."""
+    row reduction takes at least cols x reduction_col_ns, a strided 16-bit elementwise kernel at
+    least aten_strided_min_us (an fp32 one not), and a strided cat streams at aten_cat_strided_efficiency."""
     assert H200.reduction_col_ns is None or H200.reduction_col_ns > 0
     plain = dataclasses.replace(H200, reduction_col_ns=None, aten_strided_min_us=None, aten_cat_strided_efficiency=None)
     # illustrative figures (not measurements): only the laws' arithmetic is under test
@@ -71,14 +71,19 @@ def test_prefill_figures_absent_change_nothing_and_present_bound_the_kernels():
     g2, low2 = _eager(lambda x, w: x * w, torch.empty(2, 64, dtype=BF16, device="meta"), w)
     k2 = low2.kernels[0]
     assert estimate_group(g2, k2.ops, plain, opts).us < 3.0 <= estimate_group(g2, k2.ops, figs, opts).us
+    g4, low4 = _eager(lambda x, w: x * w, torch.empty(2, 64, device="meta"), torch.empty(64, device="meta"))
+    k4 = low4.kernels[0]     # fp32 (elementwise_kernel<128, 2>): no floor of its own
+    assert estimate_group(g4, k4.ops, figs, opts).us == estimate_group(g4, k4.ops, plain, opts).us < 3.0
 
     def rotate(x):
         q = x.view(8, 512, 32, 64).transpose(1, 2)
         return torch.cat((-q[..., 32:], q[..., :32]), dim=-1)
     g3, low3 = _eager(rotate, torch.empty(8, 512, 2048, dtype=BF16, device="meta"))
     cat = next(k for k in low3.kernels if "cat" in g3.g.nodes[k.ops[0]]["op"])
-    est = estimate_group(g3, cat.ops, figs, opts)
-    assert est.mem_us == pytest.approx(est.bytes / (0.2 * figs.mem_efficiency * figs.bandwidth) * 1e6, rel=1e-6)
+    est, old = estimate_group(g3, cat.ops, figs, opts), estimate_group(g3, cat.ops, plain, opts)
+    # the same stream (L2-resident reads credited), at 0.2 of a copy instead of the strided fraction
+    node = [g3.g.nodes[cat.ops[0]]]
+    assert est.mem_us * 0.2 == pytest.approx(old.mem_us * aten_fraction(node, plain), rel=1e-6)
 
 
 def test_sweep_cases_build_and_run_on_the_cpu(monkeypatch):
@@ -101,7 +106,8 @@ def test_fit_reads_the_sweep_records():
     rows = [{"kind": "prefill_class", "case": "rmsnorm", "rows": 128, "cols": 2048, "kernels": [
                 {"name": "void at::native::unrolled_elementwise_kernel<direct_copy>", "us": 2.0},
                 {"name": "void at::native::reduce_kernel<512, 1>", "us": H200.kernel_fixed_us + 4.096},
-                {"name": "void at::native::elementwise_kernel<128, 2, mul>", "us": 2.5}]},
+                {"name": "void at::native::elementwise_kernel<128, 2, mul>", "us": 1.5},    # fp32: not the floor
+                {"name": "void at::native::elementwise_kernel<128, 4, mul>", "us": 2.5}]},
             {"kind": "prefill_class", "case": "rope", "rows": 2048, "heads": 32, "d": 64, "kernels": [
                 {"name": "void at::native::elementwise_kernel<128, 4, mul>", "us": 9.0},
                 {"name": "CatArrayBatchedCopy<OpaqueType<2u>>", "us": H200.kernel_fixed_us + 16.777216}]}]

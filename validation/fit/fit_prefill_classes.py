@@ -2,9 +2,10 @@
 (:mod:`validation.measure.prefill_classes`), never on the prefill records they are checked against
 (validation/results/generate/*-prefill.jsonl):
 
-* ``aten_strided_min_us``: the floor of ATen's non-vectorised elementwise kernel
-  (``elementwise_kernel<128, N, ...>``: RMSNorm's broadcast multiplies, RoPE's multiplies of a
-  transposed projection): the median of those kernels in the sweep's smallest cases (128 rows);
+* ``aten_strided_min_us``: the floor of ATen's non-vectorised elementwise kernel on 16-bit outputs
+  (``elementwise_kernel<128, 4, ...>``: RMSNorm's bf16 weight multiply, RoPE's multiplies and
+  negation of a transposed projection): the median of those kernels in the sweep's smallest cases
+  (128 rows);
 * ``reduction_col_ns``: a last-dim row reduction's walk per column of one row
   (:func:`gpusim.cost.roofline.row_walk_us`): the median over RMSNorm's ``mean`` kernels at up to
   1,024 rows (where the bytes are a few MB and the walk is the time) of (us - kernel_fixed_us) / cols;
@@ -46,8 +47,10 @@ def read(path: str) -> tuple[dict, list[dict]]:
 
 
 def _legacy(name: str) -> bool:
+    """ATen's non-vectorised elementwise kernel on 16-bit outputs (unroll 4: ``<128, 4>``); the fp32
+    one (``<128, 2>``) is not floored (gpusim.cost.roofline.aten_floor)."""
     n = name.replace("void ", "").replace("at::native::", "")
-    return n.startswith("elementwise_kernel<")
+    return n.startswith("elementwise_kernel<128, 4,")
 
 
 def strided_floor(rows: list[dict]) -> list[float]:
