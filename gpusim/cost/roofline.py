@@ -336,6 +336,10 @@ def aten_fraction(nodes, spec) -> float:
     return 1.0
 
 
+#: ops whose copy converts its input's dtype (``x.to(dtype)``, ``copy_`` across dtypes)
+CONVERSIONS = ("_to_copy", "to", "copy", "copy_", "type_as")
+
+
 def elementwise_fraction(a: dict, spec) -> float:
     """Bandwidth of ATen's elementwise kernel for node ``a``, as a fraction of a copy's: the
     path TensorIterator takes (``CUDALoops.cuh``). Contiguous operands of the output's dtype:
@@ -354,8 +358,10 @@ def elementwise_fraction(a: dict, spec) -> float:
     # fp16/bf16, float16_copy_kernel_cuda / bfloat16_copy_kernel_cuda); any other converting
     # copy (bf16 -> fp32: RMSNorm's upcast) is direct_copy_kernel_cuda with dynamic casts, the
     # unrolled kernel (H200 prefill records: unrolled_elementwise_kernel<direct_copy...> for
-    # every hidden_states.to(torch.float32), vectorized bfloat16_copy_kernel_cuda back)
-    casts = a.get("casts") and (a["kind"] == "pointwise" or not half)
+    # every hidden_states.to(torch.float32), vectorized bfloat16_copy_kernel_cuda back). Only a
+    # conversion is such a copy: a gather (embedding's int64 indices) converts nothing
+    casts = a.get("casts") and (a["kind"] == "pointwise"
+                                or (not half and packet_name(a.get("op", "")) in CONVERSIONS))
     if a.get("contiguous", True):
         return (spec.aten_cast_efficiency or 1.0) if casts else 1.0
     perm = spec.aten_permuted_efficiency_16bit if half else spec.aten_permuted_efficiency
