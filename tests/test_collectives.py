@@ -20,17 +20,20 @@ RECORDS = sorted(glob.glob(str(ROOT / "validation/results/collectives/*.jsonl"))
 #: |run A - run B| / mean between two clean runs of one world size: 1.2% on the H200 graph-replay records, two runs
 #: of each world size on one lease) by at most this margin: the issue's 5% target
 MARGIN = 0.05
-#: leave-one-world-size-out medians as measured when the law was fitted on the graph-replay records (device time;
-#: docs/collectives.md; world 2 and 4, two runs each, one 4-H200 lease), LL latency in NCCL's form (a base and a
-#: latency per step of the chain): the issue's 5% target is met but for all-reduce with world 2 left out (the rank's
-#: own shard, fitted on one world size, does not carry to 2 ranks above 1 MiB) and send/recv with world 4 left out
-#: (NCCL gives it fewer channels a peer on 4 ranks, a rate world 2 cannot show);
+#: leave-one-world-size-out medians as measured on the graph-replay records (device time; docs/collectives.md; world
+#: 2, 3 and 4, two or more runs each on 4-H200 leases; sharded collectives' records with shards off 16 bytes left
+#: out), LL latency in NCCL's form (a base and a latency per step of the chain): above 1 MiB the issue's 5% target
+#: is met but for reduce-scatter with world 2 left out (5.2%); over every size it is met in 8 of 15 cases: the small
+#: messages' latency rises from 2 to 3 ranks by 2-3 us and from 3 to 4 by under 1, which no per-step term carries
+#: from the other two world sizes;
 #: (world left out, collective) -> (median over every size, median over sizes above 1 MiB)
 LOO_MEASURED = {
-    (2, "all_reduce"): (0.076, 0.136), (2, "all_gather"): (0.041, 0.040), (2, "reduce_scatter"): (0.039, 0.061),
-    (2, "broadcast"): (0.017, 0.031), (2, "send_recv"): (0.031, 0.025),
-    (4, "all_reduce"): (0.048, 0.020), (4, "all_gather"): (0.034, 0.025), (4, "reduce_scatter"): (0.025, 0.031),
-    (4, "broadcast"): (0.036, 0.021), (4, "send_recv"): (0.077, 0.097),
+    (2, "all_reduce"): (0.089, 0.043), (2, "all_gather"): (0.153, 0.045), (2, "reduce_scatter"): (0.075, 0.052),
+    (2, "broadcast"): (0.031, 0.041), (2, "send_recv"): (0.043, 0.034),
+    (3, "all_reduce"): (0.033, 0.03), (3, "all_gather"): (0.076, 0.031), (3, "reduce_scatter"): (0.036, 0.038),
+    (3, "broadcast"): (0.045, 0.031), (3, "send_recv"): (0.041, 0.032),
+    (4, "all_reduce"): (0.084, 0.036), (4, "all_gather"): (0.038, 0.031), (4, "reduce_scatter"): (0.059, 0.044),
+    (4, "broadcast"): (0.054, 0.02), (4, "send_recv"): (0.044, 0.035),
 }
 NCCL_LOG = ROOT / "validation/results/collectives/h200-x2-2026-11-28-nccl.txt"
 NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
@@ -91,7 +94,7 @@ def test_sizes_left_out_are_predicted(recorded):
 def test_world_size_left_out_guard(recorded):
     """Guard at the measured leave-one-world-out error; the issue's target is 5%.
 
-    Fit on one world size, predict the other (2 -> 4, 4 -> 2): the medians over the sweep may not exceed those
+    Fit on the other world sizes, predict the one left out: the medians over the sweep may not exceed those
     measured when the world-aware law was fitted (LOO_MEASURED, docs/collectives.md) by more than the run-to-run
     noise (every size) or, above 1 MiB, than the noise there (p90 of |run A - run B| / mean). The 5% target is not
     met at 1 MiB and below; this test keeps that from getting worse and says so, it does not claim the target."""
@@ -263,11 +266,12 @@ def test_leave_one_gpu_out_scores_the_other_gpus_records(recorded):
     GPU, the scores are the in-sample ones (and nothing is scored across different links)."""
     _, data, _, form = recorded
     base = F.base_link("nvlink4")
-    regimes = F.fit(data, base, [2, 4], ll_form=form)
+    worlds = sorted({n for _, n in data})
+    regimes = F.fit(data, base, worlds, ll_form=form)
     results = {g: {"link": "nvlink4", "base": base, "regimes": regimes, "data": data} for g in ("h200-sxm", "h100-sxm")}
     rows = F.leave_one_gpu_out(results)
     assert {(r["fit"], r["scored"]) for r in rows} == {("h200-sxm", "h100-sxm"), ("h100-sxm", "h200-sxm")}
-    inside = F.errors(F.with_fit(base, "h200-sxm", regimes), "h200-sxm", data, [2, 4])
+    inside = F.errors(F.with_fit(base, "h200-sxm", regimes), "h200-sxm", data, worlds)
     for r in rows:
         assert r["median"] == pytest.approx(statistics.median(inside[r["collective"]]))
     results["h100-sxm"]["link"] = "pcie5-x16"

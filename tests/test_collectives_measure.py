@@ -128,14 +128,38 @@ def test_graph_records_are_fitted_and_eager_ones_kept(tmp_path):
     assert "method graph" in P.accuracy_block(scores) and "The eager loop's records" in P.accuracy_block(scores)
 
 
-def test_unregistered_graph_runs_are_preferred():
-    """Graph runs with NCCL_GRAPH_REGISTER=0 (NCCL's eager-call buffers) are fitted alone where any is clean."""
+def test_graph_runs_are_pooled_and_misaligned_shards_left_out():
+    """Graph runs with and without NCCL_GRAPH_REGISTER=0 are pooled (they measured the same); a sharded collective's
+    record whose shards start off 16 bytes (nccl-tests' sizes at 3 ranks) is left out of the points and paired with
+    the aligned record of its size."""
     from validation.fit import collectives_records as CM
 
-    def run(method, env, clean=True):
-        return {"env": {"gpu_name": "G", "env": env}, "method": method, "clean": clean, "points": []}
+    def rec(c, n, b, us, **kw):
+        return {"collective": c, "world_size": n, "bytes": b, "us": us, "dtype": "bfloat16", **kw}
+
+    def run(method, env, pts=(), clean=True):
+        return {"env": {"gpu_name": "G", "env": env}, "method": method, "clean": clean, "points": list(pts)}
     reg, unreg, eager = run("graph", {}), run("graph", {"NCCL_GRAPH_REGISTER": "0"}), run("eager", {})
-    assert CM.select([reg, unreg, eager], "G") == ("graph", [unreg])
-    assert CM.select([reg, eager], "G") == ("graph", [reg])
-    assert CM.select([reg, run("graph", {"NCCL_GRAPH_REGISTER": "0"}, clean=False)], "G")[1][0] is reg
+    assert CM.select([reg, unreg, eager], "G") == ("graph", [reg, unreg])
     assert CM.select([reg, unreg, eager], "G", "eager") == ("eager", [eager])
+    big = 1 << 30
+    assert CM.shard_bytes(rec("all_gather", 3, big, 1.0)) == (big // 2 - (big // 2) % 3) // 3 * 2
+    assert CM.misaligned(rec("all_gather", 3, big, 1.0)) and CM.misaligned(rec("reduce_scatter", 3, big, 1.0))
+    assert not CM.misaligned(rec("all_reduce", 3, big, 1.0))       # one whole buffer: no shard offsets
+    assert not CM.misaligned(rec("all_gather", 4, big, 1.0))
+    assert not CM.misaligned(rec("all_gather", 3, big, 1.0, shard_bytes=357913936))
+    off = run("graph", {}, [rec("all_gather", 3, big, 3700.0), rec("all_reduce", 3, big, 4100.0)])
+    on = run("graph", {}, [rec("all_gather", 3, big, 2350.0, shard_bytes=357913936, align_bytes=16)])
+    pts = CM.points([off, on], "G")
+    assert pts[("all_gather", 3)] == {big: 2350.0} and pts[("all_reduce", 3)] == {big: 4100.0}
+    assert CM.points([off], "G", aligned=False)[("all_gather", 3)] == {big: 3700.0}
+    assert CM.alignment([off, on], "G") == [("all_gather", 3, big, 3700.0, 2350.0)]
+
+
+def test_sweep_sizes_align_shards():
+    """--align-bytes makes every rank's shard a multiple of that many bytes; 0 keeps nccl-tests' sizes."""
+    from validation.measure.collectives import op_numel
+    assert op_numel(1 << 30, 3, 2) == (1 << 29) - (1 << 29) % 3
+    n = op_numel(1 << 30, 3, 2, 16)
+    assert n % 3 == 0 and (n // 3 * 2) % 16 == 0 and (1 << 29) - n < 3 * 8
+    assert op_numel(1024, 4, 2, 16) == 512 and op_numel(2, 3, 2, 16) == 24

@@ -45,13 +45,39 @@ def load_runs(paths) -> list[dict]:
     return runs
 
 
-def points(runs, gpu_name, clean=True) -> dict:
-    """(collective, world) -> {bytes: median us over the runs}."""
+#: the sharded collectives, whose per-rank shard starts at rank x shard bytes in the gathered buffer
+SHARDED = ("all_gather", "reduce_scatter")
+#: NCCL's vector width: a shard whose start is off this many bytes runs a slower copy path
+SHARD_ALIGN = 16
+
+
+def shard_bytes(r: dict) -> int:
+    """Bytes of one rank's shard in a sweep record (recorded since --align-bytes; older records: nccl-tests' sizes,
+    the element count rounded down to a multiple of the world size)."""
+    if "shard_bytes" in r:
+        return r["shard_bytes"]
+    esz = {"float32": 4, "bfloat16": 2, "float16": 2}[r.get("dtype", "bfloat16")]
+    numel = max(r["bytes"] // esz, r["world_size"])
+    return (numel - numel % r["world_size"]) // r["world_size"] * esz
+
+
+def misaligned(r: dict) -> bool:
+    """A sharded collective's record whose shards start off a 16-byte boundary (nccl-tests' power-of-two sizes at 3
+    ranks): measured 1.3-1.9x slower above 16 MiB on the H200s than the same size with aligned shards
+    (validation/results/collectives/h200-x4-2026-11-28-graph-noreg-align16-w3*.jsonl), a regime the law leaves out."""
+    return r["collective"] in SHARDED and shard_bytes(r) % SHARD_ALIGN != 0
+
+
+def points(runs, gpu_name, clean=True, aligned=True) -> dict:
+    """(collective, world) -> {bytes: median us over the runs}; with ``aligned``, records whose shards are
+    misaligned (:func:`misaligned`) left out."""
     acc = defaultdict(lambda: defaultdict(list))
     for run in runs:
         if run["env"]["gpu_name"] != gpu_name or (clean and not run["clean"]):
             continue
         for r in run["points"]:
+            if aligned and misaligned(r):
+                continue
             acc[(r["collective"], r["world_size"])][r["bytes"]].append(r["us"])
     return {k: {b: statistics.median(v) for b, v in sorted(d.items())} for k, d in acc.items()}
 
@@ -114,19 +140,13 @@ def run_method(env: dict) -> str:
 
 def select(runs, gpu_name, method: str | None = None) -> tuple[str, list]:
     """(method, that method's runs of ``gpu_name``): "graph" where any clean graph run exists, else "eager". Graph
-    runs with ``NCCL_GRAPH_REGISTER=0`` (NCCL copies through its own buffers, as in eager calls, instead of
-    registering the captured user buffers) are taken alone where there are any."""
+    runs with and without ``NCCL_GRAPH_REGISTER=0`` are pooled: on the H200s they measured the same, 0-2% apart at
+    every size above 1 MiB but one (validation/results/collectives/h200-x4-2026-11-28-graph-noreg-*.jsonl)."""
     mine = [r for r in runs if r["env"]["gpu_name"] == gpu_name]
     if method is None:
         method = "graph" if any(r["clean"] and r["method"] == "graph" for r in mine) else "eager"
     sel = [r for r in mine if r["method"] == method]
-    unreg = [r for r in sel if unregistered(r)]
-    return method, unreg if method == "graph" and any(r["clean"] for r in unreg) else sel
-
-
-def unregistered(run) -> bool:
-    """A run with NCCL's registration of graph-captured buffers off (``NCCL_GRAPH_REGISTER=0``)."""
-    return run["env"].get("env", {}).get("NCCL_GRAPH_REGISTER") == "0"
+    return method, sel
 
 
 def fit_data(runs, gpu_name, method: str | None = None) -> tuple[str, list, dict, list]:
@@ -191,3 +211,18 @@ def bands(cmp: dict) -> dict:
                 cell[f"graph/{den}"] = statistics.median(xs) if xs else None
             out[(coll, n)][label] = cell
     return dict(out)
+
+
+def alignment(runs, gpu_name) -> list[tuple]:
+    """(collective, world, bytes, us with shards off 16 bytes, us with aligned shards) at each
+    size measured both ways (clean graph runs; medians over the runs), above 1 MiB."""
+    off, on = defaultdict(list), defaultdict(list)
+    for run in runs:
+        if run["env"]["gpu_name"] != gpu_name or not run["clean"] or run["method"] != "graph":
+            continue
+        for r in run["points"]:
+            if r["collective"] in SHARDED and r["bytes"] > 1 << 20:
+                (off if misaligned(r) else on)[(r["collective"], r["world_size"], r["bytes"])].append(r)
+    return [(*k, statistics.median(x["us"] for x in off[k]), statistics.median(x["us"] for x in on[k]))
+            for k in sorted(off) if k in on]
+

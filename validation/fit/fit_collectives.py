@@ -392,6 +392,7 @@ def run(paths, check=False) -> dict:
         if res["method"] == "graph" and any(r["clean"] for r in eager):  # what back-to-back eager calls pay
             res["eager"] = fit_gpu(runs, gpu_name, "eager")[0]
         res["compare"] = CM.compare(runs, gpu_name)
+        res["alignment"] = CM.alignment(runs, gpu_name)
         results[GPUS[gpu_name][1]] = res
         blocks[GPUS[gpu_name][0]].append(block)
     summary = _summary(results, leave_one_gpu_out(results))

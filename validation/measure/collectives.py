@@ -11,22 +11,17 @@ What it measures (nccl-tests' conventions, so one figure compares collectives an
 - Each sample is a loop of k back-to-back calls between CUDA events (a sleep kernel queued first so the host
   enqueues ahead of the GPU and launch cost stays out), divided by k. Per sample the ranks' times are
   all-reduced with MAX; the record holds the median, min and max of those samples.
-- algbw = bytes / time; busbw = algbw x factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter (n-1)/n;
-  broadcast and send/recv 1).
-- Concurrency: a bf16 GEMM loop and a memory-bound copy loop timed alone and while an all-reduce loop runs on
-  another stream (NCCL's kernels take SMs and memory bandwidth); also the all-reduce alone vs under the GEMMs.
+- algbw = bytes / time; busbw = algbw x factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter (n-1)/n; else 1).
+- Concurrency: a bf16 GEMM loop and a copy loop timed alone and while an all-reduce loop runs on another stream.
 - The environment (GPU, count, driver, torch, NCCL, `nvidia-smi topo -m`, NCCL_* variables) is the first line.
 
-`--graph` (method "graph": the collective's DEVICE time, the host's issue cost kept apart; records without a
-"method" are "eager"): per collective and size, k calls (`graph_plan`) are warmed up eagerly on a side stream, then
-captured into one CUDA graph (`torch.cuda.graph`, thread-local capture mode so c10d's watchdog thread may query its
-events). Each sample: barrier, a sleep kernel, one replay that lines the ranks up, then r replays between CUDA
-events; per call = elapsed / (r x k), MAX over ranks per sample, median/min/max over samples (`us`). The same record
-holds, from the same run, `eager_us` (the eager loop above, sleep lead and all) and the host's issue cost of k
-back-to-back eager calls WITHOUT a lead: `host_call_us` = wall of the k calls to their completion / k (what a
-host-bound eager loop pays a call) and `host_issue_us` = the host's time to return from the k calls / k (MAX over
-ranks, median over samples). The overlap measurement is skipped. On CPU (gloo) the same path runs with a Python
-loop in place of the graph (method "cpu-dry-run"; a smoke test, never data).
+`--graph` (method "graph": the collective's DEVICE time; records without a "method" are "eager"): per collective
+and size, k calls are warmed up eagerly on a side stream, captured into one CUDA graph (thread-local capture mode, so
+c10d's watchdog may query its events), and per sample replayed once to line the ranks up, then r times between CUDA
+events: per call = elapsed / (r x k), MAX over ranks, median/min/max over samples (`us`). Each record also holds the
+same run's `eager_us` and the host's issue cost of k eager calls without a lead: `host_call_us` (wall to completion
+/ k) and `host_issue_us` (time to return / k). No overlap measurement. On CPU (gloo) a Python loop replaces the graph
+(method "cpu-dry-run": a smoke test, never data). `--align-bytes A` makes each rank's shard a multiple of A bytes.
 """
 
 from __future__ import annotations
@@ -113,29 +108,36 @@ class Clock:
         return (time.perf_counter() - t0) * 1e6
 
 
-def make_op(name: str, nbytes: int, world: int, rank: int, dev, dtype):
+def op_numel(nbytes: int, world: int, esz: int, align_bytes: int = 0) -> int:
+    """Elements of a collective of nccl-tests size ``nbytes``: a multiple of ``world``, and with ``align_bytes``, each
+    rank's shard a multiple of that many bytes (at 3 ranks power-of-two sizes leave shards 4 bytes off 16)."""
+    unit = world * max(1, align_bytes // esz)
+    numel = max(nbytes // esz, unit)
+    return numel - numel % unit
+
+
+def make_op(name: str, nbytes: int, world: int, rank: int, dev, dtype, align_bytes: int = 0):
     """A zero-argument callable doing one collective of nccl-tests size `nbytes`, or None if not applicable."""
-    esz = torch.tensor([], dtype=dtype).element_size()
-    numel = max(nbytes // esz, world)
-    numel -= numel % world
+    numel = op_numel(nbytes, world, dtype.itemsize, align_bytes)
+
+    def rand(n):
+        return torch.randn(n, device=dev).to(dtype)
     if name == "all_reduce":
-        x = torch.randn(numel, device=dev).to(dtype)
+        x = rand(numel)
         return lambda: dist.all_reduce(x)
     if name == "all_gather":
-        inp = torch.randn(numel // world, device=dev).to(dtype)
-        out = torch.empty(numel, device=dev, dtype=dtype)
+        inp, out = rand(numel // world), torch.empty(numel, device=dev, dtype=dtype)
         return lambda: dist.all_gather_into_tensor(out, inp)
     if name == "reduce_scatter":
-        inp = torch.randn(numel, device=dev).to(dtype)
-        out = torch.empty(numel // world, device=dev, dtype=dtype)
+        inp, out = rand(numel), torch.empty(numel // world, device=dev, dtype=dtype)
         return lambda: dist.reduce_scatter_tensor(out, inp)
     if name == "broadcast":
-        x = torch.randn(numel, device=dev).to(dtype)
+        x = rand(numel)
         return lambda: dist.broadcast(x, src=0)
     if name == "send_recv":
         if world < 2:
             return None
-        x = torch.randn(numel, device=dev).to(dtype)
+        x = rand(numel)
         if rank == 0:
             return lambda: dist.send(x, dst=1)
         if rank == 1:
@@ -321,13 +323,15 @@ def sweep(args, world, rank, dev, clock, emit):
     for name in args.collectives:
         failed = None   # a capture that failed once fails at every size: skip the rest of the collective
         for nbytes in sizes:
-            rec = {"kind": "collective", "collective": name, "world_size": world, "bytes": nbytes,
-                   "dtype": args.dtype, "run": args.repeat_index}
+            esz = dtype.itemsize
+            rec = {"kind": "collective", "collective": name, "world_size": world, "bytes": nbytes, "dtype": args.dtype,
+                   "run": args.repeat_index, "align_bytes": args.align_bytes,
+                   "shard_bytes": op_numel(nbytes, world, esz, args.align_bytes) // world * esz}
             if failed:
                 emit({**rec, "error": f"skipped: graph capture failed at a smaller size ({failed})"[:500]})
                 continue
             try:
-                op = make_op(name, nbytes, world, rank, dev, dtype)
+                op = make_op(name, nbytes, world, rank, dev, dtype, args.align_bytes)
                 if op is None:
                     continue
                 if args.graph:
@@ -441,6 +445,7 @@ def main(argv=None):
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--collectives", nargs="+",
                     default=["all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv"])
+    ap.add_argument("--align-bytes", type=int, default=0, help="each rank's shard a multiple of this (0: nccl-tests')")
     ap.add_argument("--repeat-index", type=int, default=0, help="run index (repeat runs measure run-to-run noise)")
     ap.add_argument("--gemm", type=int, default=8192)
     ap.add_argument("--overlap-bytes", type=int, default=256 << 20)
@@ -450,24 +455,20 @@ def main(argv=None):
                     help="time each collective's device time by CUDA-graph replay, with the eager loop and the host's "
                          "issue cost of back-to-back eager calls in the same record (method 'graph'); no overlap run")
     ap.add_argument("--lead-per-call-us", type=float, default=30.0,
-                    help="GPU sleep queued ahead of each sample, per call (requested us; the sleep spins 1500 cycles "
-                         "a us): larger leads tell a host-bound per-call floor (it falls) from NCCL's own time (it "
-                         "stays); runs with a lead other than 30 are not fitted")
+                    help="GPU sleep queued ahead of each sample, per call (us of 1500 cycles): larger leads tell a "
+                         "host-bound floor (it falls) from NCCL's time (it stays); runs with other leads are not fitted")
     args = ap.parse_args(argv)
 
     cuda = torch.cuda.is_available()
-    local = int(os.environ.get("LOCAL_RANK", 0))
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
     if cuda:
-        torch.cuda.set_device(local)
-        dev = torch.device("cuda", local)
-    else:
-        dev = torch.device("cpu")
+        torch.cuda.set_device(dev)
     dist.init_process_group("nccl" if cuda else "gloo", device_id=dev if cuda else None)
     world, rank = dist.get_world_size(), dist.get_rank()
     clock = Clock(dev)
     t_start = time.time()
 
-    def emit(rec):
+    def emit(rec):  # rank 0 writes and prints
         if rank == 0:
             rec["elapsed_s"] = round(time.time() - t_start, 2)
             with open(args.out, "a") as f:

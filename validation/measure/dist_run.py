@@ -9,7 +9,9 @@ Run with torchrun, one process a GPU, once per world size (NVLink multicast stay
 Per case: build (the builder wraps the model in DDP or fully_shard), ``--warmup`` steps, then
 ``--steps`` steps each timed on the host from a synchronised start to ``cuda.synchronize()``; each
 step's wall is the MAX over ranks (all-reduced), so a record's ``step_ms`` is the step of the
-slowest rank (``rank_step_ms_median``: each rank's own median). Then the peak memory of rank 0 (allocated and reserved, over the timed steps), and one
+slowest rank (``rank_step_ms_median``: each rank's own median; ``python_us``: the host's speed before each
+step, host_drift's fixed pure-Python workload, slowest rank, ~1,350 us on a quiet H200 host). Then the peak memory
+of rank 0 (allocated and reserved, over the timed steps), and one
 more step under the profiler on every rank, whose rank-0 GPU activities (kernels, copies, sets) are
 written with their stream, start and duration. Profiled NCCL kernel durations include the time spent
 waiting for peers: the step wall is the truth, the kernel list says what ran.
@@ -29,6 +31,8 @@ import time
 
 import torch
 import torch.distributed as dist
+
+from validation.measure.host_drift import python_us
 
 
 def _sh(cmd):
@@ -79,10 +83,11 @@ def run_case(name: str, builder, warmup: int, steps: int, world: int) -> dict:
         step(*args)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    walls, own = [], []
+    walls, own, probe = [], [], []
     for _ in range(steps):
         dist.barrier()
         torch.cuda.synchronize()
+        probe.append(python_us())     # the host's speed right before the step (host_drift's fixed workload)
         t0 = time.perf_counter()
         step(*args)
         torch.cuda.synchronize()
@@ -90,10 +95,11 @@ def run_case(name: str, builder, warmup: int, steps: int, world: int) -> dict:
         t = torch.tensor([own[-1]], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         walls.append(float(t.item()))
-    mine = [w for w in own]
-    every = [torch.zeros(len(mine), device="cuda") for _ in range(dist.get_world_size())]
-    dist.all_gather(every, torch.tensor(mine, device="cuda"))
+    every = [torch.zeros(len(own), device="cuda") for _ in range(dist.get_world_size())]
+    dist.all_gather(every, torch.tensor(own, device="cuda"))
     per_rank = [round(statistics.median(t.tolist()), 3) for t in every]
+    slowest_probe = torch.tensor(probe, device="cuda")
+    dist.all_reduce(slowest_probe, op=dist.ReduceOp.MAX)
     peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     dist.barrier()
     torch.cuda.synchronize()
@@ -107,7 +113,7 @@ def run_case(name: str, builder, warmup: int, steps: int, world: int) -> dict:
     return {"kind": "step", "case": name, "world": world, "params": params,
             "step_ms": {"median": round(statistics.median(walls), 3), "min": round(min(walls), 3),
                         "max": round(max(walls), 3), "n": len(walls), "all": [round(w, 3) for w in walls]},
-            "rank_step_ms_median": per_rank,
+            "rank_step_ms_median": per_rank, "python_us": [round(x, 1) for x in slowest_probe.tolist()],
             "peak_allocated_bytes": peak, "peak_reserved_bytes": reserved,
             "kernel_count": sum(k["cat"] == "kernel" for k in kernels), "kernels": kernels}
 
