@@ -348,10 +348,24 @@ def attention(x: LawInput) -> KernelEstimate:
     eff = spec.attention_mask_efficiency if masked else spec.attention_efficiency
     if not eff:
         return neutral(x)
-    comp = attention_flops(x.a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6
+    comp = attention_flops(x.a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6 * causal_share(x.a, spec)
     if rate:
         comp += mask_read_bytes(x.a) / (rate * 1e12) * 1e6
     return x.retimed(x.est.mem_us, comp, spec.attention_min_us or x.floor)
+
+
+def causal_share(a: dict, spec) -> float:
+    """The share of a causal self-attention's tiles the kernel computes: with the keys in tiles of
+    ``attention_causal_tile`` and n = ceil(S / tile) of them, query tile i reads tiles 0..i, so
+    (n + 1) / 2n of the full square (flash's and cuDNN's causal loop bound). 1 without the figure
+    (the prefill_classes sweep's causal/full pairs fit it), for a non-causal call, or when queries
+    and keys differ in length (a decode step)."""
+    s = a.get("sdpa") or {}
+    tile = getattr(spec, "attention_causal_tile", None)
+    if not tile or not s.get("is_causal") or s.get("q_len") != s.get("kv_len") or not s.get("q_len"):
+        return 1.0
+    n = -(-int(s["q_len"]) // int(tile))
+    return (n + 1) / (2 * n)
 
 
 def mask_read_bytes(a: dict) -> float:

@@ -216,8 +216,11 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
             if kind not in GEMM_KINDS and a["kind"] in REDUCING_KINDS:
                 kind = a["kind"]
     mem_us, comp_us = mem_s * 1e6, comp_s * 1e6
-    body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     floor = kernel_floor(nodes, spec)
+    if opts.aten and len(nodes) == 1:
+        mem_us = max(mem_us, row_walk_us(graph, members[0], spec))
+        floor = max(floor, aten_floor(nodes[0], spec))
+    body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     us = max(floor, spec.kernel_fixed_us + body)
     if body < spec.kernel_fixed_us or us == floor:
         bound = "latency"
@@ -281,6 +284,35 @@ def register_pressure(n_ops: int, n_tensors: int) -> float:
             + PRESSURE_PER_OP * max(0, n_ops - PRESSURE_FREE_OPS))
 
 
+def row_walk_us(graph: OpGraph, n: str, spec) -> float:
+    """ATen's reduction over the last dim (one output per row: RMSNorm's ``mean(-1)``) walks each
+    row in series, ``reduction_col_ns`` per column of one row, however few the rows: at a few
+    thousand rows that walk, not the bytes, is the time (the prefill_classes sweep). 0 without the
+    figure, or for another reduction."""
+    a = graph.g.nodes[n]
+    if not spec.reduction_col_ns or a["kind"] != "reduction":
+        return 0.0
+    ins = list(a.get("inputs") or a.get("reads") or [])
+    src = main_shape(graph.g.nodes[ins[0]].get("shape")) if ins and ins[0] in graph.g else ()
+    out = main_shape(a.get("shape"))
+    if len(src) < 1 or tuple(out) not in (tuple(src[:-1]) + (1,), tuple(src[:-1])):
+        return 0.0
+    return src[-1] * spec.reduction_col_ns * 1e-3
+
+
+def aten_floor(a: dict, spec) -> float:
+    """The shortest time of eager PyTorch's kernel for one op: ATen's non-vectorised elementwise
+    kernel on 16-bit outputs (a strided or broadcast operand: ``elementwise_kernel<128, 4>``, the
+    unroll CUDALoops.cuh picks for types under 4 bytes) takes at least ``aten_strided_min_us``,
+    about twice the vectorised kernel's floor; 0 without the figure. The fp32 instantiation
+    (``<128, 2>``) keeps ``kernel_min_us``: the sweep's fp32 ones are shorter (1.9 us at 128 rows),
+    and flooring them too broke the H200 classic accuracy guards (device median and p90, speed-up)."""
+    if a["kind"] in ("pointwise", "copy") and not a.get("contiguous", True) \
+            and a.get("dtype") in HALF_DTYPES:
+        return spec.aten_strided_min_us or 0.0
+    return 0.0
+
+
 def aten_fraction(nodes, spec) -> float:
     """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
 
@@ -291,6 +323,10 @@ def aten_fraction(nodes, spec) -> float:
     a = nodes[0]
     kind = a["kind"]
     half = a.get("dtype") in ("float16", "bfloat16")
+    if kind == "copy" and not a.get("contiguous", True) and spec.aten_cat_strided_efficiency \
+            and packet_name(a.get("op", "")) in ("cat", "stack"):
+        # CatArrayBatchedCopy over strided inputs (RoPE's rotate_half of a transposed projection)
+        return spec.aten_cat_strided_efficiency
     if kind in ("pointwise", "copy"):
         return elementwise_fraction(a, spec)
     if kind == "reduction":
@@ -298,6 +334,10 @@ def aten_fraction(nodes, spec) -> float:
     if kind == "norm" and not is_eval_batch_norm(a["op"]):
         return spec.aten_norm_efficiency_16bit if half else spec.aten_norm_efficiency
     return 1.0
+
+
+#: ops whose copy converts its input's dtype (``x.to(dtype)``, ``copy_`` across dtypes)
+CONVERSIONS = ("_to_copy", "to", "copy", "copy_", "type_as")
 
 
 def elementwise_fraction(a: dict, spec) -> float:
@@ -314,8 +354,14 @@ def elementwise_fraction(a: dict, spec) -> float:
     validation/fit/fit_broad.py)."""
     half = a.get("dtype") in HALF_DTYPES
     strided = spec.aten_strided_efficiency_16bit if half else spec.aten_strided_efficiency
-    # a copy converts dtypes in its own vectorised kernels (float16_copy_kernel_cuda)
-    casts = a.get("casts") and a["kind"] == "pointwise"
+    # a copy to a 16-bit type converts in its own vectorised kernel (Copy.cu: fp32 ->
+    # fp16/bf16, float16_copy_kernel_cuda / bfloat16_copy_kernel_cuda); any other converting
+    # copy (bf16 -> fp32: RMSNorm's upcast) is direct_copy_kernel_cuda with dynamic casts, the
+    # unrolled kernel (H200 prefill records: unrolled_elementwise_kernel<direct_copy...> for
+    # every hidden_states.to(torch.float32), vectorized bfloat16_copy_kernel_cuda back). Only a
+    # conversion is such a copy: a gather (embedding's int64 indices) converts nothing
+    casts = a.get("casts") and (a["kind"] == "pointwise"
+                                or (not half and packet_name(a.get("op", "")) in CONVERSIONS))
     if a.get("contiguous", True):
         return (spec.aten_cast_efficiency or 1.0) if casts else 1.0
     perm = spec.aten_permuted_efficiency_16bit if half else spec.aten_permuted_efficiency

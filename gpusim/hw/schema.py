@@ -160,6 +160,16 @@ TRITON_FIGURES = ("triton_mem_efficiency", "triton_red_efficiency", "triton_fixe
                   "triton_sqrt_cycles", "triton_div_cycles")
 OPTIONAL_MODEL += TRITON_FIGURES
 FRACTIONS += ("triton_mem_efficiency", "triton_red_efficiency")
+#: a prefill's ATen classes on warm operands (validation/fit/fit_prefill_classes.py on one GPU's
+#: prefill_classes sweep, validation/results/<gpu>/prefill_classes.jsonl): the floor of ATen's
+#: non-vectorised elementwise kernel (µs), a row reduction's walk per column of one row (ns), and
+#: CatArrayBatchedCopy over strided inputs (fraction of a copy's bandwidth); a GPU without them
+#: prices the classes as before (kernel_min_us, the reduction stream, aten_strided_efficiency); and
+#: the key tile over which 16-bit causal attention skips masked tiles (gpusim.cost.laws.causal_share)
+PREFILL_FIGURES = ("aten_strided_min_us", "reduction_col_ns", "aten_cat_strided_efficiency",
+                   "attention_causal_tile")
+OPTIONAL_MODEL += PREFILL_FIGURES
+FRACTIONS += ("aten_cat_strided_efficiency",)
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")
