@@ -86,6 +86,32 @@ def test_prefill_figures_absent_change_nothing_and_present_bound_the_kernels():
     assert est.mem_us * 0.2 == pytest.approx(old.mem_us * aten_fraction(node, plain), rel=1e-6)
 
 
+def test_prefill_laws_stay_in_the_sweeps_domain():
+    """The row walk is not carried past the sweep's widest row (an argmax over a 128k vocabulary
+    splits each row over blocks: 36 us measured for 8 x 128256 on the H200), and the strided-cat rate
+    is RoPE's cat of each row's halves, not a KV cache's cat along the sequence."""
+    from gpusim.cost.roofline import ROW_WALK_MAX_COLS, inner_cat, row_walk_us
+    figs = dataclasses.replace(H200, reduction_col_ns=2.0, aten_cat_strided_efficiency=0.2)
+    for cols, walks in ((ROW_WALK_MAX_COLS, True), (128256, False)):
+        g, low = _mean_rows(8, cols)
+        red = next(k for k in low.kernels if g.g.nodes[k.ops[0]]["kind"] == "reduction")
+        assert row_walk_us(g, red.ops[0], figs) == (pytest.approx(cols * 2.0e-3) if walks else 0.0)
+
+    def step(cache, v):
+        rot = torch.cat((-v[..., 32:], v[..., :32]), dim=-1)
+        return torch.cat([cache, v.transpose(1, 2)], dim=-2), rot
+    g, low = _eager(step, torch.empty(8, 8, 4096, 64, dtype=BF16, device="meta"),
+                    torch.empty(8, 1, 8, 64, dtype=BF16, device="meta"))
+    cats = {len(g.g.nodes[k.ops[0]]["shape"]) and g.g.nodes[k.ops[0]]["shape"][-2]: k for k in low.kernels
+            if "cat" in g.g.nodes[k.ops[0]]["op"]}
+    kv, rope = cats[4097], cats[8]
+    assert not inner_cat(g, kv.ops[0]) and inner_cat(g, rope.ops[0])
+    opts = CostOptions(aten=True)
+    plain = dataclasses.replace(figs, aten_cat_strided_efficiency=None)
+    assert estimate_group(g, kv.ops, figs, opts).mem_us == estimate_group(g, kv.ops, plain, opts).mem_us
+    assert estimate_group(g, rope.ops, figs, opts).mem_us > estimate_group(g, rope.ops, plain, opts).mem_us
+
+
 def test_sweep_cases_build_and_run_on_the_cpu(monkeypatch):
     """The H200 sweep's cases are real PyTorch code: the small ones run here on the CPU."""
     import validation.measure.prefill_classes as pc

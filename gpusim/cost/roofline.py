@@ -186,7 +186,8 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         raise ValueError("a kernel needs at least one node")
     nodes = [graph.g.nodes[n] for n in members]
     reads, writes = group_io(graph, members)
-    bw_frac = aten_fraction(nodes, spec) if opts.aten and len(nodes) == 1 else 1.0
+    bw_frac = (aten_fraction(nodes, spec, inner_cat(graph, members[0]))
+               if opts.aten and len(nodes) == 1 else 1.0)
     l2_cap = spec.l2_resident_fraction * spec.l2_bytes
     rd_l2 = 0.0
     rd_dram = 0.0
@@ -284,6 +285,12 @@ def register_pressure(n_ops: int, n_tensors: int) -> float:
             + PRESSURE_PER_OP * max(0, n_ops - PRESSURE_FREE_OPS))
 
 
+#: the widest row the prefill_classes sweep walked (RMSNorm over 896-4096 columns at 128-16384 rows): the
+#: row-walk law is not carried past it (an argmax over a 128k vocabulary splits each row over many blocks:
+#: 36 us measured for 8 x 128256 on the H200, validation/results/decode/h200-2026-11-28.jsonl)
+ROW_WALK_MAX_COLS = 4096
+
+
 def row_walk_us(graph: OpGraph, n: str, spec) -> float:
     """ATen's reduction over the last dim (one output per row: RMSNorm's ``mean(-1)``) walks each
     row in series, ``reduction_col_ns`` per column of one row, however few the rows: at a few
@@ -295,9 +302,19 @@ def row_walk_us(graph: OpGraph, n: str, spec) -> float:
     ins = list(a.get("inputs") or a.get("reads") or [])
     src = main_shape(graph.g.nodes[ins[0]].get("shape")) if ins and ins[0] in graph.g else ()
     out = main_shape(a.get("shape"))
-    if len(src) < 1 or tuple(out) not in (tuple(src[:-1]) + (1,), tuple(src[:-1])):
+    if len(src) < 1 or tuple(out) not in (tuple(src[:-1]) + (1,), tuple(src[:-1])) \
+            or src[-1] > ROW_WALK_MAX_COLS:
         return 0.0
     return src[-1] * spec.reduction_col_ns * 1e-3
+
+
+def inner_cat(graph: OpGraph, n: str) -> bool:
+    """A cat along the last dim (RoPE's ``rotate_half``: each row's two halves), the strided cat
+    the prefill_classes sweep measured; a KV cache's cat along the sequence is not one."""
+    a = graph.g.nodes[n]
+    out = main_shape(a.get("shape"))
+    ins = [main_shape(graph.g.nodes[i].get("shape")) for i in a.get("inputs") or [] if i in graph.g]
+    return bool(out) and bool(ins) and all(len(s) == len(out) and s[-1] < out[-1] for s in ins)
 
 
 def aten_floor(a: dict, spec) -> float:
@@ -313,7 +330,7 @@ def aten_floor(a: dict, spec) -> float:
     return 0.0
 
 
-def aten_fraction(nodes, spec) -> float:
+def aten_fraction(nodes, spec, last_dim_cat: bool = False) -> float:
     """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
 
     Elementwise ops with a broadcast or strided operand run ATen's non-vectorised path
@@ -323,7 +340,7 @@ def aten_fraction(nodes, spec) -> float:
     a = nodes[0]
     kind = a["kind"]
     half = a.get("dtype") in ("float16", "bfloat16")
-    if kind == "copy" and not a.get("contiguous", True) and spec.aten_cat_strided_efficiency \
+    if kind == "copy" and not a.get("contiguous", True) and spec.aten_cat_strided_efficiency and last_dim_cat \
             and packet_name(a.get("op", "")) in ("cat", "stack"):
         # CatArrayBatchedCopy over strided inputs (RoPE's rotate_half of a transposed projection)
         return spec.aten_cat_strided_efficiency
