@@ -89,27 +89,31 @@ def test_prefill_figures_absent_change_nothing_and_present_bound_the_kernels():
 def test_prefill_laws_stay_in_the_sweeps_domain():
     """The row walk is not carried past the sweep's widest row (an argmax over a 128k vocabulary
     splits each row over blocks: 36 us measured for 8 x 128256 on the H200), and the strided-cat rate
-    is RoPE's cat of each row's halves, not a KV cache's cat along the sequence."""
-    from gpusim.cost.roofline import ROW_WALK_MAX_COLS, inner_cat, row_walk_us
+    is for cats of strided inputs (RoPE's halves, the first cat of the transposed values), not a decode
+    step's KV cat, whose largest input is the contiguous cache."""
+    from gpusim.cost.roofline import ROW_WALK_MAX_COLS, row_walk_us, strided_cat
     figs = dataclasses.replace(H200, reduction_col_ns=2.0, aten_cat_strided_efficiency=0.2)
     for cols, walks in ((ROW_WALK_MAX_COLS, True), (128256, False)):
         g, low = _mean_rows(8, cols)
         red = next(k for k in low.kernels if g.g.nodes[k.ops[0]]["kind"] == "reduction")
         assert row_walk_us(g, red.ops[0], figs) == (pytest.approx(cols * 2.0e-3) if walks else 0.0)
 
-    def step(cache, v):
+    def step(cache, v, w):
         rot = torch.cat((-v[..., 32:], v[..., :32]), dim=-1)
-        return torch.cat([cache, v.transpose(1, 2)], dim=-2), rot
+        first = torch.cat([torch.tensor([], dtype=w.dtype, device=w.device), w.transpose(1, 2)], dim=-2)
+        return torch.cat([cache, v.transpose(1, 2)], dim=-2), rot, first
     g, low = _eager(step, torch.empty(8, 8, 4096, 64, dtype=BF16, device="meta"),
-                    torch.empty(8, 1, 8, 64, dtype=BF16, device="meta"))
+                    torch.empty(8, 1, 8, 64, dtype=BF16, device="meta"),
+                    torch.empty(8, 128, 8, 64, dtype=BF16, device="meta"))
     cats = {len(g.g.nodes[k.ops[0]]["shape"]) and g.g.nodes[k.ops[0]]["shape"][-2]: k for k in low.kernels
             if "cat" in g.g.nodes[k.ops[0]]["op"]}
-    kv, rope = cats[4097], cats[8]
-    assert not inner_cat(g, kv.ops[0]) and inner_cat(g, rope.ops[0])
+    kv, rope, first = cats[4097], cats[8], cats[128]
+    assert not strided_cat(g, kv.ops[0]) and strided_cat(g, rope.ops[0]) and strided_cat(g, first.ops[0])
     opts = CostOptions(aten=True)
     plain = dataclasses.replace(figs, aten_cat_strided_efficiency=None)
     assert estimate_group(g, kv.ops, figs, opts).mem_us == estimate_group(g, kv.ops, plain, opts).mem_us
-    assert estimate_group(g, rope.ops, figs, opts).mem_us > estimate_group(g, rope.ops, plain, opts).mem_us
+    for k in (rope, first):
+        assert estimate_group(g, k.ops, figs, opts).mem_us > estimate_group(g, k.ops, plain, opts).mem_us
 
 
 def test_sweep_cases_build_and_run_on_the_cpu(monkeypatch):

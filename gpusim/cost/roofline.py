@@ -186,7 +186,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         raise ValueError("a kernel needs at least one node")
     nodes = [graph.g.nodes[n] for n in members]
     reads, writes = group_io(graph, members)
-    bw_frac = (aten_fraction(nodes, spec, inner_cat(graph, members[0]))
+    bw_frac = (aten_fraction(nodes, spec, strided_cat(graph, members[0]))
                if opts.aten and len(nodes) == 1 else 1.0)
     l2_cap = spec.l2_resident_fraction * spec.l2_bytes
     rd_l2 = 0.0
@@ -308,13 +308,16 @@ def row_walk_us(graph: OpGraph, n: str, spec) -> float:
     return src[-1] * spec.reduction_col_ns * 1e-3
 
 
-def inner_cat(graph: OpGraph, n: str) -> bool:
-    """A cat along the last dim (RoPE's ``rotate_half``: each row's two halves), the strided cat
-    the prefill_classes sweep measured; a KV cache's cat along the sequence is not one."""
-    a = graph.g.nodes[n]
-    out = main_shape(a.get("shape"))
-    ins = [main_shape(graph.g.nodes[i].get("shape")) for i in a.get("inputs") or [] if i in graph.g]
-    return bool(out) and bool(ins) and all(len(s) == len(out) and s[-1] < out[-1] for s in ins)
+def strided_cat(graph: OpGraph, n: str) -> bool:
+    """A cat whose largest input is a strided view or a non-contiguous result (RoPE's ``rotate_half``
+    halves, DynamicCache's first cat of the transposed values): the CatArrayBatchedCopy the
+    prefill_classes sweep measured. A decode step's KV cat, whose largest input is the contiguous
+    cache (the token appended is a few KB), streams at a copy's rate."""
+    ins = [i for i in graph.g.nodes[n].get("inputs") or [] if i in graph.g]
+    if not ins:
+        return False
+    big = graph.g.nodes[max(ins, key=lambda i: math.prod(main_shape(graph.g.nodes[i].get("shape")) or (0,)))]
+    return big.get("op") != "input" and big.get("contiguous") is not True
 
 
 def aten_floor(a: dict, spec) -> float:
@@ -330,7 +333,7 @@ def aten_floor(a: dict, spec) -> float:
     return 0.0
 
 
-def aten_fraction(nodes, spec, last_dim_cat: bool = False) -> float:
+def aten_fraction(nodes, spec, strided_inputs: bool = False) -> float:
     """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
 
     Elementwise ops with a broadcast or strided operand run ATen's non-vectorised path
@@ -340,7 +343,7 @@ def aten_fraction(nodes, spec, last_dim_cat: bool = False) -> float:
     a = nodes[0]
     kind = a["kind"]
     half = a.get("dtype") in ("float16", "bfloat16")
-    if kind == "copy" and not a.get("contiguous", True) and spec.aten_cat_strided_efficiency and last_dim_cat \
+    if kind == "copy" and not a.get("contiguous", True) and spec.aten_cat_strided_efficiency and strided_inputs \
             and packet_name(a.get("op", "")) in ("cat", "stack"):
         # CatArrayBatchedCopy over strided inputs (RoPE's rotate_half of a transposed projection)
         return spec.aten_cat_strided_efficiency
