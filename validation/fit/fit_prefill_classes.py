@@ -21,14 +21,13 @@ provenance, into the GPU's calibrated spec."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 
 from gpusim.hw.schema import PREFILL_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import sweep_path, write_figures
+from validation.fit.fit_triton import read_sweep, sweep_path, write_figures
 
 MIN_CAT_BYTES = 4e6
 MAX_WALK_ROWS = 1024
@@ -36,14 +35,8 @@ MIN_CAUSAL_S = 1024
 
 
 def read(path: str) -> tuple[dict, list[dict]]:
-    env, rows = {}, []
-    for line in open(path):
-        r = json.loads(line)
-        if r.get("kind") == "environment":
-            env = r
-        elif r.get("kind") == "prefill_class" and "failed" not in r:
-            rows.append(r)
-    return env, rows
+    """The sweep's environment line and its measured cases (:func:`fit_triton.read_sweep`)."""
+    return read_sweep(path, "prefill_class", need=())
 
 
 def _legacy(name: str) -> bool:

@@ -17,7 +17,6 @@ law fitted without them), and the points not fitted (128 rows, biased products, 
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -26,7 +25,7 @@ import numpy as np
 
 from gpusim.cost.laws import STREAM_ROWS
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import emit_figures, spec_fit_parser, sweep_path
+from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_parser, sweep_path
 
 FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 MIN_WEIGHT = 8e6
@@ -35,14 +34,8 @@ MAX_ROWS = STREAM_ROWS
 
 
 def read(path: str) -> tuple[dict, list[dict]]:
-    env, rows = {}, []
-    for line in open(path):
-        r = json.loads(line)
-        if r.get("kind") == "environment":
-            env = r
-        elif r.get("kind") == "skinny_gemm" and "failed" not in r:
-            rows.append(r)
-    return env, rows
+    """The sweep's environment line and its measured cases (:func:`fit_triton.read_sweep`)."""
+    return read_sweep(path, "skinny_gemm", need=())
 
 
 def point(r: dict) -> dict | None:

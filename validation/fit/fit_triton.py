@@ -47,15 +47,16 @@ from validation.measure.triton_cases import FUNCS, make_inputs
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 
 
-def read_sweep(path: str) -> tuple[dict, list[dict]]:
-    """The sweep's environment line and its measured cases (failed ones dropped)."""
+def read_sweep(path: str, kind: str = "triton_case", need: tuple = ("kernels",)) -> tuple[dict, list[dict]]:
+    """A sweep's environment line and its measured records of ``kind`` (failed ones dropped, and
+    those missing a field of ``need``); every spec fit reads its sweep this way."""
     env, rows = {}, []
     with open(path) as f:
         for line in f:
             r = json.loads(line)
             if r.get("kind") == "environment":
                 env = r
-            elif r.get("kind") == "triton_case" and not r.get("failed") and r.get("kernels"):
+            elif r.get("kind") == kind and not r.get("failed") and all(r.get(k) for k in need):
                 rows.append(r)
     return env, rows
 

@@ -25,14 +25,13 @@ seconds (listed as ``not_reached`` in the closing ``kind: summary`` line).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 from validation.measure import timing as measure
+from validation.measure.bench_common import budgeted_sweep
 
 #: batches, (query heads, KV heads) of Gemma-2B (MQA), Llama-3.2-1B (GQA 4), Phi-1.5 (MHA), head dims, cache lengths
 BATCHES = (1, 8, 32)
@@ -76,29 +75,14 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.device == "cuda":
         measure.require_cuda()
-    t_start = time.time()
-    done, not_reached = 0, []
-    with open(a.out, "w") as f:
-        env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
-               "command": "python3 -m validation.measure.sdpa_decode "
-               + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[3].strip()}
-        f.write(json.dumps(env) + "\n")
-        f.flush()
-        for p in points(small=a.device != "cuda"):
-            if time.time() - t_start > a.budget_s:
-                not_reached.append(p)
-                continue
-            rec = measure.profiled_record(dict(p, kind="sdpa_decode", mode="eager"), lambda: make(p, a.device),
-                                          a.reps, a.device)
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            done += 1
-            ks = " ".join("%s=%.1f" % (k["name"][:40], k["us"]) for k in rec.get("kernels") or [])
-            print(f"{p['B']}x{p['H']}/{p['KV']}x{p['S']}x{p['D']} {p['mask']:<5} {rec.get('failed') or ks}"
-                  f"  ({time.time() - t_start:.0f}s)", flush=True)
-        f.write(json.dumps({"kind": "summary", "done": done, "not_reached": not_reached,
-                            "elapsed_s": round(time.time() - t_start, 1)}) + "\n")
-    print(f"sdpa_decode: {done} points, {len(not_reached)} not reached, {time.time() - t_start:.0f} s", flush=True)
+    env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
+           "command": "python3 -m validation.measure.sdpa_decode "
+           + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[3].strip()}
+    def run(p):
+        return measure.profiled_record(dict(p, kind="sdpa_decode", mode="eager"), lambda: make(p, a.device),
+                                       a.reps, a.device)
+    budgeted_sweep(a.out, env, points(small=a.device != "cuda"), run,
+                   lambda p: f"{p['B']}x{p['H']}/{p['KV']}x{p['S']}x{p['D']} {p['mask']:<5}", "sdpa_decode", a.budget_s)
     return 0
 
 

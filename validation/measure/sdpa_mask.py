@@ -27,14 +27,13 @@ seconds (listed as ``not_reached`` in the closing ``kind: summary`` line).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 from validation.measure import timing as measure
+from validation.measure.bench_common import budgeted_sweep
 
 #: (B, H, S, D): BERT-base / GPT-2 (batch 8 x 512), XLM-R (16 x 256), OPUS-MT (4 x 384),
 #: Llama-3.2-1B / Phi-1.5 (32 heads), Mistral-7B (head dim 128), ViT-S (197 tokens, unaligned);
@@ -99,28 +98,11 @@ def main(argv=None) -> int:
     if a.device == "cuda":
         measure.require_cuda()
     todo = points(small=a.device != "cuda")
-    t_start = time.time()
-    done, not_reached = 0, []
-    with open(a.out, "w") as f:
-        env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
-               "command": "python3 -m validation.measure.sdpa_mask "
-               + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[3].strip()}
-        f.write(json.dumps(env) + "\n")
-        f.flush()
-        for p in todo:
-            if time.time() - t_start > a.budget_s:
-                not_reached.append(p)
-                continue
-            rec = run_point(p, a.reps, a.device)
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            done += 1
-            ks = " ".join("%s=%.1f" % (k["name"][:40], k["us"]) for k in rec.get("kernels") or [])
-            print(f"{p['B']}x{p['H']}x{p['S']}x{p['D']} {p['layout']:<12} {rec.get('failed') or ks}"
-                  f"  ({time.time() - t_start:.0f}s)", flush=True)
-        f.write(json.dumps({"kind": "summary", "done": done, "not_reached": not_reached,
-                            "elapsed_s": round(time.time() - t_start, 1)}) + "\n")
-    print(f"sdpa_mask: {done} points, {len(not_reached)} not reached, {time.time() - t_start:.0f} s", flush=True)
+    env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
+           "command": "python3 -m validation.measure.sdpa_mask "
+           + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[3].strip()}
+    budgeted_sweep(a.out, env, todo, lambda p: run_point(p, a.reps, a.device),
+                   lambda p: f"{p['B']}x{p['H']}x{p['S']}x{p['D']} {p['layout']:<12}", "sdpa_mask", a.budget_s)
     return 0
 
 
