@@ -108,9 +108,10 @@ def test_prefill_laws_stay_in_the_sweeps_domain():
     cats = {len(g.g.nodes[k.ops[0]]["shape"]) and g.g.nodes[k.ops[0]]["shape"][-2]: k for k in low.kernels
             if "cat" in g.g.nodes[k.ops[0]]["op"]}
     kv, rope, first = cats[4097], cats[8], cats[128]
-    assert not strided_cat(g, kv.ops[0]) and strided_cat(g, rope.ops[0]) and strided_cat(g, first.ops[0])
-    opts = CostOptions(aten=True)
     plain = dataclasses.replace(figs, aten_cat_strided_efficiency=None)
+    assert not strided_cat(g, kv.ops[0], figs) and strided_cat(g, rope.ops[0], figs)
+    assert strided_cat(g, first.ops[0], figs) and not strided_cat(g, rope.ops[0], plain)
+    opts = CostOptions(aten=True)
     assert estimate_group(g, kv.ops, figs, opts).mem_us == estimate_group(g, kv.ops, plain, opts).mem_us
     for k in (rope, first):
         assert estimate_group(g, k.ops, figs, opts).mem_us > estimate_group(g, k.ops, plain, opts).mem_us

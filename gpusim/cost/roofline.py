@@ -186,7 +186,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         raise ValueError("a kernel needs at least one node")
     nodes = [graph.g.nodes[n] for n in members]
     reads, writes = group_io(graph, members)
-    bw_frac = (aten_fraction(nodes, spec, strided_cat(graph, members[0]))
+    bw_frac = (aten_fraction(nodes, spec, strided_cat(graph, members[0], spec))
                if opts.aten and len(nodes) == 1 else 1.0)
     l2_cap = spec.l2_resident_fraction * spec.l2_bytes
     rd_l2 = 0.0
@@ -308,12 +308,18 @@ def row_walk_us(graph: OpGraph, n: str, spec) -> float:
     return src[-1] * spec.reduction_col_ns * 1e-3
 
 
-def strided_cat(graph: OpGraph, n: str) -> bool:
+def strided_cat(graph: OpGraph, n: str, spec) -> bool:
     """A cat whose largest input is a strided view or a non-contiguous result (RoPE's ``rotate_half``
     halves, DynamicCache's first cat of the transposed values): the CatArrayBatchedCopy the
-    prefill_classes sweep measured. A decode step's KV cat, whose largest input is the contiguous
-    cache (the token appended is a few KB), streams at a copy's rate."""
-    ins = [i for i in graph.g.nodes[n].get("inputs") or [] if i in graph.g]
+    prefill_classes sweep measured, priced at ``aten_cat_strided_efficiency``. A decode step's KV
+    cat, whose largest input is the contiguous cache (the token appended is a few KB), streams at
+    a copy's rate. False without the figure or for any other op (read first: a cheap test on every
+    single-op kernel)."""
+    a = graph.g.nodes[n]
+    if not spec.aten_cat_strided_efficiency or a["kind"] != "copy" or a.get("contiguous", True) \
+            or packet_name(a.get("op", "")) not in ("cat", "stack"):
+        return False
+    ins = [i for i in a.get("inputs") or [] if i in graph.g]
     if not ins:
         return False
     big = graph.g.nodes[max(ins, key=lambda i: math.prod(main_shape(graph.g.nodes[i].get("shape")) or (0,)))]
@@ -333,7 +339,7 @@ def aten_floor(a: dict, spec) -> float:
     return 0.0
 
 
-def aten_fraction(nodes, spec, strided_inputs: bool = False) -> float:
+def aten_fraction(nodes, spec, strided_cat_op: bool = False) -> float:
     """Bandwidth of eager PyTorch's kernel for one op, as a fraction of a plain copy's.
 
     Elementwise ops with a broadcast or strided operand run ATen's non-vectorised path
@@ -343,9 +349,7 @@ def aten_fraction(nodes, spec, strided_inputs: bool = False) -> float:
     a = nodes[0]
     kind = a["kind"]
     half = a.get("dtype") in ("float16", "bfloat16")
-    if kind == "copy" and not a.get("contiguous", True) and spec.aten_cat_strided_efficiency and strided_inputs \
-            and packet_name(a.get("op", "")) in ("cat", "stack"):
-        # CatArrayBatchedCopy over strided inputs (RoPE's rotate_half of a transposed projection)
+    if strided_cat_op:     # CatArrayBatchedCopy over strided inputs (:func:`strided_cat`)
         return spec.aten_cat_strided_efficiency
     if kind in ("pointwise", "copy"):
         return elementwise_fraction(a, spec)
