@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from gpusim.hw.links import COLLECTIVES
+from validation.measure.collectives import op_numel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,8 +58,7 @@ def shard_bytes(r: dict) -> int:
     if "shard_bytes" in r:
         return r["shard_bytes"]
     esz = {"float32": 4, "bfloat16": 2, "float16": 2}[r.get("dtype", "bfloat16")]
-    numel = max(r["bytes"] // esz, r["world_size"])
-    return (numel - numel % r["world_size"]) // r["world_size"] * esz
+    return op_numel(r["bytes"], r["world_size"], esz) // r["world_size"] * esz
 
 
 def misaligned(r: dict) -> bool:
@@ -145,8 +145,7 @@ def select(runs, gpu_name, method: str | None = None) -> tuple[str, list]:
     mine = [r for r in runs if r["env"]["gpu_name"] == gpu_name]
     if method is None:
         method = "graph" if any(r["clean"] and r["method"] == "graph" for r in mine) else "eager"
-    sel = [r for r in mine if r["method"] == method]
-    return method, sel
+    return method, [r for r in mine if r["method"] == method]
 
 
 def fit_data(runs, gpu_name, method: str | None = None) -> tuple[str, list, dict, list]:
@@ -216,13 +215,11 @@ def bands(cmp: dict) -> dict:
 def alignment(runs, gpu_name) -> list[tuple]:
     """(collective, world, bytes, us with shards off 16 bytes, us with aligned shards) at each
     size measured both ways (clean graph runs; medians over the runs), above 1 MiB."""
-    off, on = defaultdict(list), defaultdict(list)
-    for run in runs:
-        if run["env"]["gpu_name"] != gpu_name or not run["clean"] or run["method"] != "graph":
-            continue
-        for r in run["points"]:
-            if r["collective"] in SHARDED and r["bytes"] > 1 << 20:
-                (off if misaligned(r) else on)[(r["collective"], r["world_size"], r["bytes"])].append(r)
-    return [(*k, statistics.median(x["us"] for x in off[k]), statistics.median(x["us"] for x in on[k]))
-            for k in sorted(off) if k in on]
+    pts = [p for r in runs if r["clean"] and r["env"]["gpu_name"] == gpu_name and r["method"] == "graph"
+           for p in r["points"] if p["collective"] in SHARDED and p["bytes"] > 1 << 20]
 
+    def key(p):
+        return p["collective"], p["world_size"], p["bytes"]
+    off = _median_by([p for p in pts if misaligned(p)], key, "us")
+    on = _median_by([p for p in pts if not misaligned(p)], key, "us")
+    return [(*k, off[k], on[k]) for k in sorted(off) if k in on]
