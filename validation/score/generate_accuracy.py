@@ -144,11 +144,17 @@ def measured(r: dict) -> tuple[float, float, float]:
     --host-only``, the fastest of its rounds) describes the host without the contention episodes of
     shared VMs (validation/results/host_drift/); earlier records give the median over repetitions."""
     if r.get("statistic") == "fastest rep" and r.get("token_ms_reps"):
-        tpot = min(statistics.mean(rep) for rep in r["token_ms_reps"]) * 1e3
+        tpot = statistics.mean(r["token_ms_reps"][fastest_rep(r)]) * 1e3
         return r["ttft_ms"]["min"] * 1e3, r["wall_ms"]["min"] * 1e3, tpot
     toks = [t * 1e3 for t in r.get("token_ms") or []]
     return (_med(r["ttft_ms"]) * 1e3, _med(r["wall_ms"]) * 1e3,
             statistics.mean(toks) if toks else float("nan"))
+
+
+def fastest_rep(r: dict) -> int:
+    """The index of a ``fastest rep`` record's fastest call: the least mean time per token."""
+    reps = r["token_ms_reps"]
+    return min(range(len(reps)), key=lambda i: statistics.mean(reps[i]))
 
 
 def _run(env: dict):
@@ -173,8 +179,7 @@ def contention(r: dict, quiet: float | None) -> float | None:
     reps, probes = r.get("token_ms_reps"), r.get("python_us_reps")
     if r.get("statistic") != "fastest rep" or not reps or not probes or not quiet:
         return None
-    i = min(range(len(reps)), key=lambda i: statistics.mean(reps[i]))
-    return probes[i] / quiet
+    return probes[fastest_rep(r)] / quiet
 
 
 def lease_summary(tpot: dict) -> str:
