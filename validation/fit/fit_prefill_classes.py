@@ -20,14 +20,13 @@ provenance, into the GPU's calibrated spec."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 
 from gpusim.hw.schema import PREFILL_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import read_sweep, sweep_path, write_figures
+from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_parser, sweep_path
 
 MIN_CAT_BYTES = 4e6
 MAX_WALK_ROWS = 1024
@@ -128,11 +127,7 @@ def fit(rows: list[dict], spec) -> tuple[dict, list[str]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_prefill_classes")
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--sweep", default=None, help="default validation/results/<gpu>/prefill_classes.jsonl")
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
-    a = ap.parse_args(argv)
+    a = spec_fit_parser("fit_prefill_classes", "prefill_classes.jsonl").parse_args(argv)
     path = sweep_path("fit_prefill_classes", a.gpu, a.sweep, "prefill_classes.jsonl", "prefill_classes")
     if path is None:
         return 2
@@ -143,11 +138,7 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.prefill_classes "
            f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_prefill_classes --gpu {a.gpu}")
     out = [f'{k} = {{ value = {figs[k]:.4f}, source = "measured", ref = "{ref}" }}' for k in PREFILL_FIGURES if k in figs]
-    if a.write:
-        write_figures(spec.path, out, PREFILL_FIGURES)
-        print(f"wrote {', '.join(k for k in PREFILL_FIGURES if k in figs)} into {os.path.relpath(spec.path)}")
-    else:
-        print("\n".join(out))
+    emit_figures(spec.path, out, PREFILL_FIGURES, a.write)
     return 0
 
 
