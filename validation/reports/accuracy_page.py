@@ -31,9 +31,9 @@ def main(a) -> int:
         from validation.reports.docs import (accuracy_page, broad_markdown, published_markdown,
                                      summary_markdown, update_docs)
         holdout = None
-        if zoo is not None and "h100" in zoo:
-            from validation.score.holdout_accuracy import holdout_markdown, holdout_report
-            holdout = holdout_markdown(holdout_report(a.results or RESULTS_DIR, "h100"))
+        if zoo is not None:
+            from validation.score.holdout_accuracy import holdout_sections
+            holdout = holdout_sections(a.results or RESULTS_DIR, [g for g in ("h100", "h200") if g in zoo])
         page = update_docs(a.update_readme, summary_markdown(zoo, rep),
                            accuracy_page(full_markdown(rep, zoo), holdout, published_markdown(),
                                          broad_markdown()))

@@ -40,8 +40,9 @@ correlation of predicted and measured device time across the partitions of one g
 HOLDOUT_HEAD = """## Held-out models and shapes
 
 Architectures the zoo lacks (`gpusim.models.zoo.HOLDOUT`), at sizes the zoo never measures, fp32
-and bf16, measured once on an H100 (`validation/results/h100/holdout.jsonl.gz`). They are a test
-set only: nothing is fitted on them (`python -m validation.score.holdout_accuracy`).
+and bf16, measured once on an H100 and once on an H200 (`validation/results/<gpu>/holdout.jsonl.gz`,
+the H200's with its lease's host calibration). They are a test set only: nothing is fitted on them
+(`python -m validation.score.holdout_accuracy --gpu h100|h200`).
 """
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from gpusim.hw.spec import calibrated_name, load_spec
 from validation.records.store import load_zoo_records
 from validation.records.stats import _cell, _stats
-from validation.score.zoo_accuracy import (case_rows, kind_host, memory_rows, memory_summary,
+from validation.score.zoo_accuracy import (case_rows, kind_host, lease_host, lease_setup, memory_rows, memory_summary,
     speedup_rows, speedup_summary)
 from validation.score.zoo_accuracy import _by_family
 
@@ -36,10 +36,18 @@ def holdout_report(results_dir: str, gpu: str = "h100") -> dict:
     recs = load_zoo_records(results_dir, gpu, "holdout")
     name = calibrated_name(gpu)
     spec = load_spec(name)
-    # end to end on the records' own host: their leases ran no host calibration beside
-    # them, so the machine kind's profile (hosts/<datasheet>-host.toml), not the reference
-    rep = {"records": len(recs), "spec": name,
-           "calibrated": _by_family(case_rows(recs, spec, kind_host(gpu)))}
+    # end to end on the records' own host: the lease's host calibration where it ran one
+    # beside them (lease_host, lease_setup), else the machine kind's profile
+    # (hosts/<datasheet>-host.toml), never the reference host
+    rows, by_lease = [], {}
+    for r in recs:
+        by_lease.setdefault(lease_host(results_dir, gpu, r), []).append(r)
+    for path, group in by_lease.items():
+        s, host = lease_setup(spec, path) if path else (spec, kind_host(gpu))
+        rows += case_rows(group, s, host)
+    order = {r["case_id"]: i for i, r in enumerate(recs)}
+    rows.sort(key=lambda row: order[row["case"]])
+    rep = {"records": len(recs), "spec": name, "calibrated": _by_family(rows)}
     mrows = memory_rows(recs, spec)
     rep["memory"] = {"summary": memory_summary(mrows), "rows": mrows}
     sp = speedup_rows(recs, spec)
@@ -96,6 +104,19 @@ def holdout_markdown(rep: dict) -> str:
                      f"{(r['pred_us'] - r['meas_us']) / r['meas_us'] * 100:+.0f}% | "
                      f"{r['meas_kernels']} / {r['pred_kernels']} | {peak} |")
     return "\n".join(lines)
+
+
+def holdout_sections(results_dir: str, gpus: list[str]) -> str | None:
+    """The held-out tables of every GPU in ``gpus`` that has held-out records, each under its
+    own heading (``### H100``), for docs/accuracy.md; None when no GPU has any."""
+    parts = []
+    for gpu in gpus:
+        if not os.path.exists(os.path.join(results_dir, gpu, "holdout.jsonl.gz")):
+            continue
+        rep = holdout_report(results_dir, gpu)
+        parts += [f"### {gpu.upper()} ({rep['records']} records, spec `{rep['spec']}`)", "",
+                  holdout_markdown(rep), ""]
+    return "\n".join(parts).rstrip() or None
 
 
 def main(argv=None) -> int:
