@@ -403,7 +403,7 @@ def compiled_library_split(dev: str = "cuda", ks: tuple = (1, 16), backend: str 
     (:func:`library_chains`), beside ``compiled_launch_split``'s tiny fp32 matmul: each chain
     compiled at k in ``ks``, its wall of back-to-back calls, the kernels the profiler saw and
     how many of them Triton generated (the fit prices those at the Triton figure and the
-    library's helper kernels at one launch). Attention runs under cuDNN's SDPA backend where
+    library's helper kernels at one launch), and the library kernels' names. Attention runs under cuDNN's SDPA backend where
     the GPU has it. ``backend="eager"`` on a CPU: a dry run of the programs, no figure."""
     from contextlib import nullcontext
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -425,6 +425,8 @@ def compiled_library_split(dev: str = "cuda", ks: tuple = (1, 16), backend: str 
                         raise
                     out[name] = {"error": str(e).splitlines()[0][:200]}
                     break
+                lib_names = sorted({kn["name"][:80] for kn in ks_ if not kn["name"].startswith("triton")})
                 out[name][k] = {"wall_us": wall, "kernels": len(ks_),
-                                "triton": sum(1 for kn in ks_ if kn["name"].startswith("triton"))}
+                                "triton": sum(1 for kn in ks_ if kn["name"].startswith("triton")),
+                                "library_kernels": lib_names}    # which library ran (cuDNN's SDPA?)
     return out
