@@ -355,39 +355,42 @@ def compiled_launch_split(dev: str = "cuda", ks: tuple = (1, 16)) -> dict:
 
 
 def library_chains(dev: str = "cuda") -> dict:
-    """``{name: (make(k), args)}``: k extern library calls as a model makes them, each chain's
-    tensors one input however long it is (the weights of step i are views of one stacked
-    tensor, as a model's are parameters the wrapper reinterprets), bf16 at shapes a
-    transformer or CNN block runs but small enough that the host bounds the call:
+    """``{name: (make(k), args)}``: k extern library calls as a model makes them, each
+    followed by a pointwise op (one Triton kernel: a model's wrapper alternates library
+    calls and its own kernels, and the zoo's compiled records put the extra cost of a real
+    model's wrapper on the library calls), each chain's tensors one input however long it is
+    (the weights of step i are views of one stacked tensor, as a model's are parameters the
+    wrapper reinterprets), bf16 at shapes a transformer or CNN block runs but small enough
+    that the host bounds the call:
 
-    ``linear``     ``x = F.linear(x, W[i], B[i])``: cuBLASLt GEMMs with a bias epilogue
+    ``linear``     ``x = relu(F.linear(x, W[i], B[i]))``: cuBLASLt GEMMs with a bias
                    (``extern_kernels.addmm``), 256 tokens of width 256;
-    ``attention``  ``q = sdpa(q, k, v)``: cuDNN attention on a CUDA GPU that has it
+    ``attention``  ``q = relu(sdpa(q, k, v))``: cuDNN attention on a CUDA GPU that has it
                    (``aten._scaled_dot_product_cudnn_attention``, as the zoo's compiled
                    transformers run it), 2x4 heads of 128 x 64;
-    ``conv``       ``x = F.conv2d(x, W[i], B[i], padding=1)``: cuDNN 3x3 convolutions with a
-                   bias, 32 channels of 16x16."""
+    ``conv``       ``x = relu(F.conv2d(x, W[i], B[i], padding=1))``: cuDNN 3x3
+                   convolutions, 32 channels of 16x16."""
     bf = dict(device=dev, dtype=torch.bfloat16)
     n = 16
 
     def linear(k):
         def f(x, w, b):
             for i in range(k):
-                x = F.linear(x, w[i], b[i])
+                x = torch.relu(F.linear(x, w[i], b[i]))
             return x
         return f
 
     def attention(k):
         def f(q, kk, v):
             for _ in range(k):
-                q = F.scaled_dot_product_attention(q, kk, v)
+                q = torch.relu(F.scaled_dot_product_attention(q, kk, v))
             return q
         return f
 
     def conv(k):
         def f(x, w, b):
             for i in range(k):
-                x = F.conv2d(x, w[i], b[i], padding=1)
+                x = torch.relu(F.conv2d(x, w[i], b[i], padding=1))
             return x
         return f
     q = torch.randn(2, 4, 128, 64, **bf)
