@@ -129,3 +129,13 @@ def test_the_records_check_recovers_known_costs_by_class():
     assert (fit["triton_us"], fit["matmul_us"], fit["attention_us"], fit["conv_us"]) == (
         pytest.approx(10.0), pytest.approx(35.0), pytest.approx(60.0), pytest.approx(40.0))
     assert fit["median_err"] < 1e-6
+
+
+def test_a_host_with_class_figures_only_launches_helpers_at_one_launch():
+    ks = predict(_Net().eval(), (torch.randn(2, 8, 8, 8),), gpu=SPEC, mode="compiled", host=SPLIT).kernels
+    aux = [k for k in ks if k.role == "aux"]
+    if not aux:
+        pytest.skip("no library helper kernel in this program on this spec")
+    bare = SPLIT.replace(compiled_triton_us=None, compiled_extern_us=None)
+    assert compiled_launch_us(aux[0], bare) == bare.compiled_kernel_us        # no split: as before
+    assert compiled_launch_us(aux[0], bare.replace(compiled_conv_us=50.0)) == bare.kernel_launch_us

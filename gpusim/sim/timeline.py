@@ -164,7 +164,9 @@ def compiled_launch_us(kernel: KernelEstimate, host) -> float:
     real model, ``validation.score.compiled_host``). A host without the split figures
     prices every kernel at ``compiled_kernel_us``, calibrate's chain of extern matmuls and
     Triton relus (their mean)."""
-    if kernel.role == "aux" and host.compiled_extern_us is not None:
+    split = host.compiled_extern_us is not None or any(
+        getattr(host, f) is not None for f in EXTERN_CLASS_FIELDS.values())
+    if kernel.role == "aux" and split:
         return host.kernel_launch_us or host.compiled_kernel_us
     if kernel.kind not in GEMM_KINDS:
         fig = host.compiled_triton_us
