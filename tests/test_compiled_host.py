@@ -73,7 +73,8 @@ def test_parameters_pay_the_input_figure_unless_measured_apart():
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.sampled_from(["compiled_triton_us", "compiled_extern_us", "compiled_param_us"]),
+@given(st.sampled_from(["compiled_triton_us", "compiled_extern_us", "compiled_param_us",
+                        "compiled_matmul_us", "compiled_conv_us"]),   # _Block: no attention
        st.floats(0.0, 50.0), st.floats(0.1, 50.0))
 def test_a_dearer_launch_never_makes_a_compiled_call_faster(field, lo, extra):
     ks = _KS

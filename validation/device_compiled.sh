@@ -16,7 +16,7 @@ left() { echo $(( SECS - ($(date +%s) - T0) )); }
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/smi_before.txt"
 echo "== host calibration"
-timeout 150 python3 -m gpusim calibrate --host-only --out "$OUT/host-$TAG.toml" 2>&1 | grep -v "^USDT\|^W1\|^ERROR:.*gpuGetDevice" | tail -5
+timeout 360 python3 -m gpusim calibrate --host-only --out "$OUT/host-$TAG.toml" 2>&1 | grep -v "^USDT\|^W1\|^ERROR:.*gpuGetDevice" | tail -5
 echo "host calibration done at $(( $(date +%s) - T0 )) s"
 grep -A20 "^\[host\]" "$OUT/host-$TAG.toml" | cut -c1-60
 echo "== warm ($W workers, $WARM_S s)"

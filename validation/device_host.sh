@@ -9,7 +9,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/$TAG-smi_before.txt"
-timeout 240 python3 -m gpusim calibrate --host-only --out "$OUT/$TAG.toml" > "$OUT/$TAG-run.log" 2>&1
+timeout 360 python3 -m gpusim calibrate --host-only --out "$OUT/$TAG.toml" > "$OUT/$TAG-run.log" 2>&1
 echo "calibrate rc $? $(( $(date +%s) - T0 )) s" >> "$OUT/$TAG-run.log"
 LEFT=$(( SECS - ($(date +%s) - T0) ))
 timeout "$LEFT" python3 validation/measure/host_breakdown.py --walls "$OUT/$TAG-walls.jsonl" >> "$OUT/$TAG-run.log" 2>&1

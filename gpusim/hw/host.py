@@ -50,7 +50,8 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "python_module_call_us", "python_torch_call_us", "cudnn_attention_plan_us",
             "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us",
             "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
-            "cudagraph_launch_node_us")
+            "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
+            "compiled_conv_us")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
@@ -104,6 +105,12 @@ class HostProfile:
     compiled_extern_us: float | None = None
     compiled_param_us: float | None = None     # compiled call's cost per nn.Parameter input; None: compiled_input_us
     cudagraph_launch_node_us: float | None = None   # a CUDA graph launch's host time per node; None: 0
+    # Inductor's wrapper, per extern library call by its class, in a model's own dtype and shapes
+    # (bf16 cuBLASLt GEMMs with a bias, cuDNN attention, cuDNN convolutions; calibrate's
+    # compiled_library_split), where compiled_extern_us is a tiny fp32 mm. None: compiled_extern_us
+    compiled_matmul_us: float | None = None
+    compiled_attention_us: float | None = None
+    compiled_conv_us: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

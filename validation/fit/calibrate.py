@@ -143,6 +143,10 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
         out.update(split)
     if h.get("launch_api_us") and h["launch_api_us"] == h["launch_api_us"]:
         out["kernel_launch_us"] = float(max(0.5, h["launch_api_us"]))
+    if h.get("compiled_library") and out.get("compiled_extern_us"):
+        diag["compiled_library"] = h["compiled_library"]
+        out.update(library_call_figures(h["compiled_library"], out.get("compiled_triton_us"),
+                                        out.get("kernel_launch_us")))
     ro = h.get("reduce_overhead")
     if ro:
         # wall = call + kernels x gap (tiny kernels) + inputs x copy; from 1x1, 8x1, 1x16
@@ -270,6 +274,32 @@ def split_launch_figures(sp: dict) -> dict:
     return out
 
 
+#: calibrate's library chain (host_bench.library_chains) -> the host figure it measures
+LIBRARY_FIELDS = {"linear": "compiled_matmul_us", "attention": "compiled_attention_us", "conv": "compiled_conv_us"}
+
+
+def library_call_figures(lib: dict, triton_us: float | None, launch_us: float | None) -> dict:
+    """Per extern library call of each class from :func:`validation.measure.host_bench.compiled_library_split`:
+    the wall slope between the shortest and longest chain, less the extra Triton kernels
+    Inductor generated (at ``triton_us``) and the library's extra helper kernels (at one
+    launch, ``launch_us``), per extra call. A chain that failed, or whose longer run did not
+    launch one more library kernel per extra call (Inductor chose a Triton template), gives
+    no figure: the host then prices that class at ``compiled_extern_us``."""
+    out = {}
+    for name, field in LIBRARY_FIELDS.items():
+        rs = {int(k): v for k, v in (lib.get(name) or {}).items() if str(k).isdigit()}
+        if len(rs) < 2:
+            continue
+        lo, hi = rs[min(rs)], rs[max(rs)]
+        calls, tri = max(rs) - min(rs), hi["triton"] - lo["triton"]
+        aux = (hi["kernels"] - hi["triton"]) - (lo["kernels"] - lo["triton"]) - calls
+        if aux < 0 or (tri and triton_us is None) or (aux and launch_us is None):
+            continue
+        per = (hi["wall_us"] - lo["wall_us"] - tri * (triton_us or 0.0) - aux * (launch_us or 0.0)) / calls
+        out[field] = float(max(0.5, per))
+    return out
+
+
 COMMENTS = {
     "mem_efficiency": "cold device-to-device copies of 8x L2 and more: fitted bandwidth / datasheet peak",
     "kernel_fixed_us": "median profiled duration of cold copy kernels of 64 KiB and below",
@@ -295,6 +325,9 @@ COMMENTS = {
     "compiled_triton_us": "torch.compile'd chain of k sin+1 steps, each a graph output, fusion off (max_fusion_size=1), k = 1 and 16: wall per extra Triton kernel the profiler saw",
     "compiled_extern_us": "torch.compile'd chain of k 16x16 matmuls with one weight (extern_kernels.mm, no Triton), k = 1 and 16: wall per extra kernel the profiler saw",
     "compiled_param_us": "torch.compile'd nn.Module stacking and summing its 16 vs 1 parameters: wall per extra parameter, extra launches at the Triton figure",
+    "compiled_matmul_us": "torch.compile'd chain of k bf16 relu(F.linear(x, W[i], B[i])), 256 x 256 (extern_kernels.addmm: cuBLASLt with a bias epilogue), k = 1 and 16: wall per extra library call, extra Triton kernels at compiled_triton_us and helper kernels at kernel_launch_us taken out",
+    "compiled_attention_us": "torch.compile'd chain of k bf16 relu(sdpa(q, k, v)) under cuDNN's backend (aten._scaled_dot_product_cudnn_attention), 2x4 heads of 128 x 64, k = 1 and 16: wall per extra library call, extra Triton kernels at compiled_triton_us and helper kernels at kernel_launch_us taken out",
+    "compiled_conv_us": "torch.compile'd chain of k bf16 3x3 relu(F.conv2d(x, W[i], B[i])), 32 channels of 16x16 (aten.convolution: cuDNN), k = 1 and 16: wall per extra library call, extra Triton kernels at compiled_triton_us and helper kernels at kernel_launch_us taken out",
     "kernel_launch_us": "median CPU time of one cudaLaunchKernel call (profiler) in a loop of eager adds",
     "eager_forward_factor": "gpusim's reference GPT-2 and ResNet-50 forwards (tiny, bf16, host-bound; timed thrice over a run: the median in a full calibration, the fastest of every round's with --host-only and --forward-only): eager wall / gpusim's prediction with the tight-loop host figures",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",

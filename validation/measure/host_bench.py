@@ -92,6 +92,7 @@ def host_microbenchmarks() -> dict:
                    "kernels": len(measure.profile_kernels(cf, (x,), flush=False, reps=2)["kernels"])}
     h["compiled"] = comp
     h["compiled_split"] = compiled_launch_split(dev)
+    h["compiled_library"] = compiled_library_split(dev)
     rounds.append(reference_walls())
     # each group of a partition run as its own compiled region (the validation harness)
     regions = {}
@@ -159,7 +160,7 @@ def host_microbenchmarks() -> dict:
 
 
 #: leaves of the raw host timings that count things (kernels, inputs) rather than time them
-COUNT_KEYS = ("kernels", "inputs")
+COUNT_KEYS = ("kernels", "inputs", "triton")
 
 
 def fastest_rounds(rounds: list[dict]) -> dict:
@@ -350,4 +351,85 @@ def compiled_launch_split(dev: str = "cuda", ks: tuple = (1, 16)) -> dict:
                     cf(*args)                # compiled here, under the config
                 out[name][k] = {"wall_us": measure.time_wall(cf, args)["median_us"],
                                 "kernels": len(measure.profile_kernels(cf, args, flush=False, reps=2)["kernels"])}
+    return out
+
+
+def library_chains(dev: str = "cuda") -> dict:
+    """``{name: (make(k), args)}``: k extern library calls as a model makes them, each
+    followed by a pointwise op (one Triton kernel: a model's wrapper alternates library
+    calls and its own kernels, and the zoo's compiled records put the extra cost of a real
+    model's wrapper on the library calls), each chain's tensors one input however long it is
+    (the weights of step i are views of one stacked tensor, as a model's are parameters the
+    wrapper reinterprets), bf16 at shapes a transformer or CNN block runs but small enough
+    that the host bounds the call:
+
+    ``linear``     ``x = relu(F.linear(x, W[i], B[i]))``: cuBLASLt GEMMs with a bias
+                   (``extern_kernels.addmm``), 256 tokens of width 256;
+    ``attention``  ``q = relu(sdpa(q, k, v))``: cuDNN attention on a CUDA GPU that has it
+                   (``aten._scaled_dot_product_cudnn_attention``, as the zoo's compiled
+                   transformers run it), 2x4 heads of 128 x 64;
+    ``conv``       ``x = relu(F.conv2d(x, W[i], B[i], padding=1))``: cuDNN 3x3
+                   convolutions, 32 channels of 16x16."""
+    bf = dict(device=dev, dtype=torch.bfloat16)
+    n = 16
+
+    def linear(k):
+        def f(x, w, b):
+            for i in range(k):
+                x = torch.relu(F.linear(x, w[i], b[i]))
+            return x
+        return f
+
+    def attention(k):
+        def f(q, kk, v):
+            for _ in range(k):
+                q = torch.relu(F.scaled_dot_product_attention(q, kk, v))
+            return q
+        return f
+
+    def conv(k):
+        def f(x, w, b):
+            for i in range(k):
+                x = torch.relu(F.conv2d(x, w[i], b[i], padding=1))
+            return x
+        return f
+    q = torch.randn(2, 4, 128, 64, **bf)
+    return {"linear": (linear, (torch.randn(256, 256, **bf), torch.randn(n, 256, 256, **bf) / 16,
+                                torch.randn(n, 256, **bf))),
+            "attention": (attention, (q, torch.randn_like(q), torch.randn_like(q))),
+            "conv": (conv, (torch.randn(1, 32, 16, 16, **bf), torch.randn(n, 32, 32, 3, 3, **bf) / 17,
+                            torch.randn(n, 32, **bf)))}
+
+
+def compiled_library_split(dev: str = "cuda", ks: tuple = (1, 16), backend: str = "inductor") -> dict:
+    """What Inductor's wrapper pays per extern library call of each class inside a model
+    (:func:`library_chains`), beside ``compiled_launch_split``'s tiny fp32 matmul: each chain
+    compiled at k in ``ks``, its wall of back-to-back calls, the kernels the profiler saw and
+    how many of them Triton generated (the fit prices those at the Triton figure and the
+    library's helper kernels at one launch), and the library kernels' names. Attention runs under cuDNN's SDPA backend where
+    the GPU has it. ``backend="eager"`` on a CPU: a dry run of the programs, no figure."""
+    from contextlib import nullcontext
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    out: dict = {}
+    with torch.no_grad():
+        for name, (make, args) in library_chains(dev).items():
+            cudnn = name == "attention" and dev == "cuda"
+            out[name] = {}
+            for k in ks:
+                torch._dynamo.reset()
+                try:
+                    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]) if cudnn else nullcontext():
+                        cf = torch.compile(make(k), backend=backend)
+                        cf(*args)            # compiled here, under the attention backend
+                        ks_ = measure.profile_kernels(cf, args, flush=False, reps=2)["kernels"]
+                        wall = measure.time_wall(cf, args)["median_us"]
+                except RuntimeError as e:    # no cuDNN attention on this GPU: no figure
+                    if not cudnn:
+                        raise
+                    out[name] = {"error": str(e).splitlines()[0][:200]}
+                    break
+                lib_names = sorted({kn["name"][:80] for kn in ks_ if not kn["name"].startswith("triton")})
+                out[name][k] = {"wall_us": wall, "kernels": len(ks_),
+                                "triton": sum(1 for kn in ks_ if kn["name"].startswith("triton")),
+                                "library_kernels": lib_names}    # which library ran (cuDNN's SDPA?)
     return out
