@@ -57,9 +57,10 @@ LAW = ("fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync
 
 
 def scoring_host(gpu: str, host: str | None = "lease-law"):
-    """``lease-law`` (the default): the reference host's figures (they price these leases' DDP steps within 7%,
-    the H200 leases' own 2026-11-22 profile 20% too fast) with FSDP2's law from the host profile of the GPU's
-    leases, where it was measured (validation/fit/fsdp_law.py); else a host profile's name."""
+    """``lease-law`` (the default): the reference host's figures (synchronised steps: they price these leases' DDP
+    steps within 7.9% median, ResNet-50 up to 29% slow; the H200 leases' own 2026-11-22 profile 13% median too fast)
+    with FSDP2's law from the host profile of the GPU's leases, where it was measured (validation/fit/fsdp_law.py);
+    else a host profile's name."""
     from gpusim.hw.host import load_host
     if host not in (None, "lease-law"):
         return load_host(host)
