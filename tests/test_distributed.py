@@ -184,6 +184,23 @@ def test_prediction_is_plain_numbers_and_traces_both_streams(ddp4):
     assert {1, 2} <= tids
 
 
+@pytest.mark.parametrize("fixture", ["ddp4", "fsdp4"])
+def test_synchronised_step_is_never_shorter_than_back_to_back(fixture, request):
+    p = request.getfixturevalue(fixture)
+    assert p.synced_step_us >= p.step_us - 1e-6
+    assert p.to_dict()["synced_step_us"] == p.synced_step_us == p.rank.span_us
+
+
+def test_synchronised_step_pays_the_host_lead_and_the_gpu_drain():
+    """A host-bound forward (100 tiny ops) before a device-bound GEMM and its backward: back to back, the next
+    step's forward is issued while this one's GEMMs run (about max(host, device)); synchronised each step (as
+    validation/measure/dist_run.py times it), the host's forward and the GEMMs follow one another."""
+    p = predict_distributed(builder("ddp_python_then_gemm"), "h100", 1, world1=False)
+    host, device = p.single.timeline.host_us, p.single.timeline.device_us
+    assert p.step_us < 1.2 * max(host, device)
+    assert p.synced_step_us > max(host, device) + 0.5 * min(host, device)
+
+
 def test_api_front_door():
     p = gpusim.predict(builder("plain_mlp"), gpu="h100", nproc_per_node=2)
     assert isinstance(p, DistPrediction) and p.strategy == "none" and p.comm_us == 0.0

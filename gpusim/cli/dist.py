@@ -113,7 +113,8 @@ def dist_text(p, label: str) -> str:
         f" x {p.nnodes} hosts" if p.nnodes > 1 else "")
     lines = [f"{label}: {p.strategy.upper() if p.strategy != 'none' else 'no wrapper'} on {where} of {p.gpu} "
              f"({p.link}, collectives {p.link_source})",
-             f"step time        {p.step_us / ms:9.3f} ms per rank",
+             f"step time        {p.step_us / ms:9.3f} ms per rank (back to back; {p.synced_step_us / ms:.3f} ms "
+             "synchronised each step, e.g. by loss.item())",
              f"  compute        {p.compute_us / ms:9.3f} ms on the compute stream (NCCL's SM share adds "
              f"{p.slowdown_us / ms:.3f} ms; factor {p.overlap_factor:.3f})",
              f"  communication  {p.comm_us / ms:9.3f} ms: exposed {p.exposed_comm_us / ms:.3f} ms, hidden "

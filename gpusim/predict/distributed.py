@@ -10,6 +10,14 @@ spread is not modelled).
 :class:`DistPrediction` holds plain numbers: step time, compute, communication in total / exposed /
 hidden, the single-GPU step of the same builder (world 1) and the scaling over it, memory per rank, and
 the two-stream timeline (:meth:`DistPrediction.trace` for Perfetto).
+
+Two step times. ``step_us``: steps back to back with no host read between them, where the next step's
+forward (Python, host-bound) is issued while this step's backward and optimizer still run on the GPU.
+``synced_step_us``: one step from an idle GPU to its last kernel's end, what a loop that synchronises every
+step runs (``loss.item()`` for logging, ``torch.cuda.synchronize()`` around a timed step, as the lab's distributed harness times it): the host's lead
+before the GPU is busy and the GPU's drain after the host is done both count. They are close when a host read
+early in the step drains the GPU anyway; a step whose forward is host-bound and whose backward is device-bound
+(GPT-2, Llama-1B under DDP/FSDP2) is 10-15% longer synchronised.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ class DistPrediction:
     nproc_per_node: int
     nnodes: int
     step_us: float
+    synced_step_us: float            # one step from an idle GPU to its last kernel's end (a loop that syncs each step)
     compute_us: float
     comm_us: float
     exposed_comm_us: float
@@ -67,7 +76,7 @@ class DistPrediction:
         return self.step_us / self.world1_step_us if self.world1_step_us else None
 
     def to_dict(self) -> dict:
-        keys = ("gpu", "strategy", "nproc_per_node", "nnodes", "step_us", "compute_us", "comm_us",
+        keys = ("gpu", "strategy", "nproc_per_node", "nnodes", "step_us", "synced_step_us", "compute_us", "comm_us",
                 "exposed_comm_us", "hidden_comm_us", "slowdown_us", "host_us", "single_step_us",
                 "world1_step_us", "peak_bytes", "peak_phase", "fits", "capacity_bytes", "n_collectives",
                 "n_added_kernels", "link", "link_source", "overlap_factor")
@@ -126,7 +135,7 @@ def predict_distributed(builder, gpu="h100", nproc_per_node: int = 1, nnodes: in
               "overlap_source": fsrc}
     return DistPrediction(
         gpu=spec.name, strategy=dplan.strategy, nproc_per_node=nproc_per_node, nnodes=nnodes,
-        step_us=float(rank.step_us), compute_us=float(rank.compute_us), comm_us=float(rank.comm_us),
+        step_us=float(rank.step_us), synced_step_us=float(rank.span_us), compute_us=float(rank.compute_us), comm_us=float(rank.comm_us),
         exposed_comm_us=float(rank.exposed_comm_us), hidden_comm_us=float(rank.hidden_comm_us),
         slowdown_us=float(rank.slowdown_us), host_us=float(single.timeline.host_us),
         single_step_us=float(single.end_to_end_us), world1_step_us=None if w1 is None else float(w1),

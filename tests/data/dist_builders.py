@@ -92,3 +92,32 @@ def plain_mlp():
 
 def broken():
     raise RuntimeError("no GPU here")
+
+
+class _PythonThenGemm(nn.Module):
+    """A forward of many tiny ops on a small tensor (host-bound: Python and dispatch) before one large GEMM,
+    whose backward is device-bound: GPT-2's and Llama's steps in miniature."""
+
+    def __init__(self, width=8192):
+        super().__init__()
+        self.big = nn.Linear(width, width, bias=False)
+
+    def forward(self, x, t):
+        for _ in range(100):
+            t = t * 1.01 + 0.5
+        return self.big(x).float().mean() + t.sum()
+
+
+def ddp_python_then_gemm():
+    model = DDP(_PythonThenGemm().cuda())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(16384, 8192, device="cuda")
+    t = torch.randn(16, device="cuda")
+
+    def step(x, t):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x, t)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step, (x, t)

@@ -88,7 +88,7 @@ def fit(progress: bool = False, form: str = "unit") -> dict:
         if progress:
             print(f"predicting world {w} units {u} wrapped {r['wrapped']}", file=sys.stderr, flush=True)
         p = predict_distributed(builder(u, r["wrapped"]), spec_for(gpu), w, 1, host=off, world1=False)
-        pred.setdefault(w, {}).setdefault(u, {})[r["wrapped"]] = p.step_us
+        pred.setdefault(w, {}).setdefault(u, {})[r["wrapped"]] = p.synced_step_us     # the harness syncs each step
         if r["wrapped"]:
             calls.setdefault(w, {})[u] = sum(p.plan.host_calls.values())
     per = {}

@@ -13,8 +13,10 @@ slowest rank (``rank_step_ms_median``: each rank's own median; ``python_us``: th
 step, host_drift's fixed pure-Python workload, slowest rank, ~1,350 us on a quiet H200 host). Then the peak memory
 of rank 0 (allocated and reserved, over the timed steps), and one
 more step under the profiler on every rank, whose rank-0 GPU activities (kernels, copies, sets) are
-written with their stream, start and duration. Profiled NCCL kernel durations include the time spent
-waiting for peers: the step wall is the truth, the kernel list says what ran.
+written with their stream, start and duration, and that step's host side by phase (``profiled_host``: the
+forward's and the backward's host span and kernel launches, autograd's node count; :func:`host_phases`). Profiled
+NCCL kernel durations include the time spent waiting for peers: the step wall is the truth, the kernel list says
+what ran.
 """
 
 from __future__ import annotations
@@ -54,13 +56,42 @@ def environment(world: int) -> dict:
             "python": sys.version.split()[0], "command": " ".join(sys.argv)}
 
 
-def gpu_activities(prof) -> list[dict]:
+def chrome_trace(prof) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     prof.export_chrome_trace(path)
     with open(path) as f:
         trace = json.load(f)
     os.unlink(path)
+    return trace
+
+
+#: autograd's engine runs one of these per backward node, from C++ (no Python between them)
+BACKWARD_NODE = "autograd::engine::evaluate_function"
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+
+
+def host_phases(trace: dict) -> dict:
+    """The profiled step's host side, split at autograd's first backward node: the forward (first CPU event to it)
+    and the backward (its first node to its last node's end) as the host lived them, with the kernel launches each
+    made (the CUDA runtime's launch calls on the host) and the backward's node count. Profiled spans run slower than
+    unprofiled ones (compare ``step_ms``): a host cost per backward launch is the span over the launches, scaled by
+    the step's unprofiled over profiled wall."""
+    evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e and "dur" in e]
+    cpu = [e for e in evs if e.get("cat") in ("cpu_op", "user_annotation", "python_function")]
+    nodes = [e for e in cpu if str(e.get("name", "")).startswith(BACKWARD_NODE)]
+    launches = sorted(e["ts"] for e in evs if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCHES)
+    if not cpu or not nodes:
+        return {}
+    t0, b0 = min(e["ts"] for e in cpu), min(e["ts"] for e in nodes)
+    b1 = max(e["ts"] + e["dur"] for e in nodes)
+    return {"forward_host_us": round(b0 - t0, 1), "forward_launches": sum(t0 <= t < b0 for t in launches),
+            "backward_host_us": round(b1 - b0, 1), "backward_launches": sum(b0 <= t < b1 for t in launches),
+            "backward_nodes": len(nodes), "step_host_us": round(max(e["ts"] + e["dur"] for e in cpu) - t0, 1)}
+
+
+def gpu_activities(prof, trace: dict | None = None) -> list[dict]:
+    trace = chrome_trace(prof) if trace is None else trace
     out = []
     for e in trace.get("traceEvents", []):
         if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
@@ -106,7 +137,9 @@ def run_case(name: str, builder, warmup: int, steps: int, world: int) -> dict:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         step(*args)
         torch.cuda.synchronize()
-    kernels = gpu_activities(prof) if dist.get_rank() == 0 else []
+    trace = chrome_trace(prof) if dist.get_rank() == 0 else {}
+    kernels = gpu_activities(prof, trace) if trace else []
+    profiled_host = host_phases(trace) if trace else {}
     del step, args
     gc.collect()
     torch.cuda.empty_cache()
@@ -115,7 +148,8 @@ def run_case(name: str, builder, warmup: int, steps: int, world: int) -> dict:
                         "max": round(max(walls), 3), "n": len(walls), "all": [round(w, 3) for w in walls]},
             "rank_step_ms_median": per_rank, "python_us": [round(x, 1) for x in slowest_probe.tolist()],
             "peak_allocated_bytes": peak, "peak_reserved_bytes": reserved,
-            "kernel_count": sum(k["cat"] == "kernel" for k in kernels), "kernels": kernels}
+            "kernel_count": sum(k["cat"] == "kernel" for k in kernels), "profiled_host": profiled_host,
+            "kernels": kernels}
 
 
 def _params(step):

@@ -19,7 +19,8 @@ DIST_HEAD = """## Across GPUs: data-parallel training steps
 DDP ResNet-50, DDP GPT-2 and FSDP2 Llama-3.2-1B (`validation/measure/dist_steps.py`) at 1, 2 and 4 GPUs of an
 NVIDIA H200 x4 host (all pairs NV18), on three leases of the same day (`validation/results/dist/`, one column
 each: lease 3 ran FSDP2 and DDP ResNet-50 at 2 and 4 GPUs only). Measured: the median step wall of the slowest
-rank, rank 0's peak allocated memory. Predicted once per case and world (`python3 -m validation.score.dist_accuracy`,
+rank (each step timed from a synchronised start to `cuda.synchronize()`), rank 0's peak allocated memory. Predicted
+once per case and world, the step as timed (gpusim's `synced_step_us`: one step from an idle GPU) (`python3 -m validation.score.dist_accuracy`,
 stored in `validation/results/dist/predictions.json`; details and NCCL kernel counts in docs/distributed.md). The
 spread column is the largest measured step over the smallest across leases: the noise any error here is read
 against (FSDP2's wall moves ~40% between leases). Scaling: step at N GPUs over the same lease's step at 1 GPU
