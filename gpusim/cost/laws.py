@@ -430,4 +430,4 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         kind="copy", shape=a.get("shape") or (), flops=0.0, bytes_read=kernel.bytes / 2,
         bytes_read_l2=0.0, bytes_written=kernel.bytes / 2, mem_us=mem, compute_us=0.0,
         fixed_us=spec.kernel_fixed_us, us=us, bound="memory" if kernel.bytes else "latency",
-        unit="fp32", role="aux")
+        unit="fp32", role="aux", variant=kernel.variant)
