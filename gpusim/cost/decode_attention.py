@@ -12,8 +12,9 @@ H200 ``sdpa_decode`` sweep (validation/results/h200/sdpa_decode.jsonl, 108 point
   dim is padded up to one); at 256 the kernel is ~5x slower per key than at 128 (L2-served
   multi-query points: 132 vs 31 us).
 
-The two overlap imperfectly: t = ``attention_decode_us`` + (stream^p + walk^p)^(1/p), p =
-``attention_decode_norm``; a mask (the static cache's bias) multiplies it by
+The two overlap imperfectly: t = ``attention_decode_us`` + head dim x ``attention_decode_dim_ns``
+(each CTA's prologue and epilogue: the query row in, the output row out, the softmax's rescale) +
+(stream^p + walk^p)^(1/p), p = ``attention_decode_norm``; a mask (the static cache's bias) multiplies it by
 ``attention_decode_mask_factor``. Fitted by validation/fit/fit_sdpa_decode.py; domain: one query
 row (the sweep's), head dim <= 256. Few CTAs make cuDNN split the keys and sum the partial rows
 in ``lean_reduction_kernel`` (:func:`gpusim.lower.dispatch.splits_keys`), priced here too:
@@ -46,13 +47,15 @@ def decode_attention_us(a: dict, spec, masked: bool) -> float | None:
     s = a.get("sdpa") or {}
     if not spec.attention_decode_tbps or s.get("q_len") != DECODE_Q_LEN:
         return None
-    ns = key_ns(spec, int(s.get("head_dim") or 0))
+    hd = int(s.get("head_dim") or 0)
+    ns = key_ns(spec, hd)
     if ns is None:
         return None
     stream = float(a.get("bytes_read", 0.0)) / (spec.attention_decode_tbps * 1e6)
     walk = decode_ctas(a) * int(s.get("kv_len") or 0) * ns * 1e-3 / spec.sm_count
     p = spec.attention_decode_norm or 1.0
-    us = (spec.attention_decode_us or 0.0) + (stream ** p + walk ** p) ** (1.0 / p)
+    fixed = (spec.attention_decode_us or 0.0) + hd * (spec.attention_decode_dim_ns or 0.0) * 1e-3
+    us = fixed + (stream ** p + walk ** p) ** (1.0 / p)
     return us * ((spec.attention_decode_mask_factor or 1.0) if masked else 1.0)
 
 

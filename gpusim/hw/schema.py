@@ -97,7 +97,7 @@ OPTIONAL_MODEL += MASK_FIGURES
 #: 16-bit single-query (decode) attention (validation/fit/fit_sdpa_decode.py on
 #: validation/results/<gpu>/sdpa_decode.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices a decode call by its FLOPs and every such call adds cuDNN's reduction kernel
-DECODE_ATTENTION_FIGURES = ("attention_decode_us", "attention_decode_tbps", "attention_decode_key_ns_d64",
+DECODE_ATTENTION_FIGURES = ("attention_decode_us", "attention_decode_dim_ns", "attention_decode_tbps", "attention_decode_key_ns_d64",
                             "attention_decode_key_ns_d128", "attention_decode_key_ns_d256",
                             "attention_decode_norm", "attention_decode_mask_factor",
                             "attention_decode_split_ctas", "attention_decode_reduce_us",

@@ -3,7 +3,7 @@
 
 Each point is captured as gpusim captures it (meta tensors: the call's unique bytes, its CTAs), and
 the law's figures are fitted by least squares on log(predicted / measured) of the attention
-kernel: ``attention_decode_us``, ``attention_decode_tbps``, ``attention_decode_key_ns_d{64,128,256}``,
+kernel: ``attention_decode_us``, ``attention_decode_dim_ns``, ``attention_decode_tbps``, ``attention_decode_key_ns_d{64,128,256}``,
 ``attention_decode_norm``, ``attention_decode_mask_factor``. The split rule's
 ``attention_decode_split_ctas`` is the largest CTA count (batch x key heads) at which the sweep
 ran ``lean_reduction_kernel`` (printed with the smallest at which it did not: the rule holds only
@@ -36,7 +36,8 @@ from validation.measure.sdpa_decode import make
 
 LEAN = "lean_reduction"
 #: the fitted figures, their start and bounds
-LAW = (("attention_decode_us", 4.0, 0.0, 50.0), ("attention_decode_tbps", 4.3, 0.5, 20.0),
+LAW = (("attention_decode_us", 4.0, 0.0, 50.0), ("attention_decode_dim_ns", 10.0, 0.0, 100.0),
+       ("attention_decode_tbps", 4.3, 0.5, 20.0),
        ("attention_decode_key_ns_d64", 4.0, 0.1, 300.0), ("attention_decode_key_ns_d128", 7.0, 0.1, 300.0),
        ("attention_decode_key_ns_d256", 30.0, 0.1, 300.0), ("attention_decode_norm", 3.0, 1.0, 20.0),
        ("attention_decode_mask_factor", 1.03, 1.0, 1.5))

@@ -3,7 +3,7 @@ kernel and ``lean_reduction_kernel`` (per call: the profiled window's kernel tim
 against the kernels gpusim predicts for the same model's decode step (eager dynamic cache, static
 cache compiled), with the decode-attention law (:mod:`gpusim.cost.decode_attention`) and without
 it (the same spec less its sdpa_decode figures: the FLOP law, a reduction kernel every call), and
-the step's device time and time per token both ways.
+the step's device time and time per token both ways (on the H200 machine kind's host profile).
 
     python3 -m validation.score.decode_attention_records [--records validation/results/generate/h200-2026-11-28f.jsonl]
 """
@@ -19,6 +19,7 @@ import sys
 from gpusim.hw.schema import DECODE_ATTENTION_FIGURES
 from gpusim.hw.spec import load_spec
 from gpusim.predict.generate import generate_runs
+from validation.score.decode_accuracy import HOSTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDS = os.path.join(ROOT, "validation", "results", "generate", "h200-2026-11-28f.jsonl")
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
         out = {}
         for label, spec in (("before", before), ("after", after)):
             out[label] = predicted(generate_runs(r["model"], [(r["cache"], r["mode"])], r["batch"], r["prompt"],
-                                                 r["new"], gpu=spec, samples=1)[0])
+                                                 r["new"], gpu=spec, host=HOSTS["NVIDIA H200"], samples=1)[0])
         b, f = out["before"], out["after"]
         tpot = sorted(r["token_ms"])[len(r["token_ms"]) // 2]
         print(f"| {r['model']} | {r['batch']} | {r['cache']}, {r['mode']} | {ma:.1f} / {b[0]:.1f} / {f[0]:.1f} | "
