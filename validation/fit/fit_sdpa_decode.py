@@ -125,6 +125,9 @@ def main(argv=None) -> int:
     base = load_spec(calibrated_name(a.gpu))
     pts = points(rows)
     yes, no = split_limit(pts)
+    if no is not None and no <= yes:
+        print(f"no CTA threshold separates the reduction kernel: it ran at {yes} CTAs and not at {no}")
+        return 1
     r0, r1 = fit_reduce(pts)
     spec = dataclasses.replace(fit_law(pts, base), attention_decode_split_ctas=float(yes),
                                attention_decode_reduce_us=r0, attention_decode_reduce_ns=r1)
