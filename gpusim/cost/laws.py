@@ -16,6 +16,7 @@ from typing import Callable
 from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, bn_nhwc_us, _filter_taps, _groups, bn_eval_law,
                                  bn_input_contiguous, bn_train_figures, bn_train_us, depthwise_aten_us,
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
+from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
@@ -338,11 +339,16 @@ MASK_RATES = {"attention_mask": "attention_mask_dense_tbps", "attention_mask_bca
 def attention(x: LawInput) -> KernelEstimate:
     """Fused attention (flash, cuDNN, memory-efficient): the two products' FLOPs
     (:func:`gpusim.cost.roofline.attention_flops`) at ``attention_efficiency`` of the fp16 tensor
-    peak, floor ``attention_min_us``; without the figure, the neutral law. With a mask (the
+    peak, floor ``attention_min_us``; without the figure, the neutral law. At one query row on a
+    GPU with the sdpa_decode sweep's figures: :func:`gpusim.cost.decode_attention.decode_attention_us`.
+    With a mask (the
     classes of :func:`gpusim.lower.dispatch.mask_layout`): where the spec has the layout's rate
     (the sdpa_mask sweep), that time plus the mask read once per head, B x H x Sq x Skv
     elements, at the rate; else the products at ``attention_mask_efficiency``."""
     spec = x.spec
+    decode = decode_attention_us(x.a, spec, x.kernel.variant in MASK_RATES)
+    if decode is not None:      # one query row: the decode law (gpusim.cost.decode_attention)
+        return x.retimed(decode - spec.kernel_fixed_us, 0.0, decode)
     rate = getattr(spec, MASK_RATES.get(x.kernel.variant, ""), None)
     masked = x.kernel.variant in MASK_RATES and not rate
     eff = spec.attention_mask_efficiency if masked else spec.attention_efficiency
@@ -417,9 +423,11 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         us = spec.mta_launch_us
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)
+    if kernel.variant == "lean_reduction":
+        us = reduce_us(a, spec) or us     # cuDNN's split-KV sum (sdpa_decode sweep)
     return KernelEstimate(
         name=f"{kernel.ops[0]}:aux", ops=tuple(kernel.ops), op_types=(packet_name(a["op"]),),
         kind="copy", shape=a.get("shape") or (), flops=0.0, bytes_read=kernel.bytes / 2,
         bytes_read_l2=0.0, bytes_written=kernel.bytes / 2, mem_us=mem, compute_us=0.0,
         fixed_us=spec.kernel_fixed_us, us=us, bound="memory" if kernel.bytes else "latency",
-        unit="fp32", role="aux")
+        unit="fp32", role="aux", variant=kernel.variant)

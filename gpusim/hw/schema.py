@@ -94,6 +94,15 @@ OPTIONAL_MODEL += KLOOP_FIGURES
 #: attention law prices every mask at attention_mask_efficiency
 MASK_FIGURES = ("attention_mask_dense_tbps", "attention_mask_bcast_tbps", "attention_mask_heads_tbps")
 OPTIONAL_MODEL += MASK_FIGURES
+#: 16-bit single-query (decode) attention (validation/fit/fit_sdpa_decode.py on
+#: validation/results/<gpu>/sdpa_decode.jsonl): a GPU with that sweep has them; without them the
+#: attention law prices a decode call by its FLOPs and every such call adds cuDNN's reduction kernel
+DECODE_ATTENTION_FIGURES = ("attention_decode_us", "attention_decode_dim_ns", "attention_decode_tbps", "attention_decode_key_ns_d64",
+                            "attention_decode_key_ns_d128", "attention_decode_key_ns_d256",
+                            "attention_decode_norm", "attention_decode_mask_factor",
+                            "attention_decode_split_ctas", "attention_decode_reduce_us",
+                            "attention_decode_reduce_ns")
+OPTIONAL_MODEL += DECODE_ATTENTION_FIGURES
 FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",

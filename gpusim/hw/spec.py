@@ -214,6 +214,22 @@ class GPUSpec:
     attention_mask_dense_tbps: float | None = None
     attention_mask_bcast_tbps: float | None = None
     attention_mask_heads_tbps: float | None = None
+    # 16-bit single-query (decode) fused attention (validation/fit/fit_sdpa_decode.py on the
+    # sdpa_decode sweep; gpusim.cost.decode_attention): fixed time (µs + ns per head-dim element),
+    # K/V stream rate (TB/s), SM time
+    # per key per CTA by head-dim tile (ns), their p-norm, the mask factor; cuDNN's split-KV
+    # reduction kernel up to this many CTAs (batch x key heads), its time; None: the FLOP law
+    attention_decode_us: float | None = None
+    attention_decode_dim_ns: float | None = None
+    attention_decode_tbps: float | None = None
+    attention_decode_key_ns_d64: float | None = None
+    attention_decode_key_ns_d128: float | None = None
+    attention_decode_key_ns_d256: float | None = None
+    attention_decode_norm: float | None = None
+    attention_decode_mask_factor: float | None = None
+    attention_decode_split_ctas: float | None = None
+    attention_decode_reduce_us: float | None = None
+    attention_decode_reduce_ns: float | None = None
     attention_tile_q: int | None = None
     attention_tile_kv: int | None = None
     # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)

@@ -229,20 +229,40 @@ def sdpa_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     return ks + [Kernel((n,), "library", variant=variant)] + library_epilogue(graph, n, spec, Kernel)
 
 
+def decode_ctas(a: dict) -> int:
+    """CTAs of cuDNN's one-query attention kernel: one per batch and key head (the K tensor's
+    heads: a query head each where ``repeat_kv`` expanded or copied them; the query heads of a
+    group share one where the call passes grouped K/V with ``enable_gqa``)."""
+    s = a.get("sdpa") or {}
+    shape = main_shape(a.get("shape")) or (1, 1, 1)
+    return int(numel(shape[:-3]) or 1) * int(s.get("kv_heads") or s.get("heads") or 1)
+
+
+def splits_keys(a: dict, spec) -> bool:
+    """Whether cuDNN's attention at one query row splits the keys and adds its reduction kernel:
+    at most ``attention_decode_split_ctas`` CTAs (:func:`decode_ctas`). H200 sdpa_decode sweep
+    (2026-11-28): the kernel runs at every point with B x H <= 64 and at none with 256 or 1024;
+    the H200 generate records (2026-11-28f) agree (Gemma-2B static at batch 8, 64 CTAs: split;
+    Qwen2-0.5B static at batch 8, 112: none; eager grouped calls, 16-64: split). Without the
+    figure, every such call splits (the H100 generate records, 2026-11-28c: one per layer in
+    every step, but for Mistral-7B at batch 8, 256 CTAs)."""
+    limit = getattr(spec, "attention_decode_split_ctas", None)
+    return limit is None or decode_ctas(a) <= limit
+
+
 def library_epilogue(graph: OpGraph, n: str, spec, Kernel) -> list:
     """The kernels a library runs after its main kernel for node ``n``, eager and compiled
     alike (Inductor calls the same cuBLAS and cuDNN entry points):
     - cuDNN's attention at one query row splits the keys over blocks and sums the partial
-      rows in a second kernel (``cudnn::fusion::lean_reduction_kernel``: one per layer in
-      every decode step of the H100 generate records, 2026-11-28c, eager and in the static
-      cache's CUDA graph; the one exception, Mistral-7B at batch 8 over its 4096-token
-      sliding window, runs none);
+      rows in a second kernel (``cudnn::fusion::lean_reduction_kernel``, class
+      ``lean_reduction``) when it has few CTAs (:func:`splits_keys`);
     - cuBLAS's split-K of a skinny product sums the K slices in ``splitKreduce_kernel``
       (:func:`cublas_split_k`), reading the slices' fp32 partials, writing the output."""
     a = graph.g.nodes[n]
     if a["kind"] == "attention" and spec is not None and (a.get("sdpa") or {}).get("q_len") == 1 \
-            and attention_variant(graph, n, spec) in FUSED_ATTENTION:
-        return [Kernel((n,), "library", role="aux", bytes=2.0 * float(a.get("bytes_written", 0.0)))]
+            and attention_variant(graph, n, spec) in FUSED_ATTENTION and splits_keys(a, spec):
+        return [Kernel((n,), "library", role="aux", bytes=2.0 * float(a.get("bytes_written", 0.0)),
+                       variant="lean_reduction")]
     if a["kind"] == "matmul" and cublas_split_k(graph, n, spec):
         return [Kernel((n,), "library", role="aux", bytes=3.0 * float(a["bytes_written"]))]
     return []
