@@ -271,6 +271,11 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy"),
                 Kernel((n,), "library", variant=gemm_variant(graph, n)),
                 Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"], variant="conv_bias")]
+    if kind == "matmul" and a.get("einsum_copies"):
+        # (capture: gpusim.capture.fxnodes._einsum_copies) the operands ATen's einsum copies
+        # to lay them out for its bmm, each a strided copy, then the GEMM
+        return [Kernel((n,), "aten", role="aux", bytes=b, variant="strided_copy")
+                for b in a["einsum_copies"]] + [Kernel((n,), "library", variant=gemm_variant(graph, n))]
     if kind == "matmul":
         variant = gemm_variant(graph, n)
         main = Kernel((n,), "library", variant=variant)
