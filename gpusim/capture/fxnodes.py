@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from gpusim.graph import ops
+from gpusim.graph.einsum import einsum_terms
 
 
 def _dtype_name(dt) -> str:
@@ -205,7 +206,7 @@ def _einsum_copies(eq: str, in_tensors) -> list:
     split of a fused qkv projection (tv:maxvit_t's window attention) copies q and k, and v."""
     if len(in_tensors) != 2 or not isinstance(eq, str):
         return []
-    terms, out = ops.einsum_terms(eq, in_tensors)
+    terms, out = einsum_terms(eq, in_tensors)
     left, right = terms
     lone = [c for c in left if c not in right] + [c for c in right if c not in left]
     if len(set(left)) != len(left) or len(set(right)) != len(right) or \
