@@ -11,3 +11,15 @@ def test_measured_classes_follow_the_profilers_names():
     assert measured_class("void at::native::index_elementwise_kernel<128, 4>") == "index"
     assert measured_class("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>") == "copy"
     assert measured_class("scal_kernel") == "other"
+
+
+def test_vit_small_ops_sweep_dry_runs_on_cpu(tmp_path):
+    """The sweep a gather / layer-scale / narrow layer-norm law needs runs its code on CPU."""
+    import json
+    from validation.measure import vit_small_ops
+    out = tmp_path / "vso.jsonl"
+    assert vit_small_ops.main(["--out", str(out), "--device", "cpu", "--reps", "1"]) == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert lines[0]["kind"] == "environment" and lines[-1]["kind"] == "summary"
+    assert {r["op"] for r in lines[1:-1]} == {"gather", "layer_scale", "layer_norm"}
+    assert len(vit_small_ops.points()) == 70
