@@ -342,3 +342,39 @@ def test_module_parameters_become_named_inputs():
     inputs = [n for n in g.order if g.node(n)["kind"] == "input"]
     assert "weight" in inputs and "bias" in inputs and "in0" in inputs
     assert math.isclose(only(g)["flops"], 2 * 3 * 8 * 4)
+
+
+@pytest.mark.parametrize("eq", ["bghid,bghjd->bghij", "...id,...jd->...ij", "B G H I D, B G H J D -> B G H I J"])
+def test_einsum_is_one_bmm(eq):
+    """A two-operand einsum is priced as the bmm ATen runs (sumproduct_pair): batch over the
+    shared output indices, rows and columns over each side's own, K over the contracted
+    ones (tv:maxvit_t's window attention was priced as one column of 1.2M rows before)."""
+    q, k = t(1, 16, 8, 49, 32), t(1, 16, 8, 49, 32)
+    a = only(capture(lambda x, y: torch.einsum(eq, x, y), (q, k)))
+    assert {key: a["gemm"][key] for key in "bmnk"} == {"b": 128, "m": 49, "n": 49, "k": 32}
+    assert a["flops"] == 2.0 * 128 * 49 * 49 * 32 == real_flops(torch.bmm, t(128, 49, 32), t(128, 32, 49))
+
+
+def test_einsum_implicit_output():
+    """Without ``->`` the output is the once-used indices in order: "ij,jk" is a matmul."""
+    a = only(capture(lambda x, y: torch.einsum("ij,jk", x, y), (t(64, 32), t(32, 16))))
+    assert {key: a["gemm"][key] for key in "bmnk"} == {"b": 1, "m": 64, "n": 16, "k": 32}
+
+
+def _window_attention(qkv):
+    """tv:maxvit_t's window attention: a fused qkv split into heads, two einsums."""
+    b, g, p, _ = qkv.shape
+    q, k, v = (x.reshape(b, g, p, 2, 32).permute(0, 1, 3, 2, 4) for x in torch.chunk(qkv, 3, dim=-1))
+    s = torch.einsum("B G H I D, B G H J D -> B G H I J", q, k * 0.1).softmax(-1)
+    return torch.einsum("B G H I J, B G H J D -> B G H I D", s, v)
+
+
+def test_einsum_copies_follow_strides():
+    """ATen's einsum copies an operand whose permuted strides do not merge into its bmm's
+    3 dims (q and k of a fused qkv split, then v), and nothing for a plain batched product."""
+    g = capture(_window_attention, (t(1, 256, 49, 192),))
+    copies = [g.node(n).get("einsum_copies") for n in g.compute_nodes if "einsum" in g.node(n)["op"]]
+    operand = 2.0 * 256 * 2 * 49 * 32 * 4
+    assert copies == [[operand, operand], [operand]]
+    g = capture(lambda a, b: torch.einsum("bij,bjk->bik", a, b), (t(4, 8, 16), t(4, 16, 32)))
+    assert only(g)["einsum_copies"] == []

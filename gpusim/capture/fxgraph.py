@@ -15,7 +15,7 @@ from gpusim.capture.fakes import _flatten_tensors, plain
 from gpusim.graph.ops import SYNC_OPS   # host reads: capture records them as sync nodes
 from gpusim.capture.fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
                       _attention_heads_swap, _conv_layout, _dtype_name, _flatten_nodes, _meta,
-                      _casts, _cat_copies, _permuted, _plain, _sdpa_facts, _storage_key, LayoutMemo, MetaMemo)
+                      _casts, _cat_copies, _einsum_copies, _permuted, _plain, _sdpa_facts, _storage_key, LayoutMemo, MetaMemo)
 from gpusim.graph.ops import WINDOW_POOLS
 
 
@@ -203,6 +203,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                    gemm=est["gemm"], contiguous=contiguous)
         if pname in ("cat", "stack") and in_tensors and in_tensors[0].device.type == "cuda":
             g.nodes[n.name]["cat_copies"] = _cat_copies(in_tensors, outs[0])
+        if pname == "einsum" and est["kind"] == "matmul":
+            g.nodes[n.name]["einsum_copies"] = _einsum_copies(ctx.args[0], in_tensors)
         if est["kind"] in ("pointwise", "copy") and len(outs) == 1:
             # which of ATen's elementwise paths runs (gpusim.cost.roofline.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from gpusim.graph import ops
+from gpusim.graph.einsum import einsum_terms
 
 
 def _dtype_name(dt) -> str:
@@ -191,6 +192,53 @@ def _cat_copies(in_tensors, out) -> list:
         return []
     return [float(t.numel() * (t.element_size() + out.element_size())) for t in in_tensors
             if t.numel()]
+
+
+def _einsum_copies(eq: str, in_tensors) -> list:
+    """The operand copies ATen's two-operand einsum makes before its bmm: the bytes each
+    such copy reads and writes, or [] when both operands go to cuBLAS as views.
+
+    ``sumproduct_pair`` (aten/src/ATen/native/Linear.cpp) permutes the left operand to
+    (batch, own, contracted) and the right to (batch, contracted, own) indices, in einsum's
+    label order (the output's, then the contracted ones), and ``reshape``s each to 3 dims: a
+    copy when the permuted strides do not merge. ``bmm`` then copies a 3-dim operand with
+    neither of its matrix dims unit-stride (``prepare_batch_matrix_for_cublas``). A head
+    split of a fused qkv projection (tv:maxvit_t's window attention) copies q and k, and v."""
+    if len(in_tensors) != 2 or not isinstance(eq, str):
+        return []
+    terms, out = einsum_terms(eq, in_tensors)
+    left, right = terms
+    lone = [c for c in left if c not in right] + [c for c in right if c not in left]
+    if len(set(left)) != len(left) or len(set(right)) != len(right) or \
+            any(c not in out for c in lone):
+        return []           # diagonals and pre-summed indices: other paths, left as they were
+    order = list(out) + [c for c in left if c not in out]
+    batch = [c for c in order if c in left and c in right and c in out]
+    summed = [c for c in order if c in left and c in right and c not in out]
+    copies = []
+    for term, t, own_first in ((left, in_tensors[0], True), (right, in_tensors[1], False)):
+        own = [c for c in order if c in term and c in out and c not in batch]
+        groups = [batch, own, summed] if own_first else [batch, summed, own]
+        dims = {c: (int(n), int(st)) for c, n, st in zip(term, t.shape, t.stride())}
+        merged = [_merge([dims[c] for c in gr]) for gr in groups]
+        if any(m is None for m in merged):
+            copies.append(float(2 * t.numel() * t.element_size()))     # reshape copies
+            continue
+        (_, _), (r, s1), (c, s2) = merged
+        if not ((s2 == 1 or c == 1) and s1 >= max(1, c) or (s1 == 1 or r == 1) and s2 >= max(1, r)):
+            copies.append(float(2 * t.numel() * t.element_size()))     # bmm copies
+    return copies
+
+
+def _merge(dims: list) -> tuple | None:
+    """``(size, stride)`` of dims ``[(size, stride), ...]`` viewed as one (a reshape's
+    view), or None when their strides do not nest (the reshape must copy). Size-1 dims
+    are ignored; no dims at all is ``(1, 1)``."""
+    dims = [d for d in dims if d[0] != 1]
+    for (n0, s0), (n1, s1) in zip(dims, dims[1:]):
+        if s0 != s1 * n1:
+            return None
+    return (ops.numel(n for n, _ in dims), dims[-1][1]) if dims else (1, 1)
 
 
 def _casts(in_tensors, out) -> bool:

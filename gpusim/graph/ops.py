@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gpusim.graph.einsum import einsum_gemm
 from gpusim.graph.opgraph import numel
 
 #: aten ops that copy a device value to the host and wait for it (``.item()``,
@@ -415,24 +416,11 @@ def linear_flops(ctx: OpCtx) -> float:
     return 2.0 * g["m"] * g["n"] * g["k"]
 
 
-def _einsum_gemm(ctx):
-    eq = ctx.args[0].replace(" ", "")
-    lhs, _, out = eq.partition("->")
-    sizes = {}
-    for term, t in zip(lhs.split(","), ctx.ins):
-        for ch, s in zip(term, t.shape):
-            sizes[ch] = s
-    contracted = [c for c in sizes if c not in out]
-    k = numel(sizes[c] for c in contracted)
-    mn = numel(sizes[c] for c in out)
-    return {"b": 1, "m": mn, "n": 1, "k": k, "unit_dtype": ctx.ins[0].dtype}
-
-
-@register("einsum", kind="matmul", gemm=_einsum_gemm)
+@register("einsum", kind="matmul", gemm=einsum_gemm)
 def einsum_flops(ctx: OpCtx) -> float:
     """2 * product of every index size (output indices times contracted ones)."""
-    g = _einsum_gemm(ctx)
-    return 2.0 * g["m"] * g["k"]
+    g = einsum_gemm(ctx)
+    return 2.0 * g["b"] * g["m"] * g["n"] * g["k"]
 
 
 def _conv_gemm(ctx):

@@ -62,15 +62,43 @@ def conv_layout(graph: OpGraph, n: str) -> str:
     weight), or ``nhwc`` when its input is written by a channels-last convolution: cuDNN
     writes an NHWC conv's output channels-last, which capture's meta convolutions do not
     (they return contiguous outputs). ConvNeXt's downsampling conv feeds the next
-    depthwise conv so (records: every one of its depthwise convs runs ``*_nhwc``)."""
+    depthwise conv so (records: every one of its depthwise convs runs ``*_nhwc``). The
+    output of elementwise ops between the two keeps that layout (:func:`_layout_source`)."""
     a = graph.g.nodes[n]
     if a.get("layout", "nchw") != "nchw":
         return a["layout"]
     ins = list(a.get("inputs") or a["reads"])
-    p = graph.g.nodes[ins[0]] if ins and ins[0] in graph.g else None
-    if p is not None and p.get("kind") == "conv" and p is not a:
-        return conv_layout(graph, ins[0])
+    src = _layout_source(graph, ins[0]) if ins and ins[0] in graph.g else None
+    if src is not None and src != n:
+        return conv_layout(graph, src)
     return "nchw"
+
+
+#: how many elementwise ops :func:`_layout_source` walks back through
+LAYOUT_WALK = 8
+
+
+def _layout_source(graph: OpGraph, p: str) -> str | None:
+    """The convolution whose output layout tensor ``p`` has: ``p`` itself, or the conv
+    behind a chain of elementwise ops whose first operand of the output's shape is the
+    previous link (TensorIterator gives its output that operand's memory format:
+    ``TensorIteratorBase::compute_strides`` sorts the dims by the first operand with
+    strides that decide it; an activation of a channels-last conv output is channels-last,
+    so MetaFormer's StarReLU between a 1x1 conv and its 7x7 depthwise conv keeps NHWC);
+    None otherwise."""
+    for _ in range(LAYOUT_WALK):
+        a = graph.g.nodes[p]
+        if a.get("kind") == "conv":
+            return p
+        if a.get("kind") != "pointwise" and packet_name(a.get("op", "")) not in ("dropout",):
+            return None
+        shape = a.get("shape")
+        nxt = next((i for i in (a.get("inputs") or a["reads"]) if i in graph.g
+                    and graph.g.nodes[i].get("shape") == shape), None)
+        if nxt is None:
+            return None
+        p = nxt
+    return None
 
 
 def is_depthwise(c: dict) -> bool:

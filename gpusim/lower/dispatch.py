@@ -61,6 +61,7 @@ from gpusim.graph.ops import is_eval_batch_norm, packet_name
 from gpusim.lower.conv import aten_depthwise, conv_info, conv_kernels, is_depthwise
 from gpusim.lower.dispatch_train import BATCH_NORM_TRAIN, batch_norm_train_kernels, training_kernels
 from gpusim.lower.conv import misaligned_variant
+from gpusim.lower.layout import strided
 
 
 def conv_bias_kernels(graph: OpGraph, n: str, Kernel) -> list:
@@ -102,13 +103,37 @@ def has_bias(graph: OpGraph, n: str) -> bool:
     return name.startswith("add") or (name == "linear" and len(a["reads"]) > 2)
 
 
-def strided_linear(graph: OpGraph, n: str) -> bool:
-    """A 16-bit ``linear`` with a bias over a strided input of 3 or more dims (known on
-    CUDA traces: ``input_contiguous``), which eager runs as copy, GEMM and bias add."""
+def input_strided(graph: OpGraph, n: str) -> bool:
+    """Whether node ``n``'s first input is strided on the GPU: capture's ``input_contiguous``
+    on CUDA traces; on meta traces (no such flag: cuDNN's channels-last outputs are not
+    known there) what :func:`gpusim.lower.layout.strided` reads off the graph."""
     a = graph.g.nodes[n]
-    return (packet_name(a["op"]) == "linear" and a.get("input_contiguous") is False
-            and has_bias(graph, n) and len(main_shape(a.get("shape"))) >= 3
-            and a["dtype"] in HALF_DTYPES)
+    if a.get("input_contiguous") is not None:
+        return a["input_contiguous"] is False
+    ins = list(a.get("inputs") or a["reads"])
+    return bool(ins) and ins[0] in graph.g and strided(graph, ins[0]) is True
+
+
+def strided_linear(graph: OpGraph, n: str) -> bool:
+    """A 16-bit ``linear`` with a bias over a strided input of 3 or more dims
+    (:func:`input_strided`), which eager runs as GEMM and bias add, after a copy when its
+    leading dims do not fold into the GEMM's rows (:func:`strided_linear_copies`)."""
+    a = graph.g.nodes[n]
+    return (packet_name(a["op"]) == "linear" and has_bias(graph, n)
+            and len(main_shape(a.get("shape"))) >= 3 and a["dtype"] in HALF_DTYPES
+            and input_strided(graph, n))
+
+
+def strided_linear_copies(graph: OpGraph, n: str) -> bool:
+    """Whether ATen's matmul copies a strided linear's input: it folds the input to 2 dims
+    with ``reshape`` (LinearAlgebra.cpp, ``_matmul_impl``), a view when every leading dim
+    but the rows is 1 (MLP-Mixer's token MLP at batch 1 runs a transposed-A nvjet ``TTT``
+    GEMM and no copy; at batch 8 a direct_copy first), else a copy. CUDA traces, whose
+    strides the graph does not keep, copy as before (CaiT's talking heads)."""
+    a = graph.g.nodes[n]
+    if a.get("input_contiguous") is not None:
+        return True
+    return numel(main_shape(a.get("shape"))[:-2]) > 1
 
 
 def cublaslt_split_k(graph: OpGraph, n: str) -> bool:
@@ -288,9 +313,15 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # of its own (broad H100 AMP records: direct_copy, the GEMM, a broadcast add)
         x = graph.g.nodes[list(a.get("inputs") or a["reads"])[0]]
         xb = float(numel(main_shape(x.get("shape")))) * DTYPE_BYTES.get(x.get("dtype"), 2)
-        return [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy"),
-                Kernel((n,), "library", variant=gemm_variant(graph, n)),
+        copy = [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy")] \
+            if strided_linear_copies(graph, n) else []
+        return copy + [Kernel((n,), "library", variant=gemm_variant(graph, n)),
                 Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"], variant="conv_bias")]
+    if kind == "matmul" and a.get("einsum_copies"):
+        # (capture: gpusim.capture.fxnodes._einsum_copies) the operands ATen's einsum copies
+        # to lay them out for its bmm, each a strided copy, then the GEMM
+        return [Kernel((n,), "aten", role="aux", bytes=b, variant="strided_copy")
+                for b in a["einsum_copies"]] + [Kernel((n,), "library", variant=gemm_variant(graph, n))]
     if kind == "matmul":
         variant = gemm_variant(graph, n)
         main = Kernel((n,), "library", variant=variant)
@@ -339,7 +370,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
             if a.get("input_contiguous") is False else []
         return copy + [Kernel((n,), "aten", role="aux", bytes=float(xb), variant="moments"),
                        Kernel((n,), "aten", role="aux", bytes=0.0), main]
-    if name in LAYER_NORMS and a.get("input_contiguous") is False:
+    if name in LAYER_NORMS and input_strided(graph, n):
         # (``input_contiguous``: set on CUDA traces only, where the strides are cuDNN's
         # real layouts; a meta trace keeps NCHW where cuDNN returns channels-last, and
         # ConvNeXt's permuted layer norms copy nothing on a GPU)
