@@ -121,3 +121,19 @@ def test_h2d_of_a_scalar_constant_keeps_its_kernel():
     h2d = [a for _, a in g.g.nodes(data=True) if a["op"] == "gpusim.h2d_copy"]
     assert [a["shape"] for a in h2d] == [()]
     assert "h2d_copy" in ops
+
+
+def test_sum_of_a_bool_mask_casts_first():
+    """``sum`` builds its iterator in the output dtype (``make_reduction_from_out_ty``): a bool
+    mask is copied to int64 first, one more kernel; a bf16 -> fp32 sum and an fp32 sum read
+    their input as it is (the H100 decode steps with generate's mask: one direct_copy more
+    than the graph's casts)."""
+    m = torch.empty(2, 513, dtype=torch.bool, device="meta")
+    _, ops = _ops(lambda m: m.sum(), m)
+    assert ops == ["sum", "sum"]
+    for x, kw in ((torch.empty(4, 64, dtype=BF16, device="meta"), {"dtype": torch.float32}),
+                  (torch.empty(4, 64, device="meta"), {})):
+        _, ops = _ops(lambda x: x.sum(-1, **kw), x)
+        assert ops == ["sum"], (x.dtype, ops)
+    _, ops = _ops(lambda m: m.to(torch.int32).sum(), m)
+    assert ops == ["to", "sum", "sum"]

@@ -306,6 +306,9 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # strided halves runs two direct_copy kernels, not CatArrayBatchedCopy)
         return [Kernel((n,), "aten", role="aux", bytes=b, variant="cat_copy")
                 for b in a["cat_copies"]]
+    cast = reduction_cast_bytes(graph, n)
+    if cast:
+        return [Kernel((n,), "aten", role="aux", bytes=cast), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
     main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else
                   "pool" if name in WINDOW_POOLS else "")
@@ -346,6 +349,28 @@ def launches_nothing(a: dict) -> bool:
         and numel(shape) == 0
 
 
+def reduction_cast_bytes(graph: OpGraph, n: str) -> float:
+    """Bytes of the cast ATen runs before reduction ``n`` (0: none). ``sum``, ``nansum``,
+    ``prod`` and ``mean`` build their iterator with ``make_reduction_from_out_ty``
+    (aten/src/ATen/native/ReduceOpsUtils.h): an input of another dtype than the output is
+    first copied to it (``self.to(in_dtype)``), except 16-bit into fp32 on CUDA, which the
+    reduction reads as it is. So Hugging Face's ``attention_mask.sum()`` over a bool mask
+    runs a direct_copy to int64 before the reduce (the H100 decode steps with generate's
+    mask, validation/results/generate/h100-2026-11-28c-host.jsonl: 37 direct_copy kernels,
+    one more than the graph's casts)."""
+    a = graph.g.nodes[n]
+    ins = a.get("inputs") or ()
+    if packet_name(a["op"]) not in CASTING_REDUCTIONS or not ins or ins[0] not in graph.g:
+        return 0.0
+    x = graph.g.nodes[ins[0]]
+    src, dst = x.get("dtype"), a.get("dtype")
+    if not src or src == dst or (src in HALF_DTYPES and dst == "float32"):
+        return 0.0
+    return float(numel(main_shape(x.get("shape")))) * (DTYPE_BYTES.get(src, 4) + DTYPE_BYTES.get(dst, 4))
+
+
+#: reductions whose input is cast to the output dtype first (:func:`reduction_cast_bytes`)
+CASTING_REDUCTIONS = ("sum", "nansum", "prod", "mean")
 #: ATen's group norm ops (moments, parameters, apply: :func:`eager_kernels`)
 GROUP_NORMS = ("group_norm", "native_group_norm")
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)
