@@ -137,3 +137,20 @@ def test_sum_of_a_bool_mask_casts_first():
         assert ops == ["sum"], (x.dtype, ops)
     _, ops = _ops(lambda m: m.to(torch.int32).sum(), m)
     assert ops == ["to", "sum", "sum"]
+
+
+def test_biased_linear_over_a_last_token_slice_adds_its_bias_after():
+    """``logits_to_keep=1`` at batch 8: the LM head reads ``hidden[:, -1:, :]``, strided rows
+    that fold into a matrix as a view. at::linear fuses the bias only for a contiguous input,
+    so a GEMM then a bias add run (the H200 Phi-1.5 prefills at batch 8: 808 kernels, 807 at
+    batch 1); at batch 1 the slice is contiguous (one GEMM with the bias), and a strided input
+    that cannot fold (a permuted one) keeps its own rule."""
+    w, b = torch.empty(256, 64, dtype=BF16, device="meta"), torch.empty(256, dtype=BF16, device="meta")
+    for batch, want in ((8, ["linear", "linear"]), (1, ["linear"])):
+        h = torch.empty(batch, 16, 64, dtype=BF16, device="meta")
+        g, ops = _ops(lambda h, w, b: F.linear(h[:, -1:, :], w, b), h, w, b)
+        assert ops == want, (batch, ops)
+    g, ops = _ops(lambda h, w: F.linear(h[:, -1:, :], w), torch.empty(8, 16, 64, dtype=BF16, device="meta"), w)
+    assert ops == ["linear"]
+    g, _ = _ops(lambda h, w, b: F.linear(h.transpose(0, 1), w, b), torch.empty(8, 16, 64, dtype=BF16, device="meta"), w, b)
+    assert not any(a.get("fold_view") for _, a in g.g.nodes(data=True))

@@ -215,6 +215,20 @@ def _permuted(t, out) -> bool:
         return False
 
 
+def _strided_fold(t) -> bool:
+    """A strided (not contiguous) input of 3 or more dims whose leading dims fold into one as a
+    view: ``at::matmul``'s ``t1.reshape({folded, k})`` then copies nothing and cuBLAS reads the
+    rows at their stride (a last-token slice ``hidden[:, -1:, :]`` of a batch). Strides, sizes
+    of 1 aside, must nest: each leading dim's stride is the next one's times its size."""
+    try:
+        if t.dim() < 3 or t.is_contiguous():
+            return False
+        dims = [(int(s), int(st)) for s, st in zip(t.shape[:-1], t.stride()[:-1]) if s != 1]
+    except Exception:  # noqa: BLE001 - odd tensor subclasses: not known to fold
+        return False
+    return all(st == nst * ns for (_, st), (ns, nst) in zip(dims, dims[1:]))
+
+
 def _unit_dim(t) -> int | None:
     """The dim of size > 1 whose stride is 1 (None: none)."""
     return next((d for d in range(t.dim()) if t.shape[d] > 1 and t.stride(d) == 1), None)

@@ -102,6 +102,16 @@ def has_bias(graph: OpGraph, n: str) -> bool:
     return name.startswith("add") or (name == "linear" and len(a["reads"]) > 2)
 
 
+def folded_linear(graph: OpGraph, n: str) -> bool:
+    """A 16-bit ``linear`` with a bias over a strided input whose leading dims fold into the
+    rows as a view (``fold_view``, :func:`gpusim.capture.fxnodes._strided_fold`): at::linear
+    (aten/src/ATen/native/Linear.cpp) fuses the bias only into an addmm of a 2-D or contiguous
+    input, so this runs ``matmul`` (the fold is a view, no copy) and then ``add_`` of the bias."""
+    a = graph.g.nodes[n]
+    return (packet_name(a["op"]) == "linear" and bool(a.get("fold_view")) and has_bias(graph, n)
+            and a["dtype"] in HALF_DTYPES)
+
+
 def strided_linear(graph: OpGraph, n: str) -> bool:
     """A 16-bit ``linear`` with a bias over a strided input of 3 or more dims (known on
     CUDA traces: ``input_contiguous``), which eager runs as copy, GEMM and bias add."""
@@ -261,6 +271,14 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return conv_kernels(graph, n, spec, Kernel) + conv_bias_kernels(graph, n, Kernel)
     if kind == "attention":
         return sdpa_kernels(graph, n, spec, Kernel)
+    if kind == "matmul" and folded_linear(graph, n):
+        # ``at::linear`` takes its fused addmm only for a contiguous input; a strided one
+        # whose rows fold as a view goes through matmul (no copy: cuBLAS reads the rows at
+        # their stride) and adds the bias after (H200 Phi-1.5 prefills at batch 8,
+        # validation/results/generate/h200-2026-11-28k-prefill.jsonl: the LM head over the
+        # last tokens runs a GEMM without the bias epilogue, then a broadcast add)
+        return [Kernel((n,), "library", variant=gemm_variant(graph, n)),
+                Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"], variant="conv_bias")]
     if kind == "matmul" and strided_linear(graph, n):
         # ``at::linear`` folds a contiguous input into one addmm; a strided one (CaiT's
         # talking heads: a Linear over the heads dim of a permuted score tensor) goes
