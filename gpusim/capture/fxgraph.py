@@ -15,7 +15,8 @@ from gpusim.capture.fakes import _flatten_tensors, plain
 from gpusim.graph.ops import SYNC_OPS   # host reads: capture records them as sync nodes
 from gpusim.capture.fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
                       _attention_heads_swap, _conv_layout, _dtype_name, _flatten_nodes, _meta,
-                      _casts, _cat_copies, _einsum_copies, _permuted, _plain, _sdpa_facts, _storage_key, LayoutMemo, MetaMemo)
+                      _casts, _cat_copies, _einsum_copies, _permuted, _plain, _sdpa_facts, _storage_key,
+                      _strided_fold, LayoutMemo, MetaMemo)
 from gpusim.graph.ops import WINDOW_POOLS
 
 
@@ -209,6 +210,8 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             # which of ATen's elementwise paths runs (gpusim.cost.roofline.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])
             g.nodes[n.name]["permuted"] = any(layout(_permuted, t, outs[0]) for t in in_tensors)
+        if pname == "linear" and in_tensors and _strided_fold(in_tensors[0]):
+            g.nodes[n.name]["fold_view"] = True     # (gpusim.lower.dispatch.folded_linear)
         if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":
             # CUDA traces only, as _plain: meta traces keep NCHW where cuDNN returns NHWC
             g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())

@@ -86,9 +86,11 @@ def _add_h2d(g, const: str, t) -> None:
     the forward, traced as a constant): eager builds it on the host and copies it over
     with a stream sync every call (GPT-Neo's per-layer ``torch.tensor(finfo.min)``: 13
     of its 14 syncs in the H100 profile). A sync node after the constant, where the
-    program first uses it; torch.compile makes it a graph constant (no node)."""
+    program first uses it; torch.compile makes it a graph constant (no node). The node has
+    the tensor's shape: an empty one (DynamicCache's ``torch.tensor([])``) is ``(0,)``, zero
+    bytes, and launches nothing (:func:`gpusim.lower.dispatch.launches_nothing`)."""
     b = float(t.numel() * t.element_size())
-    g.add_node(f"{const}_h2d", op=ops.H2D_COPY, kind="other", shape=(),
+    g.add_node(f"{const}_h2d", op=ops.H2D_COPY, kind="other", shape=tuple(int(s) for s in t.shape),
                dtype=_dtype_name(t.dtype), flops=0.0, bytes_read=b, bytes_written=b,
                inputs=[const], base=f"{const}_h2d", is_output=False, unmodelled=False,
                reads={const: b}, gemm=None, contiguous=True,
@@ -129,17 +131,54 @@ def _sdpa_facts(ctx) -> dict:
             "head_dim": int(q.shape[-1]), "head_dim_v": int(v.shape[-1]),
             "q_len": int(q.shape[-2]), "kv_len": int(k.shape[-2]),
             "heads": int(q.shape[-3]) if len(q.shape) >= 3 else 1,
-            "kv_heads": int(k.shape[-3]) if len(k.shape) >= 3 else 1, "dtype": q.dtype}
+            "kv_heads": int(k.shape[-3]) if len(k.shape) >= 3 else 1, "dtype": q.dtype,
+            "out_bshd": _fused_out_bshd(q)}
 
 
 def _attention_heads_swap(g, name: str) -> bool:
     """Whether node ``name`` is a transpose of an attention output's heads and sequence
-    dims (a view of [B, H, S, D] as [B, S, H, D])."""
+    dims (a view of [B, H, S, D] as [B, S, H, D]) that the fused kernel already laid out
+    so: the transposed output is contiguous (:func:`_fused_out_bshd`), and the usual
+    ``.contiguous()``/reshape after it copies nothing."""
     a = g.nodes.get(name)
     if a is None or a["kind"] != "view" or ops.packet_name(a["op"]) not in ("transpose", "permute"):
         return False
     base = g.nodes.get(a["base"])
-    return base is not None and base["kind"] == "attention"
+    return base is not None and base["kind"] == "attention" and \
+        (base.get("sdpa") or {}).get("out_bshd", True)
+
+
+def _fused_out_bshd(q: ops.TensorMeta) -> bool:
+    """Whether the fused attention kernel writes its [B, H, S, D] output with the heads
+    inside the sequence ([B, S, H, D] in memory). 16-bit SDPA runs cuDNN (Hopper) or flash
+    (sm80-sm89), and both lay the output out as the query: cuDNN allocates it with
+    ``alloc_with_matching_layout(q, o, ...)`` (aten/src/ATen/native/cudnn/MHA.cpp: the
+    query's dims in the order of their strides, stable, densely), flash with
+    ``empty_like(q)`` of the transposed query (transformers/cuda/flash_attn/flash_api.cpp
+    ``mha_fwd``: a dense query keeps its strides, a strided one, a slice of a fused QKV
+    projection, comes out [B, S, H, D]). fp32 runs the memory-efficient kernel, which
+    always allocates ``at::empty({B, M, num_heads, Kv})`` (attention.cu
+    ``_efficient_attention_forward``). So Llama's query, rotated in the projection's
+    transposed layout, gives a [B, S, H, D] output, while Phi's, concatenated from its
+    rotated and pass-through halves (``torch.cat``: a contiguous [B, H, S, D]), gives a
+    [B, H, S, D] one that ``transpose(1, 2).contiguous()`` copies (H200 prefill records,
+    validation/results/generate/h200-2026-11-28k-prefill.jsonl: one direct_copy kernel
+    after every cuDNN attention kernel of Phi-1.5, none after Llama's or Qwen's)."""
+    if q.dtype == "float32" or len(q.shape) != 4 or len(q.stride) != 4 or 0 in q.shape:
+        return True
+    far = 1 << 62
+    order = sorted(range(4), key=lambda d: q.stride[d] if q.stride[d] else far)   # innermost first
+    stride, cur = [0] * 4, 1
+    for d in order:
+        stride[d], cur = cur, cur * q.shape[d]
+    shape = (q.shape[0], q.shape[2], q.shape[1], q.shape[3])     # transposed: [B, S, H, D]
+    stride = (stride[0], stride[2], stride[1], stride[3])
+    expect = 1
+    for size, st in reversed(tuple(zip(shape, stride))):
+        if size != 1 and st != expect:
+            return False
+        expect *= size
+    return True
 
 
 def _plain(t, out) -> bool:
@@ -175,6 +214,20 @@ def _permuted(t, out) -> bool:
         return _unit_dim(t) != _unit_dim(out)
     except Exception:  # noqa: BLE001 - odd tensor subclasses: not known to permute
         return False
+
+
+def _strided_fold(t) -> bool:
+    """A strided (not contiguous) input of 3 or more dims whose leading dims fold into one as a
+    view: ``at::matmul``'s ``t1.reshape({folded, k})`` then copies nothing and cuBLAS reads the
+    rows at their stride (a last-token slice ``hidden[:, -1:, :]`` of a batch). Strides, sizes
+    of 1 aside, must nest: each leading dim's stride is the next one's times its size."""
+    try:
+        if t.dim() < 3 or t.is_contiguous():
+            return False
+        dims = [(int(s), int(st)) for s, st in zip(t.shape[:-1], t.stride()[:-1]) if s != 1]
+    except Exception:  # noqa: BLE001 - odd tensor subclasses: not known to fold
+        return False
+    return all(st == nst * ns for (_, st), (ns, nst) in zip(dims, dims[1:]))
 
 
 def _unit_dim(t) -> int | None:

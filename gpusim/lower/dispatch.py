@@ -103,6 +103,16 @@ def has_bias(graph: OpGraph, n: str) -> bool:
     return name.startswith("add") or (name == "linear" and len(a["reads"]) > 2)
 
 
+def folded_linear(graph: OpGraph, n: str) -> bool:
+    """A 16-bit ``linear`` with a bias over a strided input whose leading dims fold into the
+    rows as a view (``fold_view``, :func:`gpusim.capture.fxnodes._strided_fold`): at::linear
+    (aten/src/ATen/native/Linear.cpp) fuses the bias only into an addmm of a 2-D or contiguous
+    input, so this runs ``matmul`` (the fold is a view, no copy) and then ``add_`` of the bias."""
+    a = graph.g.nodes[n]
+    return (packet_name(a["op"]) == "linear" and bool(a.get("fold_view")) and has_bias(graph, n)
+            and a["dtype"] in HALF_DTYPES)
+
+
 def input_strided(graph: OpGraph, n: str) -> bool:
     """Whether node ``n``'s first input is strided on the GPU: capture's ``input_contiguous``
     on CUDA traces; on meta traces (no such flag: cuDNN's channels-last outputs are not
@@ -306,6 +316,14 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return conv_kernels(graph, n, spec, Kernel) + conv_bias_kernels(graph, n, Kernel)
     if kind == "attention":
         return sdpa_kernels(graph, n, spec, Kernel)
+    if kind == "matmul" and folded_linear(graph, n):
+        # ``at::linear`` takes its fused addmm only for a contiguous input; a strided one
+        # whose rows fold as a view goes through matmul (no copy: cuBLAS reads the rows at
+        # their stride) and adds the bias after (H200 Phi-1.5 prefills at batch 8,
+        # validation/results/generate/h200-2026-11-28k-prefill.jsonl: the LM head over the
+        # last tokens runs a GEMM without the bias epilogue, then a broadcast add)
+        return [Kernel((n,), "library", variant=gemm_variant(graph, n)),
+                Kernel((n,), "aten", role="aux", bytes=2.0 * a["bytes_written"], variant="conv_bias")]
     if kind == "matmul" and strided_linear(graph, n):
         # ``at::linear`` folds a contiguous input into one addmm; a strided one (CaiT's
         # talking heads: a Linear over the heads dim of a permuted score tensor) goes
@@ -357,6 +375,9 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         # strided halves runs two direct_copy kernels, not CatArrayBatchedCopy)
         return [Kernel((n,), "aten", role="aux", bytes=b, variant="cat_copy")
                 for b in a["cat_copies"]]
+    cast = reduction_cast_bytes(graph, n)
+    if cast:
+        return [Kernel((n,), "aten", role="aux", bytes=cast), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
     main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else
                   "pool" if name in WINDOW_POOLS else "")
@@ -390,15 +411,35 @@ def launches_nothing(a: dict) -> bool:
     DynamicCache starts each layer with ``torch.tensor([], device=...)`` (a host tensor copied
     over, then ``detach_``): the H200 prefill records of Llama-3.2-1B, Qwen2-0.5B, Phi-1.5 and
     Gemma-2B (validation/results/generate/h200-2026-11-28k-prefill.jsonl) list no kernel and
-    no memcpy for them, 2 x layers fewer kernels than gpusim counted before."""
+    no memcpy for them, 2 x layers fewer kernels than gpusim counted before. Capture gives the
+    host copy of such a constant its true shape, ``(0,)``, so this one rule covers it."""
     shape = a.get("shape")
-    empty = isinstance(shape, tuple) and len(shape) > 0 and all(isinstance(s, int) for s in shape) \
+    return isinstance(shape, tuple) and len(shape) > 0 and all(isinstance(s, int) for s in shape) \
         and numel(shape) == 0
-    if packet_name(a.get("op", "")) == "h2d_copy":
-        return not float(a.get("bytes_read") or 0.0) and not float(a.get("bytes_written") or 0.0)
-    return empty
 
 
+def reduction_cast_bytes(graph: OpGraph, n: str) -> float:
+    """Bytes of the cast ATen runs before reduction ``n`` (0: none). ``sum``, ``nansum``,
+    ``prod`` and ``mean`` build their iterator with ``make_reduction_from_out_ty``
+    (aten/src/ATen/native/ReduceOpsUtils.h): an input of another dtype than the output is
+    first copied to it (``self.to(in_dtype)``), except 16-bit into fp32 on CUDA, which the
+    reduction reads as it is. So Hugging Face's ``attention_mask.sum()`` over a bool mask
+    runs a direct_copy to int64 before the reduce (the H100 decode steps with generate's
+    mask, validation/results/generate/h100-2026-11-28c-host.jsonl: 37 direct_copy kernels,
+    one more than the graph's casts)."""
+    a = graph.g.nodes[n]
+    ins = a.get("inputs") or ()
+    if packet_name(a["op"]) not in CASTING_REDUCTIONS or not ins or ins[0] not in graph.g:
+        return 0.0
+    x = graph.g.nodes[ins[0]]
+    src, dst = x.get("dtype"), a.get("dtype")
+    if not src or src == dst or (src in HALF_DTYPES and dst == "float32"):
+        return 0.0
+    return float(numel(main_shape(x.get("shape")))) * (DTYPE_BYTES.get(src, 4) + DTYPE_BYTES.get(dst, 4))
+
+
+#: reductions whose input is cast to the output dtype first (:func:`reduction_cast_bytes`)
+CASTING_REDUCTIONS = ("sum", "nansum", "prod", "mean")
 #: ATen's group norm ops (moments, parameters, apply: :func:`eager_kernels`)
 GROUP_NORMS = ("group_norm", "native_group_norm")
 #: ATen's row-wise layer norm kernels (a block per row: :func:`_fit_layer_norm`)

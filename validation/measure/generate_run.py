@@ -325,7 +325,8 @@ def decode_host_case(model, batch, context, vocab, variant: str = "bare") -> dic
     top_self = sorted(by_self.items(), key=lambda kv: -kv[1][1])[:15]
     return {"kind": "decode_host", "variant": variant, "batch": batch, "context": context, "cache_len_after": cache.get_seq_length(),
             "wall_us": _med(walls), "profiled_wall_us": round(prof_wall, 1), "kernel_count": len(ks),
-            "kernel_sum_us": round(sum(e.device_time for e in ks), 1), "kernels": _by_name(ks), "module_calls": n_calls,
+            "kernel_sum_us": round(sum(e.device_time for e in ks), 1), "kernels": _by_name(ks), **_kernel_detail(ks),
+            "module_calls": n_calls,
             "aten_top_level_ops": len(top), "aten_top_level_cpu_us": round(aten_cpu, 1), "cuda_launches": launches,
             "python_us_estimate": round(prof_wall - aten_cpu, 1),
             "top_self_cpu": [[k[:80], n, round(us, 1)] for k, (n, us) in top_self]}

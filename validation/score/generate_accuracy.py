@@ -313,8 +313,9 @@ def host_step(env, r):
                          cache_position=torch.arange(c, c + 1, device=ids.device),
                          position_ids=torch.full((b, 1), c, dtype=torch.long, device=ids.device))
         nxt = m(ids, past_key_values=cache, use_cache=True, **extra).logits[:, -1:].argmax(-1)
-        if nxt[0, 0] >= 0:              # nxt.cpu(): the host waits for the token (a read)
-            return nxt
+        # nxt.cpu(): the host waits for the token, a device-to-host memcpy and no kernel (a compare
+        # on the device, ``if nxt[0, 0] >= 0``, would add one the step does not run)
+        nxt[0, 0].item()
         return nxt
     cache = decode.make_cache(m, "dynamic", b, c, c + 1, torch.bfloat16)
     return _on(env, step, (torch.zeros(b, 1, dtype=torch.long, device="meta"), cache))
