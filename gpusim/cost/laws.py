@@ -341,7 +341,8 @@ def attention(x: LawInput) -> KernelEstimate:
     peak, floor ``attention_min_us``; without the figure, the neutral law. With a mask (the
     classes of :func:`gpusim.lower.dispatch.mask_layout`): where the spec has the layout's rate
     (the sdpa_mask sweep), that time plus the mask read once per head, B x H x Sq x Skv
-    elements, at the rate; else the products at ``attention_mask_efficiency``."""
+    elements, at the rate (an unaligned dense or per-head mask: :func:`unaligned_mask_us`),
+    added to the unmasked time; else the products at ``attention_mask_efficiency``."""
     spec = x.spec
     rate = getattr(spec, MASK_RATES.get(x.kernel.variant, ""), None)
     masked = x.kernel.variant in MASK_RATES and not rate
@@ -349,9 +350,32 @@ def attention(x: LawInput) -> KernelEstimate:
     if not eff:
         return neutral(x)
     comp = attention_flops(x.a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6 * causal_share(x.a, spec)
-    if rate:
-        comp += mask_read_bytes(x.a) / (rate * 1e12) * 1e6
-    return x.retimed(x.est.mem_us, comp, spec.attention_min_us or x.floor)
+    est = x.retimed(x.est.mem_us, comp, spec.attention_min_us or x.floor)
+    if not rate:
+        return est
+    # the mask's read comes on top of the unmasked call's time, its floor included (the sweep
+    # fits it as the masked kernel less the same shape's unmasked one)
+    slow = unaligned_mask_us(x.a, spec) if x.kernel.variant != "attention_mask_bcast" else None
+    extra = slow if slow is not None else mask_read_bytes(x.a) / (rate * 1e12) * 1e6
+    return replace(est, compute_us=est.compute_us + extra, us=est.us + extra)
+
+
+def unaligned_mask_us(a: dict, spec) -> float | None:
+    """The mask read of a dense or per-head mask whose rows are not a multiple of 16 bytes (ViT's
+    197 keys): cuDNN's kernel then reads it element by element, so the time goes by waves of CTAs,
+    each reading its ``attention_mask_unaligned_tile`` query rows x Skv of the mask at
+    ``attention_mask_unaligned_cta_gbps`` (the H200 sdpa_mask sweep's unaligned shapes). None for
+    an aligned mask, or without the figures (then the byte rate prices it)."""
+    s = a.get("sdpa") or {}
+    tile, gbps = spec.attention_mask_unaligned_tile, spec.attention_mask_unaligned_cta_gbps
+    dt = str(s.get("mask_dtype") or a["dtype"]).replace("torch.", "")
+    elt = DTYPE_BYTES.get(dt if dt != "bool" else a["dtype"], 2)
+    sq, skv = int(s.get("q_len") or 0), int(s.get("kv_len") or 0)
+    if not (tile and gbps and sq and skv) or (skv * elt) % 16 == 0:
+        return None
+    bh = numel(main_shape(a["shape"])[:-2]) if a.get("shape") else 1
+    waves = -(-bh * -(-sq // int(tile)) // spec.sm_count)
+    return waves * min(sq, int(tile)) * skv * elt / (gbps * 1e9) * 1e6
 
 
 def causal_share(a: dict, spec) -> float:

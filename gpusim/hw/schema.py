@@ -92,7 +92,8 @@ OPTIONAL_MODEL += KLOOP_FIGURES
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices every mask at attention_mask_efficiency
-MASK_FIGURES = ("attention_mask_dense_tbps", "attention_mask_bcast_tbps", "attention_mask_heads_tbps")
+MASK_FIGURES = ("attention_mask_dense_tbps", "attention_mask_bcast_tbps", "attention_mask_heads_tbps",
+                "attention_mask_unaligned_tile", "attention_mask_unaligned_cta_gbps")
 OPTIONAL_MODEL += MASK_FIGURES
 FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",

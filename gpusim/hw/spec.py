@@ -214,6 +214,10 @@ class GPUSpec:
     attention_mask_dense_tbps: float | None = None
     attention_mask_bcast_tbps: float | None = None
     attention_mask_heads_tbps: float | None = None
+    # a mask whose key count is not a multiple of 16 bytes (ViT's 197 tokens): each CTA of this
+    # many query rows reads its rows x Skv mask tile at this rate (GB/s), a wave of CTAs at a time
+    attention_mask_unaligned_tile: float | None = None
+    attention_mask_unaligned_cta_gbps: float | None = None
     attention_tile_q: int | None = None
     attention_tile_kv: int | None = None
     # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)
