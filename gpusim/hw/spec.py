@@ -89,6 +89,20 @@ class GPUSpec:
     bn_nhwc_min_us: float | None = None
     bn_cl_min_us: float | None = None
     layer_norm_row_ns_16bit: float | None = None
+    # ViT's small ATen kernels (gpusim.cost.small_ops; validation/fit/fit_vit_small_ops.py on the
+    # vit_small_ops sweep): gather fixed µs + ns per index (vectorized) or ps per element; the
+    # layer-scale broadcast multiply's fixed µs + ps per element; the layer norm's floor by width
+    gather_vec_us: float | None = None
+    gather_vec_index_ns: float | None = None
+    gather_elem_us: float | None = None
+    gather_elem_ps: float | None = None
+    bcast_mul_us: float | None = None
+    bcast_mul_ps: float | None = None
+    bcast_mul_us_16bit: float | None = None
+    bcast_mul_ps_16bit: float | None = None
+    layer_norm_floor_us: float | None = None
+    layer_norm_floor_us_16bit: float | None = None
+    layer_norm_floor_ch_ns: float | None = None
     matmul_align1_efficiency: float | None = None  # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float | None = None  # fp32 memory-efficient attention, of fp32 peak
     bn_eval_efficiency_16bit: float | None = None  # 16-bit eval batch norm (ATen), of DRAM bandwidth
