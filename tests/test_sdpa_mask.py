@@ -1,5 +1,5 @@
 """The masked-attention law (gpusim.cost.laws.attention, gpusim.lower.dispatch.mask_layout) on
-the H200 sdpa_mask sweep (validation/results/h200/sdpa_mask.jsonl): which class a mask's layout
+the H200 sdpa_mask sweep (validation/results/h200/sdpa_mask-2026-11-28-x4.jsonl): which class a mask's layout
 takes, eager and compiled, and the time a mask adds over the unmasked call."""
 
 import dataclasses
@@ -14,10 +14,10 @@ from gpusim.capture.tracing import capture
 from gpusim.cost.kernel import kernel_us
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
-from validation.fit.fit_sdpa_mask import FIGURES, read, report, shapes
+from validation.fit.fit_sdpa_mask import DENSE_LIKE, FIGURES, UNALIGNED, fit_unaligned, read, report, shapes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SWEEP = os.path.join(ROOT, "validation", "results", "h200", "sdpa_mask.jsonl")
+SWEEP = os.path.join(ROOT, "validation", "results", "h200", "sdpa_mask-2026-11-28-x4.jsonl")
 H200 = load_spec("h200-sxm-calibrated")
 #: the spec as it was before the sweep: every mask at attention_mask_efficiency
 NO_LAW = dataclasses.replace(H200, **{f: None for f in FIGURES})
@@ -35,7 +35,8 @@ def graph(B, H, S, D, layout):
     if layout == "bcast_q":
         m = torch.empty(B, 1, 1, S, device="meta", dtype=torch.bfloat16)
         return capture(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m.expand(B, 1, S, S)), (q, m))
-    m = torch.empty(B, H if layout == "dense_heads" else 1, S, S, device="meta", dtype=torch.bfloat16)
+    m = torch.empty(B if layout != "heads_bcast_b" else 1, 1 if layout == "dense" else H, S, S,
+                    device="meta", dtype=torch.bfloat16)
     return capture(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m), (q, m))
 
 
@@ -67,6 +68,7 @@ def test_h100_keeps_its_law():
 
 def test_fit_reproduces_the_spec(points):
     rates, _ = report(points)
+    rates.update(fit_unaligned(points, H200.sm_count)[0])
     for f in FIGURES:
         assert getattr(H200, f) == pytest.approx(rates[f], abs=5e-4)
 
@@ -87,9 +89,31 @@ def test_mask_extra_time_on_the_sweep(points, layout):
             errs.append(abs(pred / meas - 1) * 100)
         return statistics.median(errs)
     with_law, without = extra_err(H200), extra_err(NO_LAW)
-    assert with_law < 25.0
+    # 25% on the 10:10 sweep's 6 shapes; the 19:20 sweep adds batch-1 shapes whose few CTAs read
+    # the mask at a per-CTA rate (extra 1.4-2.8 µs where the bytes give 0.2-0.8): 30%
+    assert with_law < 30.0
     if layout != "bcast_q":
         assert with_law < without
+
+
+def masked_err(points, s, layout, spec) -> float:
+    """Signed % error of the masked kernel priced as the measured unmasked one plus the law's extra."""
+    g0, g1 = graph(*s, "none"), graph(*s, layout)
+    extra = kernel_us(g1, attention_kernel(g1, "eager", spec), spec) - kernel_us(g0, attention_kernel(g0, "eager", spec), spec)
+    return ((points[s + ("none",)] + extra) / points[s + (layout,)] - 1) * 100
+
+
+def test_unaligned_mask_waves(points):
+    """A dense or per-head mask over a key count that is not a multiple of 8 (ViT's 197, BEiT's 257
+    tokens) takes 2-3x the aligned law's extra time: priced by waves of 128-row CTAs, the masked
+    kernel is within 20% (median under 10%) on the sweep's unaligned shapes; the aligned byte
+    rate alone misses every one by over 35% (fails without the unaligned figures)."""
+    on = [(s, lay) for s in shapes(points, aligned=False) for lay in DENSE_LIKE]
+    bytes_only = dataclasses.replace(H200, **{f: None for f in UNALIGNED})
+    law = [masked_err(points, s, lay, H200) for s, lay in on]
+    old = [masked_err(points, s, lay, bytes_only) for s, lay in on]
+    assert max(map(abs, law)) < 20.0 and statistics.median(map(abs, law)) < 10.0
+    assert min(map(abs, old)) > 35.0
 
 
 def test_computed_mask_is_dense_expanded_is_broadcast():

@@ -19,6 +19,7 @@ from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
+from gpusim.cost.small_ops import bcast_mul_us, gather_us, layer_norm_floor
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
 from gpusim.lower.dispatch import cublas_split_k
@@ -150,14 +151,26 @@ def pool(x: LawInput) -> KernelEstimate:
 def layer_norm(x: LawInput) -> KernelEstimate:
     """ATen's layer norm runs a block per row: ``layer_norm_row_ns[_16bit]`` per row on top of the
     stream, scaled by how narrow the row is (:func:`gpusim.cost.classes.narrow_row_fraction`; it
-    dominates Swin's and ConvNeXt's 96-768 channels); floor ``reduction_min_us``."""
+    dominates Swin's and ConvNeXt's 96-768 channels); floor ``reduction_min_us``, or the width's
+    floor (:func:`gpusim.cost.small_ops.layer_norm_floor`) where the spec has it."""
     a, spec = x.a, x.spec
     mem = x.est.mem_us
     row_ns = spec.layer_norm_row_ns_16bit if a["dtype"] in HALF_DTYPES else spec.layer_norm_row_ns
     shape = main_shape(a.get("shape"))
     if row_ns and shape:
         mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
-    return x.retimed(mem, x.est.compute_us, spec.reduction_min_us or x.floor)
+    floor = layer_norm_floor(a, spec) or spec.reduction_min_us or x.floor
+    return x.retimed(mem, x.est.compute_us, floor)
+
+
+@law("gather", "bcast_mul")
+def small_op(x: LawInput) -> KernelEstimate:
+    """ViT's gather of a table's rows and its layer-scale multiply (:mod:`gpusim.cost.small_ops`,
+    the vit_small_ops sweep's lines): that time, in its measured domain; else the common stream."""
+    us = (gather_us if x.kernel.variant == "gather" else bcast_mul_us)(x.a, x.spec)
+    if us is None:
+        return x.est
+    return replace(x.est, mem_us=us, us=us, bound="memory", variant=x.kernel.variant)
 
 
 @law("column_sum")
@@ -344,7 +357,8 @@ def attention(x: LawInput) -> KernelEstimate:
     With a mask (the
     classes of :func:`gpusim.lower.dispatch.mask_layout`): where the spec has the layout's rate
     (the sdpa_mask sweep), that time plus the mask read once per head, B x H x Sq x Skv
-    elements, at the rate; else the products at ``attention_mask_efficiency``."""
+    elements, at the rate (an unaligned dense or per-head mask: :func:`unaligned_mask_us`),
+    added to the unmasked time; else the products at ``attention_mask_efficiency``."""
     spec = x.spec
     decode = decode_attention_us(x.a, spec, x.kernel.variant in MASK_RATES)
     if decode is not None:      # one query row: the decode law (gpusim.cost.decode_attention)
@@ -355,9 +369,32 @@ def attention(x: LawInput) -> KernelEstimate:
     if not eff:
         return neutral(x)
     comp = attention_flops(x.a, spec) / (spec.peak_flops("fp16_tc") * eff) * 1e6 * causal_share(x.a, spec)
-    if rate:
-        comp += mask_read_bytes(x.a) / (rate * 1e12) * 1e6
-    return x.retimed(x.est.mem_us, comp, spec.attention_min_us or x.floor)
+    est = x.retimed(x.est.mem_us, comp, spec.attention_min_us or x.floor)
+    if not rate:
+        return est
+    # the mask's read comes on top of the unmasked call's time, its floor included (the sweep
+    # fits it as the masked kernel less the same shape's unmasked one)
+    slow = unaligned_mask_us(x.a, spec) if x.kernel.variant != "attention_mask_bcast" else None
+    extra = slow if slow is not None else mask_read_bytes(x.a) / (rate * 1e12) * 1e6
+    return replace(est, compute_us=est.compute_us + extra, us=est.us + extra)
+
+
+def unaligned_mask_us(a: dict, spec) -> float | None:
+    """The mask read of a dense or per-head mask whose rows are not a multiple of 16 bytes (ViT's
+    197 keys): cuDNN's kernel then reads it element by element, so the time goes by waves of CTAs,
+    each reading its ``attention_mask_unaligned_tile`` query rows x Skv of the mask at
+    ``attention_mask_unaligned_cta_gbps`` (the H200 sdpa_mask sweep's unaligned shapes). None for
+    an aligned mask, or without the figures (then the byte rate prices it)."""
+    s = a.get("sdpa") or {}
+    tile, gbps = spec.attention_mask_unaligned_tile, spec.attention_mask_unaligned_cta_gbps
+    dt = str(s.get("mask_dtype") or a["dtype"]).replace("torch.", "")
+    elt = DTYPE_BYTES.get(dt if dt != "bool" else a["dtype"], 2)
+    sq, skv = int(s.get("q_len") or 0), int(s.get("kv_len") or 0)
+    if not (tile and gbps and sq and skv) or (skv * elt) % 16 == 0:
+        return None
+    bh = numel(main_shape(a["shape"])[:-2]) if a.get("shape") else 1
+    waves = -(-bh * -(-sq // int(tile)) // spec.sm_count)
+    return waves * min(sq, int(tile)) * skv * elt / (gbps * 1e9) * 1e6
 
 
 def causal_share(a: dict, spec) -> float:

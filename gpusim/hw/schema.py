@@ -92,7 +92,8 @@ OPTIONAL_MODEL += KLOOP_FIGURES
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices every mask at attention_mask_efficiency
-MASK_FIGURES = ("attention_mask_dense_tbps", "attention_mask_bcast_tbps", "attention_mask_heads_tbps")
+MASK_FIGURES = ("attention_mask_dense_tbps", "attention_mask_bcast_tbps", "attention_mask_heads_tbps",
+                "attention_mask_unaligned_tile", "attention_mask_unaligned_cta_gbps")
 OPTIONAL_MODEL += MASK_FIGURES
 #: 16-bit single-query (decode) attention (validation/fit/fit_sdpa_decode.py on
 #: validation/results/<gpu>/sdpa_decode.jsonl): a GPU with that sweep has them; without them the
@@ -103,6 +104,12 @@ DECODE_ATTENTION_FIGURES = ("attention_decode_us", "attention_decode_dim_ns", "a
                             "attention_decode_split_ctas", "attention_decode_reduce_us",
                             "attention_decode_reduce_ns")
 OPTIONAL_MODEL += DECODE_ATTENTION_FIGURES
+#: ViT's small ATen kernels (validation/fit/fit_vit_small_ops.py on validation/results/<gpu>/
+#: vit_small_ops.jsonl; gpusim.cost.small_ops): without them the common stream and floors
+SMALL_OP_FIGURES = ("gather_vec_us", "gather_vec_index_ns", "gather_elem_us", "gather_elem_ps",
+                    "bcast_mul_us", "bcast_mul_ps", "bcast_mul_us_16bit", "bcast_mul_ps_16bit",
+                    "layer_norm_floor_us", "layer_norm_floor_us_16bit", "layer_norm_floor_ch_ns")
+OPTIONAL_MODEL += SMALL_OP_FIGURES
 FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",

@@ -89,6 +89,20 @@ class GPUSpec:
     bn_nhwc_min_us: float | None = None
     bn_cl_min_us: float | None = None
     layer_norm_row_ns_16bit: float | None = None
+    # ViT's small ATen kernels (gpusim.cost.small_ops; validation/fit/fit_vit_small_ops.py on the
+    # vit_small_ops sweep): gather fixed µs + ns per index (vectorized) or ps per element; the
+    # layer-scale broadcast multiply's fixed µs + ps per element; the layer norm's floor by width
+    gather_vec_us: float | None = None
+    gather_vec_index_ns: float | None = None
+    gather_elem_us: float | None = None
+    gather_elem_ps: float | None = None
+    bcast_mul_us: float | None = None
+    bcast_mul_ps: float | None = None
+    bcast_mul_us_16bit: float | None = None
+    bcast_mul_ps_16bit: float | None = None
+    layer_norm_floor_us: float | None = None
+    layer_norm_floor_us_16bit: float | None = None
+    layer_norm_floor_ch_ns: float | None = None
     matmul_align1_efficiency: float | None = None  # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float | None = None  # fp32 memory-efficient attention, of fp32 peak
     bn_eval_efficiency_16bit: float | None = None  # 16-bit eval batch norm (ATen), of DRAM bandwidth
@@ -230,6 +244,10 @@ class GPUSpec:
     attention_decode_split_ctas: float | None = None
     attention_decode_reduce_us: float | None = None
     attention_decode_reduce_ns: float | None = None
+    # a mask whose key count is not a multiple of 16 bytes (ViT's 197 tokens): each CTA of this
+    # many query rows reads its rows x Skv mask tile at this rate (GB/s), a wave of CTAs at a time
+    attention_mask_unaligned_tile: float | None = None
+    attention_mask_unaligned_cta_gbps: float | None = None
     attention_tile_q: int | None = None
     attention_tile_kv: int | None = None
     # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)

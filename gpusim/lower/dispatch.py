@@ -380,7 +380,7 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [Kernel((n,), "aten", role="aux", bytes=cast), Kernel((n,), "aten")]
     impl = "library" if kind == "norm" else "aten"
     main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else
-                  "pool" if name in WINDOW_POOLS else "")
+                  "pool" if name in WINDOW_POOLS else small_op_class(graph, n))
     if name in GROUP_NORMS:
         # ATen's group norm: RowwiseMomentsCUDAKernel (reads the input), a tiny kernel for
         # the fused scale and shift, then the elementwise GroupNormKernelImpl (broad H100
@@ -403,6 +403,25 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         xb = next(iter(a["reads"].values()), a["bytes_written"])
         return [Kernel((n,), "aten", role="aux", bytes=2.0 * xb, variant="strided_copy"), main]
     return [main]
+
+
+def small_op_class(graph: OpGraph, n: str) -> str:
+    """``"gather"``: ``table[index]``, one 1-D index tensor over a table's rows (BEiT's
+    relative-position bias: ATen's vectorized_gather or index_elementwise kernel);
+    ``"bcast_mul"``: a (C,) vector times a tensor whose last dim is C (ViT's layer scale: ATen's
+    broadcasting ``elementwise_kernel``, not its vectorised one); else ``""`` (the vit_small_ops
+    sweep's classes, priced by gpusim.cost.small_ops where the spec has their figures)."""
+    a = graph.g.nodes[n]
+    name, ins = packet_name(a["op"]), list(a.get("inputs") or ())
+    shapes = [tuple(graph.g.nodes[i].get("shape") or ()) for i in ins if i in graph.g]
+    out = tuple(a.get("shape") or ())
+    if name == "index" and len(shapes) == 2 and len(shapes[1]) == 1 and len(out) >= 1 \
+            and graph.g.nodes[ins[1]].get("dtype") in ("int64", "int32"):
+        return "gather"
+    if name == "mul" and len(shapes) == 2 and len(out) >= 2 and out[-1] > 1 and numel(out) > out[-1] \
+            and sorted(len(s) for s in shapes)[0] == 1 and (out[-1],) in shapes:
+        return "bcast_mul"
+    return ""
 
 
 def launches_nothing(a: dict) -> bool:

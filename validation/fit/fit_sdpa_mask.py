@@ -15,7 +15,10 @@ sequence is a multiple of 8 (ViT's 197 tokens read an unaligned mask, far slower
 fitted). Printed: the rates, each layout's error on the fitted points (the masked time as the
 measured unmasked time plus the law's extra), leave-one-shape-out (each shape predicted by the
 rate fitted on the others), the ``compiled_hf`` points' attention kernels against the dense rate,
-and the unaligned shape.
+and the unaligned shapes at the aligned rates. The unaligned shapes (a key count not a multiple of 8)
+fit two more figures: the query tile of cuDNN's CTAs (64 or 128, the one that fits best) and the
+rate (GB/s) at which one CTA reads its tile x Skv of the mask, the time going by waves of CTAs over
+the SMs (``attention_mask_unaligned_*``, dense and per-head layouts; gpusim.cost.laws.unaligned_mask_us).
 
     python3 -m validation.fit.fit_sdpa_mask [--gpu h200] [--write]
 
@@ -35,8 +38,13 @@ from validation.fit.fit_triton import emit_figures, spec_fit_parser, sweep_path
 #: sweep layout -> spec figure
 LAYOUTS = {"dense": "attention_mask_dense_tbps", "bcast_q": "attention_mask_bcast_tbps",
            "dense_heads": "attention_mask_heads_tbps"}
-FIGURES = tuple(LAYOUTS.values())
+UNALIGNED = ("attention_mask_unaligned_tile", "attention_mask_unaligned_cta_gbps")
+FIGURES = tuple(LAYOUTS.values()) + UNALIGNED
 ALIGN = 8
+#: the unaligned fit's candidate query tiles: the one whose per-wave rate scatters least is kept
+TILES = (64, 128)
+#: the layouts a dense or per-head mask takes (the unaligned law's); bcast_q reads one row per batch
+DENSE_LIKE = ("dense", "dense_heads", "heads_bcast_b")
 
 
 def read(path: str) -> tuple[dict, dict]:
@@ -79,6 +87,34 @@ def err(points: dict, shape: tuple, layout: str, rate: float) -> float:
     return (predicted(points, shape, rate) / points[shape + (layout,)] - 1) * 100
 
 
+def cta_bytes(shape: tuple, tile: int, sms: int) -> float:
+    """Waves of CTAs x one CTA's mask tile (``tile`` query rows x Skv, 2 bytes each)."""
+    b, h, s, _ = shape
+    waves = -(-b * h * -(-s // tile) // sms)
+    return waves * min(s, tile) * s * 2.0
+
+
+def fit_unaligned(points: dict, sms: int) -> tuple[dict, list[str]]:
+    """The unaligned mask's per-CTA read rate (GB/s) per candidate tile, least squares through the
+    origin of the dense-like layouts' extra time over waves x tile bytes; keeps the tile whose
+    relative errors scatter least."""
+    on = [(s, lay) for s in shapes(points, aligned=False) for lay in DENSE_LIKE if s + (lay,) in points]
+    if not on:
+        return {}, []
+    best, lines = None, []
+    for tile in TILES:
+        xs = [cta_bytes(s, tile, sms) for s, _ in on]
+        ys = [points[s + (lay,)] - points[s + ("none",)] for s, lay in on]
+        slope = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)     # µs per byte
+        e = [((points[s + ("none",)] + x * slope) / points[s + (lay,)] - 1) * 100 for (s, lay), x in zip(on, xs)]
+        spread = statistics.median(map(abs, e))
+        lines.append(f"unaligned, tile {tile}: {1e-3 / slope:.2f} GB/s per CTA on {len(on)} points; masked time "
+                     f"|err| median {spread:.1f}%, max {max(map(abs, e)):.1f}% ({', '.join(f'{v:+.1f}' for v in e)})")
+        if best is None or spread < best[0]:
+            best = (spread, {UNALIGNED[0]: float(tile), UNALIGNED[1]: 1e-3 / slope})
+    return best[1], lines
+
+
 def report(points: dict) -> tuple[dict, list[str]]:
     on = shapes(points)
     rates, lines = {}, [f"fitted on {len(on)} aligned shapes (B, H, S, D): {', '.join(map(str, on))}"]
@@ -108,14 +144,17 @@ def main(argv=None) -> int:
     if path is None:
         return 2
     env, points = read(path)
-    rates, lines = report(points)
-    print("\n".join(lines))
     spec = load_spec(calibrated_name(a.gpu))
+    rates, lines = report(points)
+    slow, more = fit_unaligned(points, int(env.get("sm_count") or spec.sm_count))
+    rates.update(slow)
+    print("\n".join(lines + more))
     ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.sdpa_mask "
            f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_sdpa_mask --gpu {a.gpu} "
            f"(mask bytes B x H x S x S x 2 over the attention kernel's time beyond the unmasked call, "
-           f"{len(shapes(points))} aligned shapes)")
-    figs = [f'{f} = {{ value = {rates[f]:.3f}, source = "measured", ref = "{ref}" }}' for f in FIGURES]
+           f"{len(shapes(points))} aligned shapes; unaligned: waves of CTAs x tile x Skv x 2 bytes over the "
+           f"extra time, {len(shapes(points, aligned=False))} shapes)")
+    figs = [f'{f} = {{ value = {rates[f]:.3f}, source = "measured", ref = "{ref}" }}' for f in FIGURES if f in rates]
     emit_figures(spec.path, figs, FIGURES, a.write)
     return 0
 
