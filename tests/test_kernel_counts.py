@@ -61,6 +61,34 @@ def test_query_in_sequence_layout_copies_nothing():
     assert "contiguous" not in _after_attention(ops), ops
 
 
+def _sequence_first_block(back):
+    """``F.multi_head_attention_forward``'s shape of it (torchvision's ViT): the projection
+    of a sequence-first [L, B, E] input viewed as [B, H, L, D] (the query laid out
+    [L, B, H, D]); ``back``: the output's way back to [L, B, H, D] or [B, L, H, D]."""
+    heads, hd = 4, 16
+
+    def block(x, wq, wk, wv, wo):
+        ln, b, _ = x.shape
+        q, k, v = ((x @ w).view(ln, b * heads, hd).transpose(0, 1).view(b, heads, ln, hd)
+                   for w in (wq, wk, wv))
+        o = F.scaled_dot_product_attention(q, k, v)
+        return back(o).contiguous().reshape(-1, heads * hd) @ wo
+    return block, torch.empty(64, 64, dtype=BF16, device="meta")
+
+
+def test_sequence_first_query_permute_back_copies_nothing():
+    """The output has the query's [L, B, H, D] layout: MHA's ``permute(2, 0, 1, 3)`` is
+    contiguous (H100 zoo ViT-B/16 at batch 32: no kernel between attention and out_proj),
+    while the heads swap ``transpose(1, 2)`` of the same output copies."""
+    x = torch.empty(32, 2, 64, dtype=BF16, device="meta")
+    block, w = _sequence_first_block(lambda o: o.permute(2, 0, 1, 3))
+    _, ops = _ops(block, x, w, w, w, w)
+    assert "contiguous" not in _after_attention(ops), ops
+    block, w = _sequence_first_block(lambda o: o.transpose(1, 2))
+    _, ops = _ops(block, x, w, w, w, w)
+    assert _after_attention(ops)[0] == "contiguous", ops
+
+
 def test_fp32_and_one_query_row_copy_nothing():
     """fp32 runs the memory-efficient kernel ([B, S, H, D] always); at one query row (a decode
     step) the transposed output is contiguous whatever the layout."""

@@ -14,7 +14,7 @@ from gpusim.graph.opgraph import OpGraph
 from gpusim.capture.fakes import _flatten_tensors, plain
 from gpusim.graph.ops import SYNC_OPS   # host reads: capture records them as sync nodes
 from gpusim.capture.fxnodes import (_H2D_CONVERSIONS, _add_h2d, _add_input_like, _add_sync, _add_view,  # noqa: F401
-                      _attention_heads_swap, _conv_layout, _dtype_name, _flatten_nodes, _meta,
+                      _attention_heads_swap, _view_dims, _conv_layout, _dtype_name, _flatten_nodes, _meta,
                       _casts, _cat_copies, _einsum_copies, _permuted, _plain, _sdpa_facts, _storage_key,
                       _strided_fold, LayoutMemo, MetaMemo)
 from gpusim.graph.ops import WINDOW_POOLS
@@ -155,7 +155,7 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             alias_of = tensor_nodes[0]      # eval-mode dropout returns its input
         alloc = pname in _ALLOCATIONS
         if est["kind"] == "view" and alias_of is None and tensor_nodes and not alloc \
-                and _attention_heads_swap(g, tensor_nodes[0].name):
+                and _attention_heads_swap(g, tensor_nodes[0].name, _view_dims(tensor_nodes[0])):
             # fused attention kernels (flash, memory-efficient, cuDNN) write their output
             # as [batch, seq, heads, dim]: the usual transpose(1, 2).contiguous()/reshape
             # after them is already contiguous (profiles: no copy kernel after attention)

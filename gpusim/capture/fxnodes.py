@@ -132,25 +132,67 @@ def _sdpa_facts(ctx) -> dict:
             "q_len": int(q.shape[-2]), "kv_len": int(k.shape[-2]),
             "heads": int(q.shape[-3]) if len(q.shape) >= 3 else 1,
             "kv_heads": int(k.shape[-3]) if len(k.shape) >= 3 else 1, "dtype": q.dtype,
-            "out_bshd": _fused_out_bshd(q)}
+            "out_bshd": _fused_out_bshd(q), "out_stride": _fused_out_stride(q, int(v.shape[-1]))}
 
 
-def _attention_heads_swap(g, name: str) -> bool:
-    """Whether node ``name`` is a transpose of an attention output's heads and sequence
-    dims (a view of [B, H, S, D] as [B, S, H, D]) that the fused kernel already laid out
-    so: the transposed output is contiguous (:func:`_fused_out_bshd`), and the usual
-    ``.contiguous()``/reshape after it copies nothing."""
+def _attention_heads_swap(g, name: str, dims=None) -> bool:
+    """Whether node ``name`` is a transpose/permute (``dims``: its output's dims as dims of
+    the input, :func:`_view_dims`) of an attention output that the fused kernel already laid
+    out so: the view is contiguous in the output's layout (:func:`_fused_out_stride`), and
+    the usual ``.contiguous()``/reshape after it copies nothing. Hugging Face swaps heads
+    and sequence (``transpose(1, 2)``); ``F.multi_head_attention_forward`` (torchvision's
+    ViT) permutes [B, H, L, D] to [L, B, H, D], free when its query came [L, B, H, D]."""
     a = g.nodes.get(name)
     if a is None or a["kind"] != "view" or ops.packet_name(a["op"]) not in ("transpose", "permute"):
         return False
     base = g.nodes.get(a["base"])
-    return base is not None and base["kind"] == "attention" and \
-        (base.get("sdpa") or {}).get("out_bshd", True)
+    if base is None or base["kind"] != "attention":
+        return False
+    sdpa = base.get("sdpa") or {}
+    stride = sdpa.get("out_stride")
+    shape = (base.get("shape") or ())[:4]
+    if dims is None or stride is None or shape is None or len(shape) != len(stride):
+        return sdpa.get("out_bshd", True)
+    return _dense_rowmajor([shape[d] for d in dims], [stride[d] for d in dims])
+
+
+def _view_dims(node) -> tuple | None:
+    """The dims of a 4-D ``transpose``/``permute`` FX node's output, as dims of its input."""
+    name = ops.packet_name(str(node.target))
+    try:
+        if name == "permute":
+            return tuple(int(d) % 4 for d in node.args[1])
+        if name == "transpose":
+            d0, d1 = int(node.args[1]) % 4, int(node.args[2]) % 4
+            dims = list(range(4))
+            dims[d0], dims[d1] = d1, d0
+            return tuple(dims)
+    except (IndexError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _dense_rowmajor(shape, stride) -> bool:
+    """Contiguous (size-1 dims' strides ignored)."""
+    expect = 1
+    for size, st in reversed(tuple(zip(shape, stride))):
+        if size != 1 and st != expect:
+            return False
+        expect *= size
+    return True
 
 
 def _fused_out_bshd(q: ops.TensorMeta) -> bool:
-    """Whether the fused attention kernel writes its [B, H, S, D] output with the heads
-    inside the sequence ([B, S, H, D] in memory). 16-bit SDPA runs cuDNN (Hopper) or flash
+    """Whether the fused attention output's heads swap ``transpose(1, 2)`` is contiguous
+    (the output laid out [B, S, H, D]; :func:`_fused_out_stride`)."""
+    st = _fused_out_stride(q)
+    return st is None or _dense_rowmajor((q.shape[0], q.shape[2], q.shape[1], q.shape[3]),
+                                         (st[0], st[2], st[1], st[3]))
+
+
+def _fused_out_stride(q: ops.TensorMeta, dv: int | None = None) -> tuple | None:
+    """The strides of the fused attention kernel's [B, H, S, Dv] output (``dv``: the value's
+    head dim, default the query's; None: not a 4-D query). 16-bit SDPA runs cuDNN (Hopper) or flash
     (sm80-sm89), and both lay the output out as the query: cuDNN allocates it with
     ``alloc_with_matching_layout(q, o, ...)`` (aten/src/ATen/native/cudnn/MHA.cpp: the
     query's dims in the order of their strides, stable, densely), flash with
@@ -164,21 +206,23 @@ def _fused_out_bshd(q: ops.TensorMeta) -> bool:
     [B, H, S, D] one that ``transpose(1, 2).contiguous()`` copies (H200 prefill records,
     validation/results/generate/h200-2026-11-28k-prefill.jsonl: one direct_copy kernel
     after every cuDNN attention kernel of Phi-1.5, none after Llama's or Qwen's)."""
-    if q.dtype == "float32" or len(q.shape) != 4 or len(q.stride) != 4 or 0 in q.shape:
-        return True
+    if len(q.shape) != 4 or len(q.stride) != 4 or 0 in q.shape:
+        return None
+    b, h, m, d = (int(x) for x in q.shape)
+    d = int(dv) if dv else d
+    shape = (b, h, m, d)
+    if q.dtype == "float32":
+        # memory-efficient: [B, M, H, K] always, so Hugging Face's transpose(1, 2) is free;
+        # left None (no copy after any view), as torchvision's ViT runs the fast path
+        # (_native_multi_head_attention: transpose(1, 2), free) where capture traces
+        # F.multi_head_attention_forward's permute (H100 zoo fp32 ViT-B/16: no copy)
+        return None
     far = 1 << 62
-    order = sorted(range(4), key=lambda d: q.stride[d] if q.stride[d] else far)   # innermost first
+    order = sorted(range(4), key=lambda i: q.stride[i] if q.stride[i] else far)   # innermost first
     stride, cur = [0] * 4, 1
-    for d in order:
-        stride[d], cur = cur, cur * q.shape[d]
-    shape = (q.shape[0], q.shape[2], q.shape[1], q.shape[3])     # transposed: [B, S, H, D]
-    stride = (stride[0], stride[2], stride[1], stride[3])
-    expect = 1
-    for size, st in reversed(tuple(zip(shape, stride))):
-        if size != 1 and st != expect:
-            return False
-        expect *= size
-    return True
+    for i in order:
+        stride[i], cur = cur, cur * shape[i]
+    return tuple(stride)
 
 
 def _plain(t, out) -> bool:
