@@ -24,14 +24,11 @@ seconds (listed as ``not_reached`` in the closing ``kind: summary`` line).
 
 from __future__ import annotations
 
-import argparse
-import sys
 
 import torch
 import torch.nn.functional as F
 
-from validation.measure import timing as measure
-from validation.measure.bench_common import budgeted_sweep
+from validation.measure.bench_common import profiled_run, sweep_main
 
 #: batches, (query heads, KV heads) of Gemma-2B (MQA), Llama-3.2-1B (GQA 4), Phi-1.5 (MHA), head dims, cache lengths
 BATCHES = (1, 8, 32)
@@ -67,23 +64,8 @@ def make(p: dict, device: str):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="JSONL file to write")
-    ap.add_argument("--budget-s", type=float, default=100.0, help="start no point after this many seconds")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the sweep's code (tiny shapes)")
-    a = ap.parse_args(argv)
-    if a.device == "cuda":
-        measure.require_cuda()
-    env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
-           "command": "python3 -m validation.measure.sdpa_decode "
-           + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[3].strip()}
-    def run(p):
-        return measure.profiled_record(dict(p, kind="sdpa_decode", mode="eager"), lambda: make(p, a.device),
-                                       a.reps, a.device)
-    budgeted_sweep(a.out, env, points(small=a.device != "cuda"), run,
-                   lambda p: f"{p['B']}x{p['H']}/{p['KV']}x{p['S']}x{p['D']} {p['mask']:<5}", "sdpa_decode", a.budget_s)
-    return 0
+    return sweep_main(argv, __doc__, "sdpa_decode", points, profiled_run("sdpa_decode", make),
+                      lambda p: f"{p['B']}x{p['H']}/{p['KV']}x{p['S']}x{p['D']} {p['mask']:<5}", 100.0)
 
 
 if __name__ == "__main__":

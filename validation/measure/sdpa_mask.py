@@ -26,14 +26,12 @@ seconds (listed as ``not_reached`` in the closing ``kind: summary`` line).
 
 from __future__ import annotations
 
-import argparse
-import sys
 
 import torch
 import torch.nn.functional as F
 
 from validation.measure import timing as measure
-from validation.measure.bench_common import budgeted_sweep
+from validation.measure.bench_common import sweep_main
 
 #: (B, H, S, D): BERT-base / GPT-2 (batch 8 x 512), XLM-R (16 x 256), OPUS-MT (4 x 384),
 #: Llama-3.2-1B / Phi-1.5 (32 heads), Mistral-7B (head dim 128), ViT-S (197 tokens, unaligned);
@@ -89,21 +87,8 @@ def run_point(p: dict, reps: int, device: str) -> dict:
     return measure.profiled_record(rec, lambda: make(p, device), reps, device)
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="JSONL file to write")
-    ap.add_argument("--budget-s", type=float, default=160.0, help="start no point after this many seconds")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the sweep's code (tiny shapes)")
-    a = ap.parse_args(argv)
-    if a.device == "cuda":
-        measure.require_cuda()
-    todo = points(small=a.device != "cuda")
-    env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
-           "command": "python3 -m validation.measure.sdpa_mask "
-           + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[3].strip()}
-    budgeted_sweep(a.out, env, todo, lambda p: run_point(p, a.reps, a.device),
-                   lambda p: f"{p['B']}x{p['H']}x{p['S']}x{p['D']} {p['layout']:<12}", "sdpa_mask", a.budget_s)
-    return 0
+    return sweep_main(argv, __doc__, "sdpa_mask", points, run_point,
+                      lambda p: f"{p['B']}x{p['H']}x{p['S']}x{p['D']} {p['layout']:<12}", 160.0)
 
 
 if __name__ == "__main__":

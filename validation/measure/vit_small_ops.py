@@ -23,14 +23,11 @@ shape fields, dtype, kernels [{name, us}]), flushed after each; points stop star
 
 from __future__ import annotations
 
-import argparse
-import sys
 
 import torch
 import torch.nn.functional as F
 
-from validation.measure import timing as measure
-from validation.measure.bench_common import budgeted_sweep
+from validation.measure.bench_common import profiled_run, sweep_main
 
 #: (grid side W, tokens S = W*W + 1 class token) of BEiT at 160, 224, 256 px and neighbours
 GRIDS = ((10, 101), (14, 197), (16, 257), (16, 256), (32, 1025))
@@ -73,23 +70,7 @@ def describe(p: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="JSONL file to write")
-    ap.add_argument("--budget-s", type=float, default=120.0, help="start no point after this many seconds")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the sweep's code (tiny shapes)")
-    a = ap.parse_args(argv)
-    if a.device == "cuda":
-        measure.require_cuda()
-    env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
-           "command": "python3 -m validation.measure.vit_small_ops "
-           + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[3].strip()}
-
-    def run(p):
-        return measure.profiled_record(dict(p, kind="vit_small_ops", mode="eager"), lambda: make(p, a.device),
-                                       a.reps, a.device)
-    budgeted_sweep(a.out, env, points(small=a.device != "cuda"), run, describe, "vit_small_ops", a.budget_s)
-    return 0
+    return sweep_main(argv, __doc__, "vit_small_ops", points, profiled_run("vit_small_ops", make), describe, 120.0)
 
 
 if __name__ == "__main__":
