@@ -173,13 +173,10 @@ def _view_dims(node) -> tuple | None:
 
 
 def _dense_rowmajor(shape, stride) -> bool:
-    """Contiguous (size-1 dims' strides ignored)."""
-    expect = 1
-    for size, st in reversed(tuple(zip(shape, stride))):
-        if size != 1 and st != expect:
-            return False
-        expect *= size
-    return True
+    """Contiguous (size-1 dims' strides ignored): the dims view as one (:func:`_merge`) of
+    unit stride."""
+    merged = _merge(list(zip(shape, stride)))
+    return merged is not None and merged[1] == 1
 
 
 def _fused_out_bshd(q: ops.TensorMeta) -> bool:
@@ -264,14 +261,14 @@ def _strided_fold(t) -> bool:
     """A strided (not contiguous) input of 3 or more dims whose leading dims fold into one as a
     view: ``at::matmul``'s ``t1.reshape({folded, k})`` then copies nothing and cuBLAS reads the
     rows at their stride (a last-token slice ``hidden[:, -1:, :]`` of a batch). Strides, sizes
-    of 1 aside, must nest: each leading dim's stride is the next one's times its size."""
+    of 1 aside, must nest (:func:`_merge`): each leading dim's stride is the next one's times its size."""
     try:
         if t.dim() < 3 or t.is_contiguous():
             return False
-        dims = [(int(s), int(st)) for s, st in zip(t.shape[:-1], t.stride()[:-1]) if s != 1]
+        dims = [(int(s), int(st)) for s, st in zip(t.shape[:-1], t.stride()[:-1])]
     except Exception:  # noqa: BLE001 - odd tensor subclasses: not known to fold
         return False
-    return all(st == nst * ns for (_, st), (ns, nst) in zip(dims, dims[1:]))
+    return _merge(dims) is not None
 
 
 def _unit_dim(t) -> int | None:
