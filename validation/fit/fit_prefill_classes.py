@@ -26,7 +26,7 @@ import sys
 
 from gpusim.hw.schema import PREFILL_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_parser, sweep_path
+from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
 
 MIN_CAT_BYTES = 4e6
 MAX_WALK_ROWS = 1024
@@ -127,8 +127,7 @@ def fit(rows: list[dict], spec) -> tuple[dict, list[str]]:
 
 
 def main(argv=None) -> int:
-    a = spec_fit_parser("fit_prefill_classes", "prefill_classes.jsonl").parse_args(argv)
-    path = sweep_path("fit_prefill_classes", a.gpu, a.sweep, "prefill_classes.jsonl", "prefill_classes")
+    a, path = spec_fit_args("fit_prefill_classes", "prefill_classes", argv)
     if path is None:
         return 2
     env, rows = read(path)

@@ -31,7 +31,7 @@ from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.hw.schema import DECODE_ATTENTION_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.lower.dispatch import decode_ctas
-from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_parser, sweep_path
+from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
 from validation.measure.sdpa_decode import make
 
 LEAN = "lean_reduction"
@@ -117,8 +117,7 @@ def held_out(pts: list[dict], spec, key: str) -> list[float]:
 
 
 def main(argv=None) -> int:
-    a = spec_fit_parser("fit_sdpa_decode", "sdpa_decode.jsonl").parse_args(argv)
-    path = sweep_path("fit_sdpa_decode", a.gpu, a.sweep, "sdpa_decode.jsonl", "sdpa_decode")
+    a, path = spec_fit_args("fit_sdpa_decode", "sdpa_decode", argv)
     if path is None:
         return 2
     env, rows = read_sweep(path, "sdpa_decode")

@@ -33,7 +33,7 @@ import statistics
 import sys
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import emit_figures, spec_fit_parser, sweep_path
+from validation.fit.fit_triton import emit_figures, spec_fit_args
 
 #: sweep layout -> spec figure
 LAYOUTS = {"dense": "attention_mask_dense_tbps", "bcast_q": "attention_mask_bcast_tbps",
@@ -139,8 +139,7 @@ def report(points: dict) -> tuple[dict, list[str]]:
 
 
 def main(argv=None) -> int:
-    a = spec_fit_parser("fit_sdpa_mask", "sdpa_mask.jsonl").parse_args(argv)
-    path = sweep_path("fit_sdpa_mask", a.gpu, a.sweep, "sdpa_mask.jsonl", "sdpa_mask")
+    a, path = spec_fit_args("fit_sdpa_mask", "sdpa_mask", argv)
     if path is None:
         return 2
     env, points = read(path)

@@ -25,7 +25,7 @@ import numpy as np
 
 from gpusim.cost.laws import STREAM_ROWS
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_parser, sweep_path
+from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
 
 FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
 MIN_WEIGHT = 8e6
@@ -125,8 +125,7 @@ def report(points: list[dict], spec) -> tuple[float, float, tuple, list[str]]:
 
 
 def main(argv=None) -> int:
-    a = spec_fit_parser("fit_skinny", "skinny_gemm.jsonl").parse_args(argv)
-    path = sweep_path("fit_skinny", a.gpu, a.sweep, "skinny_gemm.jsonl", "skinny_gemm")
+    a, path = spec_fit_args("fit_skinny", "skinny_gemm", argv)
     if path is None:
         return 2
     env, rows = read(path)

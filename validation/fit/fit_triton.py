@@ -201,6 +201,14 @@ def spec_fit_parser(prog: str, sweep: str) -> argparse.ArgumentParser:
     return ap
 
 
+def spec_fit_args(prog: str, measure: str, argv=None) -> tuple[argparse.Namespace, str | None]:
+    """A spec fit's parsed arguments (:func:`spec_fit_parser`) and the sweep it reads
+    (:func:`sweep_path`: ``validation/results/<gpu>/<measure>.jsonl``, written by
+    ``python3 -m validation.measure.<measure>``), None when that file is missing."""
+    a = spec_fit_parser(prog, f"{measure}.jsonl").parse_args(argv)
+    return a, sweep_path(prog, a.gpu, a.sweep, f"{measure}.jsonl", measure)
+
+
 def emit_figures(spec_path: str, lines: list[str], prefixes: tuple[str, ...], write: bool) -> None:
     """A fit's figure lines: written into the spec file (:func:`write_figures`) with ``write``,
     else printed."""

@@ -28,7 +28,7 @@ import os
 import sys
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import emit_figures, spec_fit_parser, sweep_path
+from validation.fit.fit_triton import emit_figures, spec_fit_args
 
 GATHER = ("gather_vec_us", "gather_vec_index_ns", "gather_elem_us", "gather_elem_ps")
 BCAST = ("bcast_mul_us", "bcast_mul_ps", "bcast_mul_us_16bit", "bcast_mul_ps_16bit")
@@ -105,8 +105,7 @@ def fit(rows: list[dict]) -> tuple[dict, list[str]]:
 
 
 def main(argv=None) -> int:
-    a = spec_fit_parser("fit_vit_small_ops", "vit_small_ops.jsonl").parse_args(argv)
-    path = sweep_path("fit_vit_small_ops", a.gpu, a.sweep, "vit_small_ops.jsonl", "vit_small_ops")
+    a, path = spec_fit_args("fit_vit_small_ops", "vit_small_ops", argv)
     if path is None:
         return 2
     env, rows = read(path)
