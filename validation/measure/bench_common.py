@@ -18,17 +18,19 @@ def _t(shape, dtype, cl=False, dev="cuda"):
     return x
 
 
-def budgeted_sweep(out: str, env: dict, todo, run, describe, label: str, budget_s: float) -> int:
+def budgeted_sweep(out: str, env: dict, todo, run, describe, label: str, budget_s: float,
+                   name=None) -> int:
     """Write ``env``, then ``run(point)``'s record for each point, flushed one by one, starting no
-    point after ``budget_s`` seconds (those listed as ``not_reached`` in a closing ``summary`` line);
-    prints each point's kernels as ``describe(point)``. Returns the points measured."""
+    point after ``budget_s`` seconds (those listed as ``not_reached`` in a closing ``summary`` line,
+    each as ``name(point)``, else the point itself); prints each point's kernels as
+    ``describe(point)``. Returns the points measured."""
     t_start, done, not_reached = time.time(), 0, []
     with open(out, "w") as f:
         f.write(json.dumps(env) + "\n")
         f.flush()
         for p in todo:
             if time.time() - t_start > budget_s:
-                not_reached.append(p)
+                not_reached.append(name(p) if name else p)
                 continue
             rec = run(p)
             f.write(json.dumps(rec) + "\n")

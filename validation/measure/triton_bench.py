@@ -17,13 +17,12 @@ listed as ``not_reached`` in a last ``kind: summary`` line), so a run cut short 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
 import torch
 
 from validation.measure import timing as measure
+from validation.measure.bench_common import budgeted_sweep
 from validation.measure.triton_cases import FUNCS, cases, make_inputs
 
 
@@ -45,27 +44,11 @@ def main(argv=None) -> int:
     if a.device == "cuda":
         measure.require_cuda()
     todo = [c for c in cases() if not a.only or c["cls"] in a.only.split(",")]
-    t_start = time.time()
-    done, not_reached = 0, []
-    with open(a.out, "w") as f:
-        env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
-               "command": "python3 -m validation.measure.triton_bench "
-               + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[2].strip()}
-        f.write(json.dumps(env) + "\n")
-        f.flush()
-        for case in todo:
-            if time.time() - t_start > a.budget_s:
-                not_reached.append(case["case"])
-                continue
-            rec = run_case(case, a.reps, a.device)
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            done += 1
-            ks = " ".join("%s=%.1f" % (k["name"][:40], k["us"]) for k in rec.get("kernels") or [])
-            print(f"{case['case']:<40} {rec.get('failed') or ks}  ({time.time() - t_start:.0f}s)", flush=True)
-        f.write(json.dumps({"kind": "summary", "done": done, "not_reached": not_reached,
-                            "elapsed_s": round(time.time() - t_start, 1)}) + "\n")
-    print(f"triton_bench: {done} cases, {len(not_reached)} not reached, {time.time() - t_start:.0f} s", flush=True)
+    env = {"kind": "environment", **(measure.env_info() if a.device == "cuda" else {"device": a.device}),
+           "command": "python3 -m validation.measure.triton_bench "
+           + " ".join(sys.argv[1:] if argv is None else argv), "method": __doc__.split("\n\n")[2].strip()}
+    budgeted_sweep(a.out, env, todo, lambda c: run_case(c, a.reps, a.device), lambda c: f"{c['case']:<40}",
+                   "triton_bench", a.budget_s, name=lambda c: c["case"])
     return 0
 
 
