@@ -15,7 +15,8 @@ def test_host_phases_split_forward_and_backward_on_a_real_profile():
     h = host_phases(chrome_trace(prof))
     assert h["backward_nodes"] >= 8            # 4 addmm + sum's backward + accumulations, one node each at least
     assert h["forward_host_us"] > 0 and h["backward_host_us"] > 0
-    assert h["step_host_us"] >= h["forward_host_us"] + h["backward_host_us"]
+    # each figure is rounded to 0.1 us on its own, so the two phases' sum may exceed the rounded step by 0.1
+    assert h["step_host_us"] >= h["forward_host_us"] + h["backward_host_us"] - 0.1 - 1e-9
     assert h["forward_launches"] == h["backward_launches"] == 0     # no CUDA here
 
 
