@@ -142,16 +142,41 @@ def p2p_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
     return nch
 
 
+def ll_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
+    """The ring channels NCCL runs an LL collective of ``nbytes`` on (src/enqueue.cc topoGetAlgoInfo: one channel
+    fewer while ``bytes < channels x threads x threshold``, the threshold being NCCL_LL_THREAD_THRESHOLD x the ranks
+    for a ring), between 1 and the link's ring channels; None where the link file lacks NCCL's ring set-up."""
+    p = link.nccl_coll
+    if not p:
+        return None
+    per = p["ll_max_threads"] * p["ll_thread_threshold"] * world
+    return max(1, min(p["coll_channels"], int(nbytes // per)))
+
+
+def ll_channel_gbs(link: LinkSpec) -> float:
+    """NCCL's own rate of one ring channel with LL (tuning.cc: ring LL busBw = 0.5 x channels x bwIntra, LL's 8 data
+    bytes per 16-byte line; bwIntra the Simple bus bandwidth per channel); inf without NCCL's ring set-up."""
+    if not link.nccl_coll:
+        return math.inf
+    return LL_FRACTION * nccl_busbw(link, "simple") / link.nccl_coll["coll_channels"]
+
+
 def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: LinkSpec) -> float:
     """One regime's law: ``base + (n-1) x rank + steps(n) x hop + bytes x factor(n) / bw + (bytes / n) /
-    shard_gbs`` (us); ``bw`` is ``link_gbs``, for a send/recv on few channels ``channels x channel_gbs`` if lower
-    (:func:`p2p_channels`); no ``hop_us``: NCCL's per-step latency of the protocol (the link's ``[nccl]``)."""
+    shard_gbs`` (us), or with ``share_us`` ``base + factor(n) x share_us + ...``; ``bw`` is ``link_gbs``, lower for
+    a send/recv on few p2p channels (:func:`p2p_channels`) and for an LL collective on few ring channels
+    (:func:`ll_channels`): ``channels x channel_gbs``; no ``hop_us``: NCCL's per-step latency of the protocol."""
     hop = link.hop_us[regime.protocol] if regime.hop_us is None else regime.hop_us
     bw = regime.link_gbs
-    if collective == "send_recv" and math.isfinite(regime.channel_gbs):
-        nch = p2p_channels(nbytes, world, link)
+    if math.isfinite(regime.channel_gbs):
+        if collective == "send_recv":
+            nch = p2p_channels(nbytes, world, link)
+        else:
+            nch = ll_channels(nbytes, world, link) if regime.protocol == "ll" else None
         bw = bw if nch is None else min(bw, nch * regime.channel_gbs)
-    return (regime.base_us + (world - 1) * (regime.rank_us or 0.0) + RING_STEPS[collective](world) * hop
+    lat = (BUSBW_FACTOR[collective](world) * regime.share_us if regime.share_us is not None
+           else RING_STEPS[collective](world) * hop)
+    return (regime.base_us + (world - 1) * (regime.rank_us or 0.0) + lat
             + nbytes * BUSBW_FACTOR[collective](world) / (bw * 1e3)
             + nbytes / world / (regime.shard_gbs * 1e3))
 
