@@ -3,8 +3,8 @@
 For a ring of ``n`` ranks over one link, a message of ``bytes`` (nccl-tests' size: the larger buffer; all-gather's
 gathered output, reduce-scatter's full input) with protocol ``p``::
 
-    time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p]
-           + bytes x factor_c(n) / link_gbs[p] + (bytes / n) / shard_gbs[c, p]
+    time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p]   (or + factor_c(n) x share_us[p])
+           + bytes x factor_c(n) / bw + (bytes / n) / shard_gbs[c, p]
 
 - the protocol is NCCL's own choice (:func:`nccl_protocol`): its tuner's model, ``latency + bytes x factor / busBw``
   with its base and per-step latencies and its bus bandwidths (``[nccl]`` of the link file), the faster of LL and
@@ -12,10 +12,17 @@ gathered output, reduce-scatter's full input) with protocol ``p``::
   So the size where LL gives way to Simple moves with the world size as NCCL's does (2 MiB all-reduces are LL on
   4 ranks, Simple on 2);
 - ``steps`` is the chain a ring walks (all-reduce 2(n-1); all-gather, reduce-scatter and broadcast n-1; send/recv 1)
-  and ``hop_us`` its latency per step (fitted where the records hold two world sizes; else NCCL's);
+  and ``hop_us`` its latency per step (fitted where the records hold two world sizes; else NCCL's); where a regime
+  has ``share_us`` instead, the latency grows as ``factor_c(n) x share_us``: the graph-replay records' device time
+  (H200, 2-4 ranks: +1.2-2.8 us from 2 to 3 ranks, +0.3-1.1 from 3 to 4, broadcast and send/recv flat) grows as
+  the fraction of the buffer each rank sends, not as NCCL's tuner's steps x hwLat;
 - ``factor`` is nccl-tests' bus-bandwidth factor (all-reduce 2(n-1)/n; all-gather and reduce-scatter (n-1)/n;
-  broadcast and send/recv 1): the bytes each rank moves over its link, so ``link_gbs`` is one figure of the link
-  (one direction of one GPU's NVLink), shared by every collective and world size;
+  broadcast and send/recv 1): the bytes each rank moves over its link, so ``bw = link_gbs`` is one figure of the
+  link (one direction of one GPU's NVLink), shared by every collective and world size; an LL regime with
+  ``channel_gbs`` runs on the ring channels NCCL gives the call (:func:`ll_channels`, its thread-threshold rule:
+  1 channel up to 8 KiB at 2 ranks, 24 from 192 KiB) at ``channels x channel_gbs`` (NCCL's own LL rate per channel,
+  :func:`ll_channel_gbs`: LL's 8 data bytes per 16-byte line), so LL's bandwidth at mid sizes moves with the world
+  size as NCCL's channel choice does;
 - ``bytes / n`` is the rank's own shard, paid once at a rate of the collective's own (``shard_gbs``; measured, not
   in NCCL's model: with it the link's bandwidth is one figure from 2 to 4 ranks, where nccl-tests' bus bandwidth
   climbs from 265 to 325 GB/s for all-gather on H200);
@@ -145,7 +152,8 @@ def p2p_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
 def ll_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
     """The ring channels NCCL runs an LL collective of ``nbytes`` on (src/enqueue.cc topoGetAlgoInfo: one channel
     fewer while ``bytes < channels x threads x threshold``, the threshold being NCCL_LL_THREAD_THRESHOLD x the ranks
-    for a ring), between 1 and the link's ring channels; None where the link file lacks NCCL's ring set-up."""
+    for a ring), between 1 and the link's ring channels; None where the link file lacks NCCL's ring set-up. As in
+    NCCL, a message just below a step runs on one channel fewer than one at the step, and may take longer."""
     p = link.nccl_coll
     if not p:
         return None

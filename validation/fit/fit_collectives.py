@@ -134,7 +134,7 @@ def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf
         row = [_x(col, c, n, b, per_rank) for col in cols]
         extra = RING_STEPS[c](n) * fixed_hop
         if ("link", None) not in cols and c != "send_recv":   # LL on NCCL's channels at NCCL's rate per channel
-            extra += b * BUSBW_FACTOR[c](n) / (_ll_bw(b, n, link) * 1e3)
+            extra += b * BUSBW_FACTOR[c](n) / (ll_channels(b, n, link) * ll_channel_gbs(link) * 1e3)
         nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
         if nch is not None and nch * channel < link_gbs:
             row[cols.index(("link", None))] = 0.0
@@ -145,12 +145,6 @@ def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf
     lo = [1.0 / link.unidirectional_gbs if k == "link" else 0.0 for k, _ in cols]
     r = lsq_linear(X, y, bounds=(lo, [np.inf] * len(cols)))
     return dict(zip(cols, r.x)), float(np.sum(r.fun ** 2))
-
-
-def _ll_bw(nbytes, n, link) -> float:
-    """An LL ring collective's rate on NCCL's own terms (GB/s): its channels for the call times its rate per
-    channel."""
-    return ll_channels(nbytes, n, link) * ll_channel_gbs(link)
 
 
 def _lat(sol, coll, n, link, proto) -> float:
@@ -305,7 +299,16 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
                 lines.append(figure_line("base_us", round(r.base_us, 2), "measured",
                                          f"base latency of {coll} with NCCL's {r.protocol} protocol (joint fit of the "
                                          f"protocol); {ref}"))
-            if r.link_gbs >= ceiling * (1 - 1e-9):   # fit_protocol's bound: the points are latency-bound
+            ll_ring = r.protocol == "ll" and math.isfinite(r.channel_gbs) and coll != "send_recv"
+            if ll_ring:   # LL on NCCL's channels: their rate binds, never the link's
+                lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "derived",
+                                         "NCCL's ring channels x its LL rate per channel (coll_channels x "
+                                         "channel_gbs), so the channels NCCL gives a call bind; nothing fitted"))
+            elif r.share_us is not None and coll == "send_recv" and r.protocol == "ll":
+                lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "measured",
+                                         f"rate of send/recv's LL messages (fitted on its own points; joint fit of the "
+                                         f"protocol); {ref}"))
+            elif r.link_gbs >= ceiling * (1 - 1e-9):   # fit_protocol's bound: the points are latency-bound
                 lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "derived",
                                          f"not resolved by the points of the {r.name} protocol (latency-bound): the "
                                          f"datasheet's one-direction figure; {ref}"))
@@ -317,7 +320,18 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
                 lines.append(figure_line("hop_us", round(r.hop_us, 3), "measured",
                                          f"latency of one step of the ring's chain with the {r.name} protocol, shared "
                                          f"by every collective (joint fit over world sizes); {ref}"))
-            if math.isfinite(r.channel_gbs):
+            if r.share_us is not None:
+                lines.append(figure_line("share_us", round(r.share_us, 3), "measured",
+                                         f"latency per unit of the bus-bandwidth factor (the fraction of the buffer "
+                                         f"each rank sends) with the {r.name} protocol, shared by every collective "
+                                         f"(joint fit over world sizes); {ref}"))
+            if ll_ring:
+                lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "derived",
+                                         "NCCL's own rate of one ring channel with LL (src/graph/tuning.cc: ring LL "
+                                         "busBw = 0.5 x channels x bwIntra; [nccl] busbw_simple / coll_channels x 0.5), "
+                                         "on the channels NCCL's per-call rule gives (gpusim.cost.collectives."
+                                         "ll_channels)"))
+            elif math.isfinite(r.channel_gbs):
                 lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "measured",
                                          f"rate of one NCCL p2p channel of {coll} with the {r.name} protocol: from the "
                                          "bandwidth of its largest message on the fewest channels, per channel, "
