@@ -23,13 +23,13 @@ gathered output, reduce-scatter's full input) with protocol ``p``::
   1 channel up to 8 KiB at 2 ranks, 24 from 192 KiB) at ``channels x channel_gbs`` (NCCL's own LL rate per channel,
   :func:`ll_channel_gbs`: LL's 8 data bytes per 16-byte line), so LL's bandwidth at mid sizes moves with the world
   size as NCCL's channel choice does;
-- ``bytes / n`` is the rank's own shard, paid once at a rate of the collective's own (``shard_gbs``; measured, not
+- ``bytes / n`` is the rank's own shard, paid once at a rate of the collective's own (``shard_gbs``, Simple; measured, not
   in NCCL's model: with it the link's bandwidth is one figure from 2 to 4 ranks, where nccl-tests' bus bandwidth
   climbs from 265 to 325 GB/s for all-gather on H200);
 - ``rank_us`` (optional): a latency per rank past the first. The figures price a collective's DEVICE time where
   the GPU's records hold CUDA-graph replays (``validation/measure/collectives.py --graph``; H200: 1-8 KiB messages
-  take 11-15 us, +0-3.4 us from 2 to 4 ranks, as the chain grows: NCCL's form, a base and ``hop_us`` per step, no
-  ``rank_us``); fitted on the eager loop's records instead (back-to-back eager c10d calls, whose small messages are
+  take 10-15 us: a base and ``share_us`` per unit of factor, no ``rank_us``); fitted on the eager loop's records
+  instead (back-to-back eager c10d calls, whose small messages are
   the host's launch-bound floor, x2 from 2 to 4 ranks for every collective), LL takes a latency per participating
   rank (``base_us = rank_us``). The host's issue cost of a c10d call is the simulator's (the host profile), not
   this law's;

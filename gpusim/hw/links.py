@@ -12,7 +12,7 @@ A link file gives, each figure as ``{ value = ..., source = ..., ref = ... }``:
   channels an LL collective runs on);
 - ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, one
   regime per protocol (``protocol``, optionally ``max_bytes``, ``base_us``, ``link_gbs``, and optionally
-  ``rank_us``, ``hop_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
+  ``rank_us``, ``hop_us``, ``share_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
   while NCCL runs).
 
 :func:`link_spec` finds a link by name, alias (``"nvlink4"``, ``"h100-sxm"``, ``"ib"``) or path; a bad file raises

@@ -11,7 +11,8 @@ than the default (``--lead-per-call-us``: the host-bound test of the small-messa
 Per GPU, each point goes to the protocol NCCL's tuner picks for it (:func:`gpusim.cost.collectives.nccl_protocol`:
 LL or Simple, by NCCL's own model, so the switch moves with the world size as NCCL's does), and each protocol is one
 bounded least-squares fit in relative error over every collective and world size at once (:func:`fit_protocol`):
-the link's figures (``link_gbs``; Simple's ``hop_us``) shared, the collective's own (latency, ``shard_gbs``) not.
+the link's figures (``link_gbs``; ``share_us``, or Simple's ``hop_us`` on eager records) shared, the collective's
+own (latency, ``shard_gbs``) not; on graph records LL's bytes are priced on NCCL's own channels and rate, unfitted.
 
 Writes the ``[measured."<gpu>"]`` tables of the GPU's link file (below the marker line) and
 ``validation/results/collectives/scores.json``; :mod:`validation.reports.collectives_page` renders them (with the
