@@ -14,8 +14,8 @@ gathered output, reduce-scatter's full input) with protocol ``p``::
 - ``steps`` is the chain a ring walks (all-reduce 2(n-1); all-gather, reduce-scatter and broadcast n-1; send/recv 1)
   and ``hop_us`` its latency per step (fitted where the records hold two world sizes; else NCCL's); where a regime
   has ``share_us`` instead, the latency grows as ``factor_c(n) x share_us``: the graph-replay records' device time
-  (H200, 2-4 ranks: +1.2-2.8 us from 2 to 3 ranks, +0.3-1.1 from 3 to 4, broadcast and send/recv flat) grows as
-  the fraction of the buffer each rank sends, not as NCCL's tuner's steps x hwLat;
+  (H200, 2-4 ranks, 8 KiB and below: +1.3-2.8 us from 2 to 3 ranks, +0.1-1.0 from 3 to 4, broadcast and
+  send/recv flat) grows as the fraction of the buffer each rank sends, not as NCCL's tuner's steps x hwLat;
 - ``factor`` is nccl-tests' bus-bandwidth factor (all-reduce 2(n-1)/n; all-gather and reduce-scatter (n-1)/n;
   broadcast and send/recv 1): the bytes each rank moves over its link, so ``bw = link_gbs`` is one figure of the
   link (one direction of one GPU's NVLink), shared by every collective and world size; an LL regime with

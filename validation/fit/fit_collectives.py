@@ -92,7 +92,7 @@ SHARDED = ("all_reduce", "all_gather", "reduce_scatter")
 PROTOS = ("ll", "simple")
 #: the latency's form by the records' method: the eager loop's small-message floor is the host's, and grew with
 #: every rank on one lease (x2 from 2 to 4 ranks, broadcast and send/recv included): LL "per_rank"; the graph
-#: records' device time (H200: +1.2-2.8 us from 2 to 3 ranks, +0.3-1.1 from 3 to 4; broadcast and send/recv flat)
+#: records' device time (H200: +1.3-2.8 us from 2 to 3 ranks, +0.1-1.0 from 3 to 4; broadcast and send/recv flat)
 #: grows as the busBw factor, the fraction of the buffer each rank sends ((n-1)/n, 2(n-1)/n, 1), not as the ring's
 #: steps: "share", a latency per unit of factor, with LL's bytes on NCCL's own channels (:func:`ll_channels`) at
 #: NCCL's own LL rate per channel (:func:`ll_channel_gbs`), nothing of LL's bandwidth fitted
