@@ -22,18 +22,18 @@ RECORDS = sorted(glob.glob(str(ROOT / "validation/results/collectives/*.jsonl"))
 MARGIN = 0.05
 #: leave-one-world-size-out medians as measured on the graph-replay records (device time; docs/collectives.md; world
 #: 2, 3 and 4, two or more runs each on 4-H200 leases; sharded collectives' records with shards off 16 bytes left
-#: out), LL latency in NCCL's form (a base and a latency per step of the chain): above 1 MiB the issue's 5% target
-#: is met but for reduce-scatter with world 2 left out (5.2%); over every size it is met in 8 of 15 cases: the small
-#: messages' latency rises from 2 to 3 ranks by 2-3 us and from 3 to 4 by under 1, which no per-step term carries
-#: from the other two world sizes;
+#: out), latency per unit of the busBw factor and LL's bytes on NCCL's own channels at NCCL's LL rate: the issue's 5%
+#: target is met with world 3 or world 4 left out (every collective), not with world 2 left out (all-reduce 9.0%,
+#: all-gather 9.2%, reduce-scatter 8.7%, send/recv 5.2%): the small messages' latency rises from 2 to 3 ranks by
+#: 1.3-2.8 us and from 3 to 4 by 0.1-1.0, which nothing grown from worlds 3 and 4 carries back to world 2;
 #: (world left out, collective) -> (median over every size, median over sizes above 1 MiB)
 LOO_MEASURED = {
-    (2, "all_reduce"): (0.089, 0.043), (2, "all_gather"): (0.153, 0.045), (2, "reduce_scatter"): (0.075, 0.052),
-    (2, "broadcast"): (0.031, 0.041), (2, "send_recv"): (0.043, 0.034),
-    (3, "all_reduce"): (0.033, 0.03), (3, "all_gather"): (0.076, 0.031), (3, "reduce_scatter"): (0.036, 0.038),
-    (3, "broadcast"): (0.045, 0.031), (3, "send_recv"): (0.041, 0.032),
-    (4, "all_reduce"): (0.084, 0.036), (4, "all_gather"): (0.038, 0.031), (4, "reduce_scatter"): (0.059, 0.044),
-    (4, "broadcast"): (0.054, 0.02), (4, "send_recv"): (0.044, 0.035),
+    (2, "all_reduce"): (0.090, 0.036), (2, "all_gather"): (0.092, 0.047), (2, "reduce_scatter"): (0.087, 0.075),
+    (2, "broadcast"): (0.036, 0.048), (2, "send_recv"): (0.052, 0.034),
+    (3, "all_reduce"): (0.033, 0.025), (3, "all_gather"): (0.035, 0.034), (3, "reduce_scatter"): (0.023, 0.045),
+    (3, "broadcast"): (0.028, 0.034), (3, "send_recv"): (0.035, 0.032),
+    (4, "all_reduce"): (0.033, 0.019), (4, "all_gather"): (0.046, 0.037), (4, "reduce_scatter"): (0.050, 0.024),
+    (4, "broadcast"): (0.027, 0.026), (4, "send_recv"): (0.036, 0.035),
 }
 NCCL_LOG = ROOT / "validation/results/collectives/h200-x2-2026-11-28-nccl.txt"
 NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
@@ -96,8 +96,8 @@ def test_world_size_left_out_guard(recorded):
 
     Fit on the other world sizes, predict the one left out: the medians over the sweep may not exceed those
     measured when the world-aware law was fitted (LOO_MEASURED, docs/collectives.md) by more than the run-to-run
-    noise (every size) or, above 1 MiB, than the noise there (p90 of |run A - run B| / mean). The 5% target is not
-    met at 1 MiB and below; this test keeps that from getting worse and says so, it does not claim the target."""
+    noise (every size) or, above 1 MiB, than the noise there (p90 of |run A - run B| / mean). The 5% target is met
+    with world 3 or 4 left out (asserted), not with world 2 left out; the guard keeps that from getting worse."""
     _, data, noise, form = recorded
     worlds = sorted({n for _, n in data})
     if len(worlds) < 2:
@@ -111,19 +111,48 @@ def test_world_size_left_out_guard(recorded):
             every, above = LOO_MEASURED[(w, coll)]
             assert statistics.median(errs[coll]) <= every + _noise(noise), (w, coll, statistics.median(errs[coll]))
             assert statistics.median(errs_big[coll]) <= above + big, (w, coll, statistics.median(errs_big[coll]))
+            if w > 2:   # the issue's target, #33
+                assert statistics.median(errs[coll]) <= 0.05, (w, coll, statistics.median(errs[coll]))
     if all(v <= 0.05 for v, _ in LOO_MEASURED.values()):
         pytest.fail("the issue's 5% target is met: assert it here instead of the guard")
 
 
 def test_link_figures_are_shared():
-    """The link's figures (bandwidth of one direction, Simple's latency per ring step) are one per protocol,
-    whichever the collective; latencies and shard rates are the collective's own."""
-    m = link_spec("nvlink4").measured["h200-sxm"]
+    """The link's figures (bandwidth of one direction, the latency per unit of the busBw factor; LL's rate per NCCL
+    channel) are one per protocol, whichever the ring collective (a send/recv's LL rate is its own); latencies and
+    shard rates are the collective's own. LL's bandwidth is NCCL's, not fitted: its rate per channel is NCCL's
+    (0.5 x bwIntra), its channels' product the link's figure."""
+    nv = link_spec("nvlink4")
+    m = nv.measured["h200-sxm"]
     by_regime = {}
-    for rs in m.regimes.values():
+    for coll, rs in m.regimes.items():
         for r in rs:
-            by_regime.setdefault(r.name, set()).add((r.link_gbs, r.hop_us))
+            if not (coll == "send_recv" and r.protocol == "ll"):
+                by_regime.setdefault(r.name, set()).add((r.link_gbs, r.hop_us, r.share_us))
     assert set(by_regime) == {"ll", "simple"} and all(len(v) == 1 for v in by_regime.values()), by_regime
+    ll = next(r for r in m.regimes["all_reduce"] if r.protocol == "ll")
+    assert ll.channel_gbs == C.ll_channel_gbs(nv) == 0.5 * 360.0 / 24
+    assert ll.link_gbs == pytest.approx(24 * ll.channel_gbs)
+
+
+def test_ll_channels_follow_nccl():
+    """NCCL's per-call channels of an LL ring collective (src/enqueue.cc topoGetAlgoInfo) are the ones NCCL 2.28.9
+    logged for each LL call of the 2x H200 sweep up to 128 KiB (above, its plan splits the last channels' work and
+    logs 22 of the 24); on more ranks the same message runs on fewer channels (the threshold grows with the ranks)."""
+    nv = link_spec("nvlink4")
+    seen = 0
+    for line in NCCL_LOG.read_text().split("# per-call choices (summary)")[1].splitlines():
+        parts = line.split()
+        if len(parts) < 5 or parts[0] not in NCCL_FUNCS or parts[3] != "LL" or int(parts[1]) < 1024:
+            continue
+        coll, count = NCCL_FUNCS[parts[0]], int(parts[1])
+        nbytes = count * 2 if coll in ("all_gather", "reduce_scatter") else count   # nccl-tests' size
+        if nbytes <= 128 << 10:
+            assert C.ll_channels(nbytes, 2, nv) == int(parts[4].rstrip(":")), line
+            seen += 1
+    assert seen >= 15
+    assert [C.ll_channels(64 << 10, n, nv) for n in (2, 3, 4, 8)] == [8, 5, 4, 2]
+    assert C.ll_channels(1 << 20, 4, nv) == 24 and C.ll_channels(1024, 4, nv) == 1
 
 
 def test_p2p_channels_follow_nccl_and_the_records():
@@ -158,14 +187,17 @@ def test_protocol_is_nccls_choice():
 
 
 def test_world_size_changes_time_both_ways():
-    """World-aware: small messages cost more on more ranks where the ring's chain grows (a latency per step), as
-    much for a send/recv (one step, as measured by graph replay); at 1 GiB the bus bandwidth of all-gather climbs
-    with the world size towards the link's (the rank's own shard weighs less), as measured."""
+    """World-aware: small messages cost more on more ranks where each rank sends more of the buffer (the busBw
+    factor: all-reduce, all-gather, reduce-scatter), the same for a broadcast and a send/recv (as measured by graph
+    replay: 10.7-10.9 us at 2-4 ranks for a small broadcast); at 1 GiB the bus bandwidth of all-gather climbs with
+    the world size towards the link's (the rank's own shard weighs less), as measured."""
     nv = link_spec("nvlink4")
     for coll in COLLECTIVES:
         small = [C.ring(coll, 4096, n, nv, "h200-sxm").us for n in (2, 4, 8)]
         assert small[0] <= small[1] <= small[2], (coll, small)
-        if coll != "send_recv":
+        if coll in ("broadcast", "send_recv"):
+            assert small[0] == pytest.approx(small[2]), (coll, small)
+        else:
             assert small[0] < small[2], (coll, small)
     bw = [C.all_gather(1 << 30, n, nv, "h200-sxm").busbw_gbs for n in (2, 4, 8)]
     top = next(r for r in nv.measured["h200-sxm"].regimes["all_gather"] if r.protocol == "simple").link_gbs
@@ -197,8 +229,13 @@ LINKS = [link_spec(n) for n in known_links()]
 @given(st.sampled_from(COLLECTIVES), st.integers(2, 64), st.integers(1, 1 << 31), st.integers(1, 1 << 31),
        st.sampled_from(LINKS), st.sampled_from(["h200-sxm", "h100", None]))
 def test_monotone_in_bytes(coll, n, a, b, link, gpu):
+    """More bytes never take less time, but across one of NCCL's LL channel steps (a message just below a step runs on
+    one channel fewer, as NCCL runs it): there the drop is at most the bytes' time on the channels below."""
     lo, hi = sorted((a, b))
-    assert C.ring(coll, lo, n, link, gpu).us <= C.ring(coll, hi, n, link, gpu).us + 1e-9
+    t_lo, t_hi = C.ring(coll, lo, n, link, gpu), C.ring(coll, hi, n, link, gpu)
+    steps = t_lo.protocol == t_hi.protocol == "ll" and C.ll_channels(lo, n, link) != C.ll_channels(hi, n, link)
+    drop = lo * C.BUSBW_FACTOR[coll](n) / (C.ll_channels(lo, n, link) * C.ll_channel_gbs(link) * 1e3) if steps else 0
+    assert t_lo.us <= t_hi.us + drop + 1e-9
 
 
 @settings(max_examples=60, deadline=None)

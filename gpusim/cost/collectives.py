@@ -3,8 +3,8 @@
 For a ring of ``n`` ranks over one link, a message of ``bytes`` (nccl-tests' size: the larger buffer; all-gather's
 gathered output, reduce-scatter's full input) with protocol ``p``::
 
-    time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p]
-           + bytes x factor_c(n) / link_gbs[p] + (bytes / n) / shard_gbs[c, p]
+    time = base_us[c, p] + (n-1) x rank_us[c, p] + steps_c(n) x hop_us[p]   (or + factor_c(n) x share_us[p])
+           + bytes x factor_c(n) / bw + (bytes / n) / shard_gbs[c, p]
 
 - the protocol is NCCL's own choice (:func:`nccl_protocol`): its tuner's model, ``latency + bytes x factor / busBw``
   with its base and per-step latencies and its bus bandwidths (``[nccl]`` of the link file), the faster of LL and
@@ -12,17 +12,24 @@ gathered output, reduce-scatter's full input) with protocol ``p``::
   So the size where LL gives way to Simple moves with the world size as NCCL's does (2 MiB all-reduces are LL on
   4 ranks, Simple on 2);
 - ``steps`` is the chain a ring walks (all-reduce 2(n-1); all-gather, reduce-scatter and broadcast n-1; send/recv 1)
-  and ``hop_us`` its latency per step (fitted where the records hold two world sizes; else NCCL's);
+  and ``hop_us`` its latency per step (fitted where the records hold two world sizes; else NCCL's); where a regime
+  has ``share_us`` instead, the latency grows as ``factor_c(n) x share_us``: the graph-replay records' device time
+  (H200, 2-4 ranks, 8 KiB and below: +1.3-2.8 us from 2 to 3 ranks, +0.1-1.0 from 3 to 4, broadcast and
+  send/recv flat) grows as the fraction of the buffer each rank sends, not as NCCL's tuner's steps x hwLat;
 - ``factor`` is nccl-tests' bus-bandwidth factor (all-reduce 2(n-1)/n; all-gather and reduce-scatter (n-1)/n;
-  broadcast and send/recv 1): the bytes each rank moves over its link, so ``link_gbs`` is one figure of the link
-  (one direction of one GPU's NVLink), shared by every collective and world size;
-- ``bytes / n`` is the rank's own shard, paid once at a rate of the collective's own (``shard_gbs``; measured, not
+  broadcast and send/recv 1): the bytes each rank moves over its link, so ``bw = link_gbs`` is one figure of the
+  link (one direction of one GPU's NVLink), shared by every collective and world size; an LL regime with
+  ``channel_gbs`` runs on the ring channels NCCL gives the call (:func:`ll_channels`, its thread-threshold rule:
+  1 channel up to 8 KiB at 2 ranks, 24 from 192 KiB) at ``channels x channel_gbs`` (NCCL's own LL rate per channel,
+  :func:`ll_channel_gbs`: LL's 8 data bytes per 16-byte line), so LL's bandwidth at mid sizes moves with the world
+  size as NCCL's channel choice does;
+- ``bytes / n`` is the rank's own shard, paid once at a rate of the collective's own (``shard_gbs``, Simple; measured, not
   in NCCL's model: with it the link's bandwidth is one figure from 2 to 4 ranks, where nccl-tests' bus bandwidth
   climbs from 265 to 325 GB/s for all-gather on H200);
 - ``rank_us`` (optional): a latency per rank past the first. The figures price a collective's DEVICE time where
   the GPU's records hold CUDA-graph replays (``validation/measure/collectives.py --graph``; H200: 1-8 KiB messages
-  take 11-15 us, +0-3.4 us from 2 to 4 ranks, as the chain grows: NCCL's form, a base and ``hop_us`` per step, no
-  ``rank_us``); fitted on the eager loop's records instead (back-to-back eager c10d calls, whose small messages are
+  take 10-15 us: a base and ``share_us`` per unit of factor, no ``rank_us``); fitted on the eager loop's records
+  instead (back-to-back eager c10d calls, whose small messages are
   the host's launch-bound floor, x2 from 2 to 4 ranks for every collective), LL takes a latency per participating
   rank (``base_us = rank_us``). The host's issue cost of a c10d call is the simulator's (the host profile), not
   this law's;
@@ -142,16 +149,42 @@ def p2p_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
     return nch
 
 
+def ll_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
+    """The ring channels NCCL runs an LL collective of ``nbytes`` on (src/enqueue.cc topoGetAlgoInfo: one channel
+    fewer while ``bytes < channels x threads x threshold``, the threshold being NCCL_LL_THREAD_THRESHOLD x the ranks
+    for a ring), between 1 and the link's ring channels; None where the link file lacks NCCL's ring set-up. As in
+    NCCL, a message just below a step runs on one channel fewer than one at the step, and may take longer."""
+    p = link.nccl_coll
+    if not p:
+        return None
+    per = p["ll_max_threads"] * p["ll_thread_threshold"] * world
+    return max(1, min(p["coll_channels"], int(nbytes // per)))
+
+
+def ll_channel_gbs(link: LinkSpec) -> float:
+    """NCCL's own rate of one ring channel with LL (tuning.cc: ring LL busBw = 0.5 x channels x bwIntra, LL's 8 data
+    bytes per 16-byte line; bwIntra the Simple bus bandwidth per channel); inf without NCCL's ring set-up."""
+    if not link.nccl_coll:
+        return math.inf
+    return LL_FRACTION * nccl_busbw(link, "simple") / link.nccl_coll["coll_channels"]
+
+
 def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: LinkSpec) -> float:
     """One regime's law: ``base + (n-1) x rank + steps(n) x hop + bytes x factor(n) / bw + (bytes / n) /
-    shard_gbs`` (us); ``bw`` is ``link_gbs``, for a send/recv on few channels ``channels x channel_gbs`` if lower
-    (:func:`p2p_channels`); no ``hop_us``: NCCL's per-step latency of the protocol (the link's ``[nccl]``)."""
+    shard_gbs`` (us), or with ``share_us`` ``base + factor(n) x share_us + ...``; ``bw`` is ``link_gbs``, lower for
+    a send/recv on few p2p channels (:func:`p2p_channels`) and for an LL collective on few ring channels
+    (:func:`ll_channels`): ``channels x channel_gbs``; no ``hop_us``: NCCL's per-step latency of the protocol."""
     hop = link.hop_us[regime.protocol] if regime.hop_us is None else regime.hop_us
     bw = regime.link_gbs
-    if collective == "send_recv" and math.isfinite(regime.channel_gbs):
-        nch = p2p_channels(nbytes, world, link)
+    if math.isfinite(regime.channel_gbs):
+        if collective == "send_recv":
+            nch = p2p_channels(nbytes, world, link)
+        else:
+            nch = ll_channels(nbytes, world, link) if regime.protocol == "ll" else None
         bw = bw if nch is None else min(bw, nch * regime.channel_gbs)
-    return (regime.base_us + (world - 1) * (regime.rank_us or 0.0) + RING_STEPS[collective](world) * hop
+    lat = (BUSBW_FACTOR[collective](world) * regime.share_us if regime.share_us is not None
+           else RING_STEPS[collective](world) * hop)
+    return (regime.base_us + (world - 1) * (regime.rank_us or 0.0) + lat
             + nbytes * BUSBW_FACTOR[collective](world) / (bw * 1e3)
             + nbytes / world / (regime.shard_gbs * 1e3))
 

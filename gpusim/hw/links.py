@@ -7,10 +7,12 @@ A link file gives, each figure as ``{ value = ..., source = ..., ref = ... }``:
 - ``[nccl]``: NCCL's own ring latencies for the link's class (``src/graph/tuning.cc``: a base latency and a latency
   per ring step, for the LL and Simple protocols); optionally its modelled bus bandwidths (``busbw_ll``,
   ``busbw_simple``: with the latencies, the protocol NCCL picks) and its point-to-point set-up (``p2p_channels``,
-  ``p2p_channels_per_peer``, ``p2p_chunk_bytes``: how many channels a send/recv gets), as NCCL logged them;
+  ``p2p_channels_per_peer``, ``p2p_chunk_bytes``: how many channels a send/recv gets), as NCCL logged them; and its
+  ring channels and LL's per-call rule (``coll_channels``, ``ll_max_threads``, ``ll_thread_threshold``: how many
+  channels an LL collective runs on);
 - ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, one
   regime per protocol (``protocol``, optionally ``max_bytes``, ``base_us``, ``link_gbs``, and optionally
-  ``rank_us``, ``hop_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
+  ``rank_us``, ``hop_us``, ``share_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
   while NCCL runs).
 
 :func:`link_spec` finds a link by name, alias (``"nvlink4"``, ``"h100-sxm"``, ``"ib"``) or path; a bad file raises
@@ -39,8 +41,10 @@ _DATASHEET = {"bandwidth_gbs": False, "unidirectional_gbs": False, "links": True
 _NCCL = ("base_us_ll", "base_us_simple", "hop_us_ll", "hop_us_simple")
 _NCCL_BUSBW = ("busbw_ll", "busbw_simple")   # optional: NCCL's own modelled bus bandwidths (its TUNING table)
 _NCCL_P2P = ("p2p_channels", "p2p_channels_per_peer", "p2p_chunk_bytes")   # optional: NCCL's p2p set-up (its log)
+#: optional: NCCL's channels of a ring collective and its per-call rule for LL (its log, TUNING table and device.h)
+_NCCL_COLL = ("coll_channels", "ll_max_threads", "ll_thread_threshold")
 _REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False, "hop_us": False,
-           "channel_gbs": False}  # figure -> required
+           "channel_gbs": False, "share_us": False}  # figure -> required
 
 
 class LinkError(GpusimError):
@@ -50,12 +54,15 @@ class LinkError(GpusimError):
 @dataclass(frozen=True)
 class Regime:
     """One regime of one collective (a protocol; optionally only up to ``max_bytes``):
-    ``base_us + (n-1) x rank_us + steps(n) x hop_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs``.
+    ``base_us + (n-1) x rank_us + steps(n) x hop_us + bytes x factor(n) / link_gbs + (bytes / n) / shard_gbs``;
+    with ``share_us``, ``factor(n) x share_us`` replaces ``steps(n) x hop_us``.
 
     ``link_gbs`` is one direction of one GPU's link (the ring moves ``bytes x factor(n)`` over it); ``rank_us`` is the
     latency each rank past the first adds (None: none); ``hop_us`` the latency of one step of the ring's chain (None:
     NCCL's own figure for the protocol, ``[nccl]``); ``shard_gbs`` (inf: none) prices the rank's own shard,
-    ``bytes / n``."""
+    ``bytes / n``; ``share_us`` (None: none) a latency per unit of the bus-bandwidth factor (the fraction of the
+    buffer each rank sends); ``channel_gbs`` (inf: none) the rate of one NCCL channel (a send/recv's p2p channels; an
+    LL collective's ring channels, as many as NCCL's per-call rule gives it)."""
     name: str
     protocol: str
     max_bytes: float
@@ -65,6 +72,7 @@ class Regime:
     shard_gbs: float = math.inf
     hop_us: float | None = None
     channel_gbs: float = math.inf
+    share_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,7 @@ class LinkSpec:
     provenance: dict = field(hash=False, repr=False)  # figure key -> (source, ref)
     nccl_busbw: dict = field(default_factory=dict, hash=False)  # protocol -> NCCL's modelled bus bandwidth (GB/s)
     nccl_p2p: dict = field(default_factory=dict, hash=False)    # _NCCL_P2P name -> NCCL's p2p set-up (integers)
+    nccl_coll: dict = field(default_factory=dict, hash=False)   # _NCCL_COLL name -> NCCL's ring channels, LL rule
 
     def __hash__(self):
         return hash(self.name)
@@ -126,7 +135,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         where = f"[measured.\"{gpu}\".{coll}.{rname}]"
         if not isinstance(r, dict) or set(r) - {"protocol", "max_bytes", *_REGIME}:
             raise LinkError(f"{path}: {where} must hold protocol, max_bytes, base_us, link_gbs (and optionally "
-                            "rank_us, shard_gbs, hop_us, channel_gbs)")
+                            "rank_us, shard_gbs, hop_us, channel_gbs, share_us)")
         if r.get("protocol") not in PROTOCOLS:
             raise LinkError(f"{path}: {where}.protocol must be one of {', '.join(PROTOCOLS)}, got {r.get('protocol')!r}")
         mb = r.get("max_bytes", math.inf)
@@ -136,7 +145,8 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         fig = {f: _figure(path, f"{where}.{f}", r.get(f), prov, f"{k}.{f}") for f in _REGIME
                if f in r or _REGIME[f]}
         out.append(Regime(rname, r["protocol"], float(mb), fig["base_us"], fig["link_gbs"], fig.get("rank_us"),
-                          fig.get("shard_gbs", math.inf), fig.get("hop_us"), fig.get("channel_gbs", math.inf)))
+                          fig.get("shard_gbs", math.inf), fig.get("hop_us"), fig.get("channel_gbs", math.inf),
+                          fig.get("share_us")))
     if not out:
         raise LinkError(f"{path}: [measured.\"{gpu}\".{coll}] has no regimes")
     return tuple(sorted(out, key=lambda r: r.max_bytes))
@@ -191,17 +201,21 @@ def parse_link(data: dict, path: str) -> LinkSpec:
         if k not in nc:
             raise LinkError(f"{path}: field [nccl].{k} is missing")
         lat[k] = _figure(path, f"[nccl].{k}", nc[k], prov, k)
-    for k in set(nc) - set(_NCCL) - set(_NCCL_BUSBW) - set(_NCCL_P2P):
-        raise LinkError(f"{path}: unknown field [nccl].{k}; known: {', '.join(_NCCL + _NCCL_BUSBW + _NCCL_P2P)}")
+    known = _NCCL + _NCCL_BUSBW + _NCCL_P2P + _NCCL_COLL
+    for k in set(nc) - set(known):
+        raise LinkError(f"{path}: unknown field [nccl].{k}; known: {', '.join(known)}")
     busbw = {k.removeprefix("busbw_"): _figure(path, f"[nccl].{k}", nc[k], prov, k) for k in _NCCL_BUSBW if k in nc}
     p2p = {k: _figure(path, f"[nccl].{k}", nc[k], prov, k, True) for k in _NCCL_P2P if k in nc}
     if p2p and len(p2p) != len(_NCCL_P2P):
         raise LinkError(f"{path}: [nccl] must give all of {', '.join(_NCCL_P2P)} or none")
+    coll = {k: _figure(path, f"[nccl].{k}", nc[k], prov, k, True) for k in _NCCL_COLL if k in nc}
+    if coll and len(coll) != len(_NCCL_COLL):
+        raise LinkError(f"{path}: [nccl] must give all of {', '.join(_NCCL_COLL)} or none")
     return LinkSpec(data["name"], data["display_name"], tuple(aliases), data["scope"], data["nccl_class"],
                     fig["bandwidth_gbs"], fig["unidirectional_gbs"], fig.get("links"),
                     {"ll": lat["base_us_ll"], "simple": lat["base_us_simple"]},
                     {"ll": lat["hop_us_ll"], "simple": lat["hop_us_simple"]},
-                    _measured(path, data, prov), prov, busbw, p2p)
+                    _measured(path, data, prov), prov, busbw, p2p, coll)
 
 
 def read_link(path) -> LinkSpec:

@@ -11,7 +11,8 @@ than the default (``--lead-per-call-us``: the host-bound test of the small-messa
 Per GPU, each point goes to the protocol NCCL's tuner picks for it (:func:`gpusim.cost.collectives.nccl_protocol`:
 LL or Simple, by NCCL's own model, so the switch moves with the world size as NCCL's does), and each protocol is one
 bounded least-squares fit in relative error over every collective and world size at once (:func:`fit_protocol`):
-the link's figures (``link_gbs``; Simple's ``hop_us``) shared, the collective's own (latency, ``shard_gbs``) not.
+the link's figures (``link_gbs``; ``share_us``, or Simple's ``hop_us`` on eager records) shared, the collective's
+own (latency, ``shard_gbs``) not; on graph records LL's bytes are priced on NCCL's own channels and rate, unfitted.
 
 Writes the ``[measured."<gpu>"]`` tables of the GPU's link file (below the marker line) and
 ``validation/results/collectives/scores.json``; :mod:`validation.reports.collectives_page` renders them (with the
@@ -43,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gpusim.cost.collectives import BUSBW_FACTOR, RING_STEPS, nccl_protocol, p2p_channels, ring  # noqa: E402
+from gpusim.cost.collectives import (  # noqa: E402
+    BUSBW_FACTOR, RING_STEPS, ll_channel_gbs, ll_channels, nccl_protocol, p2p_channels, ring)
 from gpusim.hw.links import COLLECTIVES, Measured, Regime, links_dir, parse_link  # noqa: E402
 from gpusim.hw.spec_io import figure_line  # noqa: E402
 from validation.fit import collectives_records as CM  # noqa: E402
@@ -88,18 +90,25 @@ def score_row(fit_on: str, scored: str, coll: str, errs: list, big: list) -> dic
 #: the collectives that pay for the rank's own shard (bytes / n) at a rate of their own
 SHARDED = ("all_reduce", "all_gather", "reduce_scatter")
 PROTOS = ("ll", "simple")
-#: the LL latency's form by the records' method: the eager loop's small-message floor is the host's, and grew with
-#: every rank on one lease (x2 from 2 to 4 ranks, broadcast and send/recv included); the graph records' device time
-#: grows only with the ring's chain (+0-3.4 us from 2 to 4 ranks, send/recv none), NCCL's own form
-LL_FORM = {"eager": "per_rank", "graph": "nccl"}
+#: the latency's form by the records' method: the eager loop's small-message floor is the host's, and grew with
+#: every rank on one lease (x2 from 2 to 4 ranks, broadcast and send/recv included): LL "per_rank"; the graph
+#: records' device time (H200: +1.3-2.8 us from 2 to 3 ranks, +0.1-1.0 from 3 to 4; broadcast and send/recv flat)
+#: grows as the busBw factor, the fraction of the buffer each rank sends ((n-1)/n, 2(n-1)/n, 1), not as the ring's
+#: steps: "share", a latency per unit of factor, with LL's bytes on NCCL's own channels (:func:`ll_channels`) at
+#: NCCL's own LL rate per channel (:func:`ll_channel_gbs`), nothing of LL's bandwidth fitted
+LL_FORM = {"eager": "per_rank", "graph": "share"}
 #: messages this large are bandwidth-bound on NVLink (the latency is < 10% of their time in the records)
 BANDWIDTH_BOUND = 8 << 20
 
 
-def _cols(colls, proto, free_hop):
+def _cols(colls, proto, free_hop, share=False, ll_nccl=False):
+    """The fit's columns: a latency per collective; the link's rate and each sharded collective's shard rate (none
+    where LL's bytes are priced on NCCL's channels, ``ll_nccl``, but a send/recv's own link rate); ``hop`` (per
+    step) or ``share`` (per unit of factor)."""
     lat = [("lat", c) for c in colls]
-    return lat + [("link", None)] + [("shard", c) for c in colls if c in SHARDED] + (
-        [("hop", None)] if free_hop else [])
+    bw = ([("link", "send_recv")] if "send_recv" in colls else []) if ll_nccl else (
+        [("link", None)] + [("shard", c) for c in colls if c in SHARDED])
+    return lat + bw + ([("hop", None)] if free_hop else []) + ([("share", None)] if share else [])
 
 
 def _x(col, coll, n, nbytes, per_rank):
@@ -107,9 +116,11 @@ def _x(col, coll, n, nbytes, per_rank):
     if k == "lat":   # a latency per participating rank (x n; the eager records' LL) or a base
         return float(c == coll) * (n if per_rank else 1.0)
     if k == "link":
-        return nbytes * BUSBW_FACTOR[coll](n) / 1e3
+        return nbytes * BUSBW_FACTOR[coll](n) / 1e3 if c in (None, coll) else 0.0
     if k == "shard":
         return nbytes / n / 1e3 if c == coll else 0.0
+    if k == "share":
+        return float(BUSBW_FACTOR[coll](n))
     return float(RING_STEPS[coll](n))
 
 
@@ -117,11 +128,14 @@ def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf
     """Bounded least squares in relative error; a send/recv on channels slower than ``link_gbs`` pays its bytes at
     ``channels x channel`` (fixed) instead of the link's rate. Returns (solution by column, loss)."""
     t = np.array([p[3] for p in pts])
-    fixed_hop = 0.0 if free_hop else link.hop_us[proto]
+    share = ("share", None) in cols
+    fixed_hop = 0.0 if free_hop or share else link.hop_us[proto]
     X, y = [], []
     for c, b, n, tt in pts:
         row = [_x(col, c, n, b, per_rank) for col in cols]
         extra = RING_STEPS[c](n) * fixed_hop
+        if ("link", None) not in cols and c != "send_recv":   # LL on NCCL's channels at NCCL's rate per channel
+            extra += b * BUSBW_FACTOR[c](n) / (ll_channels(b, n, link) * ll_channel_gbs(link) * 1e3)
         nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
         if nch is not None and nch * channel < link_gbs:
             row[cols.index(("link", None))] = 0.0
@@ -132,6 +146,13 @@ def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf
     lo = [1.0 / link.unidirectional_gbs if k == "link" else 0.0 for k, _ in cols]
     r = lsq_linear(X, y, bounds=(lo, [np.inf] * len(cols)))
     return dict(zip(cols, r.x)), float(np.sum(r.fun ** 2))
+
+
+def _lat(sol, coll, n, link, proto) -> float:
+    """The fitted latency of ``coll`` at ``n`` ranks under a solution of :func:`_solve`."""
+    if ("share", None) in sol:
+        return sol[("lat", coll)] + BUSBW_FACTOR[coll](n) * sol[("share", None)]
+    return sol[("lat", coll)] + RING_STEPS[coll](n) * sol.get(("hop", None), link.hop_us[proto])
 
 
 def _channel(pts, proto, link, cols, free_hop, sol, loss):
@@ -147,7 +168,7 @@ def _channel(pts, proto, link, cols, free_hop, sol, loss):
     fewest = min(p2p_channels(b, n, link) for _, b, n, _ in sr)
     _, b, n, t = max((p for p in sr if p2p_channels(p[1], p[2], link) == fewest), key=lambda p: p[1])
     lk = 1.0 / sol[("link", None)]
-    lat = sol[("lat", "send_recv")] + RING_STEPS["send_recv"](n) * sol.get(("hop", None), link.hop_us[proto])
+    lat = _lat(sol, "send_recv", n, link, proto)
     if b / t / 1e3 < 0.9 * lk and t > lat:
         ch = b / (t - lat) / 1e3 / fewest
         s, l = _solve(pts, proto, link, cols, free_hop, ch, lk)
@@ -158,36 +179,44 @@ def _channel(pts, proto, link, cols, free_hop, sol, loss):
 
 def _sr_error(sr, sol, link, ch) -> float:
     """Squared relative error of the send/recv points ``sr`` under a solution of :func:`_solve`."""
-    lat, lk = sol[("lat", "send_recv")], 1.0 / sol[("link", None)]
+    lk = 1.0 / sol[("link", None)]
     out = 0.0
     for _, b, n, t in sr:
         bw = min(lk, p2p_channels(b, n, link) * ch)
-        hop = sol.get(("hop", None), link.hop_us["simple"])
-        out += ((lat + RING_STEPS["send_recv"](n) * hop + b / bw / 1e3 - t) / t) ** 2
+        out += ((_lat(sol, "send_recv", n, link, "simple") + b / bw / 1e3 - t) / t) ** 2
     return out
 
 
 def fit_protocol(pts, proto, link, ll_form="per_rank") -> dict:
     """One protocol, every collective at once: bounded least squares in relative error over (coll, bytes, n, t) of
 
+    - ``ll_form`` "share" (the graph records, the device time), both protocols:
+      ``t = base[c] + factor(n) x share + bytes x factor(n) x s_link + bytes / n x s_shard[c]``, LL's bytes instead
+      at NCCL's own rate on NCCL's own channels, ``bytes x factor(n) / (ll_channels(bytes, n) x ll_channel_gbs)``
+      (nothing of LL's bandwidth fitted);
     - LL, ``ll_form`` "per_rank" (the eager records: a host-bound floor that grows with every rank):
-      ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``; "nccl" (the
-      graph records, the device time: NCCL's own form, a base and a latency per step of the chain): as Simple;
-    - Simple: ``t = base[c] + steps(n) x hop + bytes x factor(n) x s_link + bytes / n x s_shard[c]``, ``hop``
-      fitted where the points hold two world sizes or more, else NCCL's (the link's ``[nccl]``); a send/recv on
-      fewer NCCL channels than the link needs pays ``bytes / (channels x channel_gbs)`` instead (:func:`_channel`).
+      ``t = lat[c] x n + steps(n) x hop_NCCL + bytes x factor(n) x s_link + bytes / n x s_shard[c]``;
+    - Simple otherwise: ``t = base[c] + steps(n) x hop + bytes x factor(n) x s_link + bytes / n x s_shard[c]``,
+      ``hop`` fitted where the points hold two world sizes or more, else NCCL's (the link's ``[nccl]``).
 
-    ``s_link`` is never below the datasheet's one direction (a faster link is one the points do not resolve: a
-    latency-bound protocol); the other figures are >= 0. Returns {"link_gbs", "hop_us" (None: NCCL's),
-    "channel_gbs", "per_rank", coll: (lat_us, shard_gbs)}."""
+    A send/recv on fewer NCCL p2p channels than the link needs pays ``bytes / (channels x channel_gbs)`` instead
+    (:func:`_channel`). ``s_link`` is never below the datasheet's one direction (a faster link is one the points do
+    not resolve: a latency-bound protocol); the other figures are >= 0. Returns {"link_gbs", "hop_us" (None:
+    NCCL's), "share_us" (None: none), "channel_gbs", "ll_nccl", "per_rank", coll: (lat_us, shard_gbs)}."""
     colls = [c for c in COLLECTIVES if any(p[0] == c for p in pts)]
+    share = ll_form == "share"
+    ll_nccl = share and proto == "ll" and bool(link.nccl_coll)
     per_rank = proto == "ll" and ll_form == "per_rank"
-    free_hop = not per_rank and len({p[2] for p in pts}) > 1
-    cols = _cols(colls, proto, free_hop)
-    _, channel, sol = _channel(pts, proto, link, cols, free_hop,
-                               *_solve(pts, proto, link, cols, free_hop, per_rank=per_rank))
-    out = {"link_gbs": float(1.0 / sol[("link", None)]), "hop_us": float(sol[("hop", None)]) if free_hop else None,
-           "channel_gbs": channel, "per_rank": per_rank}
+    free_hop = not per_rank and not share and len({p[2] for p in pts}) > 1
+    cols = _cols(colls, proto, free_hop, share, ll_nccl)
+    sol0, loss0 = _solve(pts, proto, link, cols, free_hop, per_rank=per_rank)
+    _, channel, sol = (loss0, math.inf, sol0) if ll_nccl else _channel(pts, proto, link, cols, free_hop, sol0, loss0)
+    ll_ch = ll_channel_gbs(link)
+    out = {"link_gbs": float(ll_ch * link.nccl_coll["coll_channels"]) if ll_nccl else float(1.0 / sol[("link", None)]),
+           "hop_us": float(sol[("hop", None)]) if free_hop else None,
+           "share_us": float(sol[("share", None)]) if share else None,
+           "channel_gbs": ll_ch if ll_nccl else channel, "ll_nccl": ll_nccl, "per_rank": per_rank,
+           "sr_link_gbs": float(1.0 / sol[("link", "send_recv")]) if ("link", "send_recv") in sol else None}
     for c in colls:
         k = float(sol.get(("shard", c), 0.0))
         out[c] = (max(float(sol[("lat", c)]), 0.01), 1.0 / k if k > 1e-5 else math.inf)  # > 100 TB/s: none
@@ -210,8 +239,11 @@ def fit(data: dict, link, worlds, sizes=None, ll_form="per_rank") -> dict:
             if c in f:
                 lat, shard = f[c]
                 rank = lat if f["per_rank"] else None   # base = rank: the latency per participating rank
-                ch = f["channel_gbs"] if c == "send_recv" else math.inf
-                out[c].append(Regime(proto, proto, math.inf, lat, f["link_gbs"], rank, shard, f["hop_us"], ch))
+                # a send/recv's p2p channels (Simple); an LL collective's ring channels (a send/recv's LL: one)
+                ch = f["channel_gbs"] if (c == "send_recv") != f["ll_nccl"] else math.inf
+                link_gbs = f["sr_link_gbs"] if c == "send_recv" and f["ll_nccl"] else f["link_gbs"]
+                out[c].append(Regime(proto, proto, math.inf, lat, link_gbs, rank, shard, f["hop_us"], ch,
+                                     f["share_us"]))
     return {c: tuple(r) for c, r in out.items()}
 
 
@@ -268,7 +300,16 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
                 lines.append(figure_line("base_us", round(r.base_us, 2), "measured",
                                          f"base latency of {coll} with NCCL's {r.protocol} protocol (joint fit of the "
                                          f"protocol); {ref}"))
-            if r.link_gbs >= ceiling * (1 - 1e-9):   # fit_protocol's bound: the points are latency-bound
+            ll_ring = r.protocol == "ll" and math.isfinite(r.channel_gbs) and coll != "send_recv"
+            if ll_ring:   # LL on NCCL's channels: their rate binds, never the link's
+                lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "derived",
+                                         "NCCL's ring channels x its LL rate per channel (coll_channels x "
+                                         "channel_gbs), so the channels NCCL gives a call bind; nothing fitted"))
+            elif r.share_us is not None and coll == "send_recv" and r.protocol == "ll":
+                lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "measured",
+                                         f"rate of send/recv's LL messages (fitted on its own points; joint fit of the "
+                                         f"protocol); {ref}"))
+            elif r.link_gbs >= ceiling * (1 - 1e-9):   # fit_protocol's bound: the points are latency-bound
                 lines.append(figure_line("link_gbs", round(r.link_gbs, 1), "derived",
                                          f"not resolved by the points of the {r.name} protocol (latency-bound): the "
                                          f"datasheet's one-direction figure; {ref}"))
@@ -280,7 +321,18 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
                 lines.append(figure_line("hop_us", round(r.hop_us, 3), "measured",
                                          f"latency of one step of the ring's chain with the {r.name} protocol, shared "
                                          f"by every collective (joint fit over world sizes); {ref}"))
-            if math.isfinite(r.channel_gbs):
+            if r.share_us is not None:
+                lines.append(figure_line("share_us", round(r.share_us, 3), "measured",
+                                         f"latency per unit of the bus-bandwidth factor (the fraction of the buffer "
+                                         f"each rank sends) with the {r.name} protocol, shared by every collective "
+                                         f"(joint fit over world sizes); {ref}"))
+            if ll_ring:
+                lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "derived",
+                                         "NCCL's own rate of one ring channel with LL (src/graph/tuning.cc: ring LL "
+                                         "busBw = 0.5 x channels x bwIntra; [nccl] busbw_simple / coll_channels x 0.5), "
+                                         "on the channels NCCL's per-call rule gives (gpusim.cost.collectives."
+                                         "ll_channels)"))
+            elif math.isfinite(r.channel_gbs):
                 lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "measured",
                                          f"rate of one NCCL p2p channel of {coll} with the {r.name} protocol: from the "
                                          "bandwidth of its largest message on the fewest channels, per channel, "
