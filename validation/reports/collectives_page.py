@@ -64,9 +64,32 @@ def world2_note(r: dict) -> str:
             f"puts the smallest all-reduce at 2 ranks {pct(line / ar[2] - 1)} high); and world 2's large sharded "
             f"messages run at a lower bus bandwidth (all-gather {bb[('all_gather', 2)]:.0f} GB/s at the largest size, "
             f"{bb[('all_gather', 3)]:.0f}-{bb[('all_gather', 4)]:.0f} at 3-4 ranks) than a shared link and a shard "
-            "term fitted on 3 and 4 ranks give. The step from 2 to 3 ranks is in every run; whether it comes from the "
-            "ranks' count or from the GPUs added (world 2 ran on GPUs 0-1; worlds 3 and 4 add GPUs 2 and 3) is not "
-            "measured: a 2-rank sweep on GPUs 2-3 would tell.")
+            "term fitted on 3 and 4 ranks give. The step from 2 to 3 ranks is in every run." + pair_note(data))
+
+
+#: world 2 on GPUs 2-3 (every fitted world-2 run used GPUs 0-1; worlds 3-4 add GPUs 2-3): which GPUs, not a fit input
+PAIR_RUN = Path(__file__).resolve().parents[1] / "results/collectives/pairs/h200-x4-2026-11-28-graph-noreg-gpus23-w2.jsonl"
+
+
+def pair_note(data: dict) -> str:
+    """Whether world 2's step comes from the ranks' count or from the GPUs: the 2-rank sweep on GPUs 2-3 against
+    the fitted world-2 medians (GPUs 0-1), from the records."""
+    if not PAIR_RUN.exists():
+        return ""
+    other = {}
+    for line in PAIR_RUN.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("collective") and rec.get("us"):
+            other.setdefault(rec["collective"], {})[rec["bytes"]] = rec["us"]
+    diffs = [abs(t - data[(c, 2)][b]) for c, ts in other.items() if (c, 2) in data
+             for b, t in ts.items() if b <= 8192 and b in data[(c, 2)]]
+    big = [t / data[(c, 2)][b] - 1 for c, ts in other.items() if (c, 2) in data
+           for b, t in ts.items() if b >= 1 << 20 and b in data[(c, 2)]]
+    if not diffs or not big:
+        return ""
+    return (f" It comes from the ranks' count, not the GPUs added: the same 2-rank sweep on GPUs 2-3 "
+            f"(`{PAIR_RUN.name}`) is within {max(diffs):.1f} us of GPUs 0-1 at 8 KiB and below and "
+            f"{pct(statistics.median(abs(x) for x in big))} (median) above 1 MiB.")
 
 
 SHARDED_COLLS = ("all_reduce", "all_gather", "reduce_scatter")
