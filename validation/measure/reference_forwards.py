@@ -52,18 +52,22 @@ def compiled_reference_walls(device: str = "cuda") -> dict:
     second compile quick). A forward that fails to compile is left out (its error under
     ``"failed"``)."""
     import torch._dynamo
-    out, failed = {}, {}
+    out, failed, kernels = {}, {}, {}
     for name, m, args in reference_forwards(device):
         try:
             with torch.no_grad():
                 cf = torch.compile(m)
                 cf(*args)
                 out[name] = measure.time_wall(cf, args)["median_us"]
+                if device == "cuda":    # the program timed: gpusim predicts its kernel count
+                    kernels[name] = len(measure.profile_kernels(cf, args, flush=False, reps=1)["kernels"])
         except Exception as e:       # a compile failure must not cost the calibration
             failed[name] = f"{type(e).__name__}: {str(e)[:200]}"
         torch._dynamo.reset()
     if failed:
         out["failed"] = failed
+    if kernels:
+        out["kernels"] = kernels
     return out
 
 
@@ -73,8 +77,10 @@ def median_walls(rounds: list[dict]) -> dict:
 
 
 def _timed(rounds: list[dict]) -> list[str]:
-    """The forwards every round timed (a compiled forward that failed in one round is left out)."""
-    return [k for k in rounds[0] if k != "failed" and all(k in r for r in rounds)]
+    """The forwards every round timed (a compiled forward that failed in one round is left out;
+    a round's other entries, ``failed`` and ``kernels``, are not walls)."""
+    return [k for k, v in rounds[0].items()
+            if isinstance(v, (int, float)) and all(k in r for r in rounds)]
 
 
 def fastest_walls(rounds: list[dict]) -> dict:
@@ -142,7 +148,7 @@ def fit_forward(h: dict, spec: GPUSpec, host, diag: dict) -> dict:
     out = {}
     for mode, key, dkey in (("eager", "reference_walls", "reference_forwards"),
                             ("compiled", "compiled_reference_walls", "compiled_reference_forwards")):
-        walls = {k: v for k, v in (h.get(key) or {}).items() if k != "failed"}
+        walls = {k: v for k, v in (h.get(key) or {}).items() if isinstance(v, (int, float))}
         if walls:
             f, diag[dkey] = forward_factor(walls, spec, host, mode=mode)
             out[FACTOR_OF[mode]] = float(f)
