@@ -111,3 +111,16 @@ def test_fastest_rounds_pools_the_compiled_reference_walls():
     assert out["x"] == 2.0 and out["reference_walls"] == {"gpt2": 5.0}
     assert len(out["compiled_reference_walls_rounds"]) == 2
     assert out["compiled_reference_walls"] == {"gpt2": 7.0}
+
+
+def test_the_host_state_beside_a_case_is_its_reference_walls_over_the_calibrations():
+    from validation.score.compiled_forward import host_state, summary
+    cal = {"gpt2": 1000.0, "resnet50": 3000.0}
+    assert host_state({"reference_walls": {"gpt2": 1500.0, "resnet50": 4500.0}}, cal) == 1.5
+    assert host_state({"reference_walls": {"gpt2": 2000.0, "failed": "x"}}, cal) == 2.0
+    assert host_state({}, cal) is None
+    rows = [{"meas_us": 100.0, "plain": 50.0, "factor": 90.0, "state": None},
+            {"meas_us": 200.0, "plain": 100.0, "factor": 220.0, "state": 210.0}]
+    s = summary(rows)
+    assert s["plain"]["median_signed"] == -50.0 and s["factor"]["median_abs"] == 10.0
+    assert s["state"]["n"] == 1

@@ -61,7 +61,7 @@ def host_split(kernels, host, n: int) -> dict:
 
 def case_rows(records: list[dict], spec, host, cal_walls: dict) -> list[dict]:
     """One row per compiled record: measured wall and kernel sum, the three predictions
-    (:data:`COLUMNS`), the state ratio, eager's ratio beside it and the host split."""
+    (:data:`COLUMNS`), the state ratio (``state_x``), eager's ratio beside it and the host split."""
     rows = []
     for r in records:
         if r.get("run") != "compiled" or r.get("failed") or not r.get("wall_us"):
@@ -72,7 +72,7 @@ def case_rows(records: list[dict], spec, host, cal_walls: dict) -> list[dict]:
                  "state": host.replace(compiled_forward_factor=(host.compiled_forward_factor or 1.0)
                                        * state) if state else None}
         row = {"case": r["case_id"].split("__")[0], "meas_us": r["wall_us"],
-               "meas_kernel_sum_us": r["kernel_sum_us"], "state": state}
+               "meas_kernel_sum_us": r["kernel_sum_us"], "state_x": state}
         for col, hp in hosts.items():
             p = predict(g, gpu=spec, mode="compiled", host=hp) if hp else None
             row[col] = p.end_to_end_us if p else None
@@ -111,7 +111,7 @@ def markdown(rows: list[dict], host) -> str:
         return f"{(r[c] - r['meas_us']) / r['meas_us'] * 100:+.0f}%" if r.get(c) else "-"
     for r in rows:
         s = r["host_split"]
-        state = f"{err(r, 'state')} ({r['state']:.2f})" if r.get("state") else "-"
+        state = f"{err(r, 'state')} (x{r['state_x']:.2f})" if r.get("state") else "-"
         eager = f"{r['eager_ratio']:.2f}" if r.get("eager_ratio") else "-"
         split = " / ".join(f"{s[k]:.0f}" for k in ("call", "triton", "matmul", "attention", "conv", "aux"))
         lines.append(f"| {r['case']} | {r['meas_us']:.0f} | {r['meas_kernel_sum_us']:.0f} | "
