@@ -124,3 +124,13 @@ def test_the_host_state_beside_a_case_is_its_reference_walls_over_the_calibratio
     s = summary(rows)
     assert s["plain"]["median_signed"] == -50.0 and s["factor"]["median_abs"] == 10.0
     assert s["state"]["n"] == 1
+
+
+def test_the_text_report_names_the_compiled_factor_it_applied():
+    from gpusim.report.text import host_factor_note
+    g = capture(_block, (torch.empty(64, 64, device="meta"),), compiling=True)
+    plain = predict(g, gpu=SPEC, mode="compiled", host=HOST.replace(compiled_forward_factor=None))
+    scaled = predict(g, gpu=SPEC, mode="compiled", host=HOST.replace(compiled_forward_factor=2.0))
+    assert host_factor_note(plain) == ""
+    k = compiled_forward_factor(scaled.host, scaled.kernel_count)
+    assert host_factor_note(scaled) == f"; compiled_forward_factor x{k:.2f}"
