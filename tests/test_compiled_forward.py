@@ -134,3 +134,28 @@ def test_the_text_report_names_the_compiled_factor_it_applied():
     assert host_factor_note(plain) == ""
     k = compiled_forward_factor(scaled.host, scaled.kernel_count)
     assert host_factor_note(scaled) == f"; compiled_forward_factor x{k:.2f}"
+
+
+def test_the_committed_h200_lease_cf_factor_refits_from_its_raw_walls():
+    """Lease cf's compiled_forward_factor is its compiled reference forwards' fastest walls over
+    gpusim's compiled prediction of them on that lease's own figures, re-fitted here from the
+    raw record (nothing clocked on this machine); its programs are the ones gpusim predicts
+    (kernels per call within 2), and host-bound."""
+    import json
+    import os
+    from validation.measure.reference_forwards import forward_factor
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "validation", "results", "h200", "host", "2026-11-28-lease-cf.toml")
+    with open(here + ".raw.json") as fh:
+        raw = json.load(fh)
+    lease, spec = load_host(here), load_spec("h200-sxm-calibrated")
+    walls = raw["host"]["compiled_reference_walls"]
+    f, diag = forward_factor(walls, spec, lease, mode="compiled")
+    assert f == pytest.approx(lease.compiled_forward_factor, rel=1e-6)
+    assert lease.provenance["compiled_forward_factor"][0] == "measured"
+    pred = {n: predict(g, gpu=spec, mode="compiled", host=lease).kernel_count
+            for n, g in _reference_graphs(True).items()}
+    for r in raw["host"]["compiled_reference_walls_rounds"]:
+        for n, p in r["profile"].items():
+            assert abs(p["kernels_per_call"] - pred[n]) <= 2
+    assert all(d["predicted_device_us"] < 0.5 * d["wall_us"] for d in diag.values())
