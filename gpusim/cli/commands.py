@@ -356,8 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="measure only this machine's host figures and write them as a host "
                            "profile (--base: the GPU spec to predict its reference forwards on)")
     only.add_argument("--forward-only", action="store_true",
-                      help="re-time only the host's in-forward speed (eager_forward_factor, about "
-                           "30 s) on top of --base: run it right before the runs you compare")
+                      help="re-time only the host's in-forward speed (eager_forward_factor and "
+                           "compiled_forward_factor, about 1-2 min) on top of --base: run it right "
+                           "before the runs you compare")
     c.add_argument("--rounds", type=int, default=None,
                    help="--host-only/--forward-only: time the host this many times (default 3) and keep "
                         "each figure's fastest: a shared host slows down in episodes")

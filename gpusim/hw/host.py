@@ -51,7 +51,7 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us",
             "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
             "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
-            "compiled_conv_us")
+            "compiled_conv_us", "compiled_forward_factor")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
@@ -111,6 +111,10 @@ class HostProfile:
     compiled_matmul_us: float | None = None
     compiled_attention_us: float | None = None
     compiled_conv_us: float | None = None
+    # the compiled wrapper's host time inside a real forward over what the chains' figures price
+    # (gpusim's reference forwards under torch.compile; validation.measure.reference_forwards);
+    # None: 1
+    compiled_forward_factor: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))
@@ -119,7 +123,8 @@ class HostProfile:
         return dataclasses.replace(self, **changes)
 
     def __hash__(self):
-        return hash((self.name, self.path, self.eager_op_us, self.eager_forward_factor))
+        return hash((self.name, self.path, self.eager_op_us, self.eager_forward_factor,
+                     self.compiled_forward_factor))
 
 
 def python_us(graph_meta: Mapping, host: HostProfile) -> float:

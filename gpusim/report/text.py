@@ -12,7 +12,7 @@ import math
 from gpusim.util.fmt import fmt_num, fmt_shape, table  # noqa: F401  (table: re-exported for callers)
 from gpusim.sim.memory import fit_line, fmt_bytes
 from gpusim.predict.pipeline import MODE_LABELS
-from gpusim.sim.timeline import eager_forward_factor
+from gpusim.sim.timeline import compiled_forward_factor, eager_forward_factor
 
 
 def _ops_label(k, width: int = 40) -> str:
@@ -64,6 +64,19 @@ def forward_factor_used(pred) -> float | None:
     if pred.mode != "eager" or not pred.host.eager_forward_factor:
         return None
     return eager_forward_factor(pred.host, len(pred.kernels))
+
+
+def host_factor_note(pred) -> str:
+    """The host line's note of the in-forward factor a prediction applied at its program's
+    size: eager's, or a compiled forward's (not a training step's: its graphs pay it at their
+    own sizes); "" when none applied."""
+    k = forward_factor_used(pred)
+    if k:
+        return f"; eager_forward_factor x{k:.2f}"
+    if (pred.mode == "compiled" and pred.host.compiled_forward_factor
+            and "train" not in pred.graph.meta):
+        return f"; compiled_forward_factor x{compiled_forward_factor(pred.host, len(pred.kernels)):.2f}"
+    return ""
 
 
 def python_lines(pred) -> list[str]:
@@ -141,10 +154,8 @@ def prediction_text(pred, top: int | None = None, body: str | None = None) -> st
     out.append(f"device time      {pred.device_us:.1f} us  (" + ", ".join(
         f"{b} {v / pred.device_us * 100:.0f}%" for b, v in sorted(bounds.items(), key=lambda x: -x[1])
     ) + ")" if pred.device_us else "device time      0 us")
-    k_used = forward_factor_used(pred)
-    inside = f"; eager_forward_factor x{k_used:.2f}" if k_used else ""
     out.append(f"host time        {pred.timeline.host_us:.1f} us per call ({host_source(pred.host)}"
-               f"{inside})")
+               f"{host_factor_note(pred)})")
     out += python_lines(pred)
     out.append(f"end-to-end       {pred.end_to_end_us:.1f} us per call (steady state; GPU idle "
                f"{pred.idle_us:.1f} us of the first call)")

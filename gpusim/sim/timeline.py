@@ -28,7 +28,10 @@ Modes
     ``compiled``  ``compiled_call_us`` per call (guards, wrapper), then per kernel what
                   Inductor's generated wrapper pays to launch it
                   (:func:`compiled_launch_us`: a Triton launch, an extern library call,
-                  or nothing more than a launch for a library's helper kernel).
+                  or nothing more than a launch for a library's helper kernel). All of it
+                  times the host's ``compiled_forward_factor`` (the same measurement as
+                  eager's, on the reference forwards compiled;
+                  :func:`compiled_forward_factor`).
                   The model's Python does not run: Dynamo traced it once, and a call
                   runs only the guards (``compiled_call_us``, ``compiled_input_us``).
     ``cudagraph`` one replay: ``cudagraph_call_us`` of host time, and the GPU spends
@@ -124,24 +127,51 @@ def eager_forward_factor(host, kernels: int = FORWARD_KERNELS) -> float:
     priced right without it and up to 175% too slow with all of it; the linear ramp
     between is an assumption no record tests closely). It scales every eager host cost:
     dispatch, views, syncs, the model's Python."""
-    f = host.eager_forward_factor or 1.0
-    ramp = (kernels - LOOP_KERNELS) / (FORWARD_KERNELS - LOOP_KERNELS)
+    return _ramp(host.eager_forward_factor, kernels, FORWARD_KERNELS)
+
+
+#: Kernels of the smaller of gpusim's reference forwards compiled (the tiny GPT-2 under
+#: ``torch.compile``, as lowered for Inductor): a compiled program this large or larger pays
+#: the whole ``compiled_forward_factor``.
+COMPILED_FORWARD_KERNELS = 50
+
+
+def compiled_forward_factor(host, kernels: int = COMPILED_FORWARD_KERNELS) -> float:
+    """How much slower Inductor's wrapper issues a compiled forward of ``kernels`` kernels
+    than calibrate's chains price it (``compiled_call_us``, the inputs' and each launch's
+    figure). ``compiled_forward_factor`` is measured as eager's is, on gpusim's reference
+    forwards under ``torch.compile`` (1 when the host has none), and ramps the same way: in
+    full from :data:`COMPILED_FORWARD_KERNELS` kernels, none up to :data:`LOOP_KERNELS`
+    (a chain of a few kernels is what the figures were timed on), linearly between. It
+    scales a compiled call's whole host cost: the call, its inputs, every launch, syncs."""
+    return _ramp(host.compiled_forward_factor, kernels, COMPILED_FORWARD_KERNELS)
+
+
+def _ramp(factor: float | None, kernels: int, full: int) -> float:
+    """``factor`` (None: 1) in full from ``full`` kernels up, 1 up to :data:`LOOP_KERNELS`,
+    linear between."""
+    f = factor or 1.0
+    ramp = (kernels - LOOP_KERNELS) / (full - LOOP_KERNELS)
     return 1.0 + (f - 1.0) * min(1.0, max(0.0, ramp))
 
 
 def kernel_overhead_us(kernel: KernelEstimate, host, mode: str,
-                       program_kernels: int = FORWARD_KERNELS) -> float:
+                       program_kernels: int | None = None) -> float:
     """The one per-kernel overhead table: host time to issue a kernel (eager, compiled)
     or, inside a CUDA graph, the GPU's gap between consecutive kernels, in a program of
-    ``program_kernels`` kernels (eager: :func:`eager_forward_factor`). The simulation
-    and the partition scorer both read it."""
+    ``program_kernels`` kernels (eager: :func:`eager_forward_factor`; compiled:
+    :func:`compiled_forward_factor`). The simulation and the partition scorer both read it."""
     if mode == "eager":
-        return eager_forward_factor(host, program_kernels) * _eager_issue_us(kernel, host)
-    if mode != "cudagraph" and is_sync(kernel) and host.sync_us:
-        return host.sync_us
-    if mode == "compiled":
-        return compiled_launch_us(kernel, host)
-    return host.cudagraph_kernel_us
+        n = FORWARD_KERNELS if program_kernels is None else program_kernels
+        return eager_forward_factor(host, n) * _eager_issue_us(kernel, host)
+    if program_kernels is None:
+        program_kernels = COMPILED_FORWARD_KERNELS
+    if mode == "cudagraph":
+        return host.cudagraph_kernel_us
+    f = compiled_forward_factor(host, program_kernels)
+    if is_sync(kernel) and host.sync_us:
+        return f * host.sync_us
+    return f * compiled_launch_us(kernel, host)
 
 
 #: the host figure of an extern library call of each GEMM kind (None in a host: compiled_extern_us)
@@ -210,8 +240,9 @@ def step_issue_us(kernels: list[KernelEstimate], issuers: list[str], host) -> li
     wrapper pays (:func:`compiled_launch_us`); the rest of the step, eager PyTorch's law in a
     program of the step's eager kernels (:func:`kernel_overhead_us`)."""
     n_eager = sum(1 for w in issuers if w == "eager")
+    n_comp = len(issuers) - n_eager
     return [kernel_overhead_us(k, host, "eager", n_eager) if w == "eager"
-            else kernel_overhead_us(k, host, "compiled") for k, w in zip(kernels, issuers)]
+            else kernel_overhead_us(k, host, "compiled", n_comp) for k, w in zip(kernels, issuers)]
 
 
 def step_entry_us(issuers: list[str], region_inputs: dict, host) -> list[float]:
@@ -279,9 +310,10 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
         for i in eager:
             per_k[i] += python / len(eager)
     elif mode == "compiled":
-        call_us = (hp.compiled_call_us + compiled_inputs_us(hp, inputs, params)
+        call_us = (compiled_forward_factor(hp, n)
+                   * (hp.compiled_call_us + compiled_inputs_us(hp, inputs, params))
                    if call_overhead else 0.0)
-        per_k, tail, gpu_gap = [kernel_overhead_us(k, hp, mode) for k in kernels], 0.0, 0.0
+        per_k, tail, gpu_gap = [kernel_overhead_us(k, hp, mode, n) for k in kernels], 0.0, 0.0
     else:
         # torch.compile(mode="reduce-overhead") replays through CUDA graph trees, whose
         # Python bookkeeping per call calibrate measures; a bare replay costs far less. The

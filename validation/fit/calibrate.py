@@ -28,7 +28,8 @@ from validation.measure import timing as measure
 from validation.measure.microbench import run_sweeps
 from validation.measure.aten_bench import aten_microbenchmarks, fit_aten
 from validation.measure.host_bench import fastest_rounds, host_microbenchmarks, python_law
-from validation.measure.reference_forwards import fastest_walls, fit_forward, reference_walls
+from validation.measure.reference_forwards import (compiled_reference_walls, fastest_walls, fit_forward,
+                                                  reference_walls)
 from gpusim.report.viz import check_target
 
 
@@ -330,6 +331,7 @@ COMMENTS = {
     "compiled_conv_us": "torch.compile'd chain of k bf16 3x3 relu(F.conv2d(x, W[i], B[i])), 32 channels of 16x16 (aten.convolution: cuDNN), k = 1 and 16: wall per extra library call, extra Triton kernels at compiled_triton_us and helper kernels at kernel_launch_us taken out",
     "kernel_launch_us": "median CPU time of one cudaLaunchKernel call (profiler) in a loop of eager adds",
     "eager_forward_factor": "gpusim's reference GPT-2 and ResNet-50 forwards (tiny, bf16, host-bound; timed thrice over a run: the median in a full calibration, the fastest of every round's with --host-only and --forward-only): eager wall / gpusim's prediction with the tight-loop host figures",
+    "compiled_forward_factor": "the same reference forwards under torch.compile (default mode, no_grad; timed once a round: the one timing in a full calibration, the fastest of the rounds' with --host-only and --forward-only): compiled wall / gpusim's compiled prediction with the compiled chains' host figures",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",
     "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",
@@ -451,8 +453,11 @@ def calibrate_forward(out_path: str, base_name: str | None = None, rounds: int =
     kind = f"{datasheet_name(measure.gpu_name_short())}-host"
     host = load_host(kind if kind in host_names() else None)
     walls = [reference_walls() for _ in range(max(1, rounds))]
+    comp = [compiled_reference_walls() for _ in range(max(1, rounds))]
     raw = {"env": measure.env_info(), "host": {"reference_walls_rounds": walls,
-                                               "reference_walls": fastest_walls(walls)},
+                                               "reference_walls": fastest_walls(walls),
+                                               "compiled_reference_walls_rounds": comp,
+                                               "compiled_reference_walls": fastest_walls(comp)},
            "fit": {}}
     changes = fit_forward(raw["host"], base, host, raw["fit"])
     stem = os.path.splitext(os.path.basename(out_path))[0]

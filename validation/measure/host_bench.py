@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from gpusim.capture.tracing import capture_full
 from gpusim.hw.host import load_host
 from validation.measure import timing as measure
-from validation.measure.reference_forwards import fastest_walls, median_walls, reference_walls
+from validation.measure.reference_forwards import (compiled_reference_walls, fastest_walls, median_walls,
+                                                  reference_walls)
 from validation.measure.runner import partitioned_callable
 
 
@@ -156,6 +157,11 @@ def host_microbenchmarks() -> dict:
     rounds.append(reference_walls())
     h["reference_walls_rounds"] = rounds
     h["reference_walls"] = median_walls(rounds)
+    # h) the same forwards under torch.compile (compiled_forward_factor): once a round (each
+    # timing compiles them again; calibrate --host-only's three rounds give three)
+    comp = compiled_reference_walls(dev)
+    h["compiled_reference_walls_rounds"] = [comp]
+    h["compiled_reference_walls"] = median_walls([comp])
     return h
 
 
@@ -175,12 +181,14 @@ def fastest_rounds(rounds: list[dict]) -> dict:
         if isinstance(x0, bool) or not isinstance(x0, (int, float)) or key in COUNT_KEYS:
             return x0
         return min(xs)
+    walls = [(f"{p}reference_walls_rounds", f"{p}reference_walls") for p in ("", "compiled_")]
     out = {k: merge([r[k] for r in rounds], k) for k in rounds[0]
-           if k not in ("reference_walls_rounds", "reference_walls")}
-    pooled = [w for r in rounds for w in r.get("reference_walls_rounds", [])]
-    if pooled:
-        out["reference_walls_rounds"] = pooled
-        out["reference_walls"] = fastest_walls(pooled)
+           if not any(k in w for w in walls)}
+    for rounds_key, key in walls:
+        pooled = [w for r in rounds for w in r.get(rounds_key, [])]
+        if pooled:
+            out[rounds_key] = pooled
+            out[key] = fastest_walls(pooled)
     out["statistic"] = f"fastest of {len(rounds)} rounds"
     return out
 

@@ -1,6 +1,9 @@
 """gpusim's reference forwards and ``eager_forward_factor``: the host issues a real forward's
 ops slower than calibrate's tight loops, so calibrate times two small host-bound forwards
 (its own GPT-2 and ResNet-50) and fits their wall over gpusim's prediction of them.
+``compiled_forward_factor`` is the same fit for the same forwards under ``torch.compile``
+(default mode, as the zoo compiles): Inductor's wrapper inside a real forward against
+calibrate's compiled chains.
 
 Apart from :mod:`validation.fit.calibrate` because scoring uses it without a GPU: the zoo's
 host-lease rows re-fit the factor from walls measured beside each case
@@ -42,9 +45,69 @@ def reference_walls() -> dict:
     return out
 
 
+def compiled_reference_walls(device: str = "cuda") -> dict:
+    """Steady-state wall per call of each reference forward under ``torch.compile`` (default
+    mode, compiled under ``no_grad`` as the zoo's compiled runs are): compiled afresh on each
+    call (calibrate resets Dynamo between its benchmarks; Inductor's on-disk cache makes a
+    second compile quick). A forward that fails to compile is left out (its error under
+    ``"failed"``)."""
+    import torch._dynamo
+    out, failed, kernels = {}, {}, {}
+    for name, m, args in reference_forwards(device):
+        try:
+            with torch.no_grad():
+                cf = torch.compile(m)
+                cf(*args)
+                out[name] = measure.time_wall(cf, args)["median_us"]
+        except Exception as e:       # a compile failure must not cost the calibration
+            failed[name] = f"{type(e).__name__}: {str(e)[:200]}"
+        if name in out:
+            try:
+                kernels[name] = host_profile(cf, args)
+            except Exception as e:   # noqa: BLE001 (the wall stands without it)
+                kernels[name] = {"failed": f"{type(e).__name__}: {str(e)[:200]}"}
+        torch._dynamo.reset()
+    if failed:
+        out["failed"] = failed
+    if kernels:
+        out["profile"] = kernels
+    return out
+
+
+def host_profile(fn, args, calls: int = 3) -> dict:
+    """Where a call's host time goes, under the profiler (slower than unprofiled, so the shares
+    matter, not the sums): the kernels per call (the program gpusim predicts) and the self CPU
+    µs per call of the host events that took the most (Dynamo's cache lookup and guards,
+    the compiled graph's call, Triton's launcher, the library calls and their launches)."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    with torch.no_grad():
+        fn(*args)
+        sync()
+        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+            for _ in range(calls):
+                fn(*args)
+            sync()
+    ev = prof.key_averages()
+    kernels = sum(e.count for e in ev if getattr(e, "device_type", None) is not None
+                  and "CUDA" in str(e.device_type) and not e.key.startswith(("Memcpy", "Memset")))
+    cpu = sorted((e for e in ev if e.self_cpu_time_total > 0), key=lambda e: -e.self_cpu_time_total)
+    return {"kernels_per_call": kernels / calls,
+            "self_cpu_us_per_call": {e.key: round(e.self_cpu_time_total / calls, 1) for e in cpu[:30]},
+            "cpu_us_per_call": round(sum(e.self_cpu_time_total for e in cpu) / calls, 1)}
+
+
 def median_walls(rounds: list[dict]) -> dict:
     """Each reference forward's median over several :func:`reference_walls` rounds."""
-    return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
+    return {k: float(np.median([r[k] for r in rounds if k in r])) for k in _timed(rounds)}
+
+
+def _timed(rounds: list[dict]) -> list[str]:
+    """The forwards every round timed (a compiled forward that failed in one round is left out;
+    a round's other entries, ``failed`` and ``profile``, are not walls)."""
+    return [k for k, v in rounds[0].items()
+            if isinstance(v, (int, float)) and all(k in r for r in rounds)]
 
 
 def fastest_walls(rounds: list[dict]) -> dict:
@@ -53,38 +116,45 @@ def fastest_walls(rounds: list[dict]) -> dict:
     seconds to minutes (a fixed pure-Python workload, no torch, ran 1.8-2x slower in 11 of 50
     samples over 150 s on one H200 lease: validation/results/host_drift/), so a median of a few
     rounds lands on whichever state the host was in."""
-    return {k: float(min(r[k] for r in rounds)) for k in rounds[0]}
+    return {k: float(min(r[k] for r in rounds)) for k in _timed(rounds)}
 
 
-@functools.lru_cache(maxsize=1)
-def _reference_graphs() -> dict:
+@functools.lru_cache(maxsize=2)
+def _reference_graphs(compiling: bool = False) -> dict:
     """The reference forwards captured on meta tensors (as ``gpusim predict`` captures a
-    model: their Python priced from capture's counts)."""
+    model: their Python priced from capture's counts; ``compiling``: along torch.compile's
+    path, as a compiled prediction captures)."""
     from gpusim.capture.tracing import capture
-    return {name: capture(m, args, name=name) for name, m, args in reference_forwards("meta")}
+    return {name: capture(m, args, name=name, compiling=compiling)
+            for name, m, args in reference_forwards("meta")}
 
 
-def reference_predictions(spec: GPUSpec, host) -> dict:
-    """``{name: (end-to-end us, device us)}``: gpusim's eager prediction of each reference
-    forward on ``spec`` with ``host``'s tight-loop figures (its own factor left out).
+#: each mode's factor, left out of the host a reference prediction is made with
+FACTOR_OF = {"eager": "eager_forward_factor", "compiled": "compiled_forward_factor"}
+
+
+def reference_predictions(spec: GPUSpec, host, mode: str = "eager") -> dict:
+    """``{name: (end-to-end us, device us)}``: gpusim's ``mode`` prediction of each reference
+    forward on ``spec`` with ``host``'s tight-loop figures (that mode's factor left out).
     Pure: the forwards are captured on meta tensors."""
     from gpusim.predict.pipeline import predict
-    plain = load_host(host).replace(eager_forward_factor=None)
+    plain = load_host(host).replace(**{FACTOR_OF[mode]: None})
     out = {}
-    for name, g in _reference_graphs().items():
-        p = predict(g, gpu=spec, mode="eager", host=plain)
+    for name, g in _reference_graphs(mode == "compiled").items():
+        p = predict(g, gpu=spec, mode=mode, host=plain)
         out[name] = (p.end_to_end_us, p.device_us)
     return out
 
 
-def forward_factor(walls: dict, spec: GPUSpec, host, predicted: dict | None = None
-                   ) -> tuple[float, dict]:
-    """``eager_forward_factor``: the reference forwards' measured walls (``walls``:
-    :func:`reference_walls`) over gpusim's eager prediction of them with ``host``'s
-    tight-loop figures, summed. ``predicted``: :func:`reference_predictions` of
-    ``spec`` and ``host``, when the caller fits many walls against one host. Returns
-    (factor, per-forward predicted and measured)."""
-    predicted = predicted if predicted is not None else reference_predictions(spec, host)
+def forward_factor(walls: dict, spec: GPUSpec, host, predicted: dict | None = None,
+                   mode: str = "eager") -> tuple[float, dict]:
+    """``eager_forward_factor`` (``mode="compiled"``: ``compiled_forward_factor``): the
+    reference forwards' measured walls (``walls``: :func:`reference_walls`,
+    :func:`compiled_reference_walls`) over gpusim's ``mode`` prediction of them with
+    ``host``'s tight-loop figures, summed. ``predicted``: :func:`reference_predictions` of
+    ``spec``, ``host`` and ``mode``, when the caller fits many walls against one host.
+    Returns (factor, per-forward predicted and measured)."""
+    predicted = predicted if predicted is not None else reference_predictions(spec, host, mode)
     diag, meas, pred = {}, 0.0, 0.0
     for name, (e2e, device) in predicted.items():
         if name not in walls:
@@ -93,15 +163,20 @@ def forward_factor(walls: dict, spec: GPUSpec, host, predicted: dict | None = No
         meas += walls[name]
         pred += e2e
     if not pred:
-        raise GpusimError("no reference forward was measured: cannot fit eager_forward_factor")
+        raise GpusimError(f"no reference forward was measured: cannot fit {FACTOR_OF[mode]}")
     return meas / pred, diag
 
 
 def fit_forward(h: dict, spec: GPUSpec, host, diag: dict) -> dict:
-    """``{"eager_forward_factor": ...}`` from raw host timings that timed the reference
-    forwards (``h["reference_walls"]``), against ``host``'s tight-loop figures on
-    ``spec``; {} when they did not. The per-forward fit goes into ``diag``."""
-    if not h.get("reference_walls"):
-        return {}
-    f, diag["reference_forwards"] = forward_factor(h["reference_walls"], spec, host)
-    return {"eager_forward_factor": float(f)}
+    """``{"eager_forward_factor": ..., "compiled_forward_factor": ...}`` from raw host timings
+    that timed the reference forwards (``h["reference_walls"]``, and compiled
+    ``h["compiled_reference_walls"]``), against ``host``'s tight-loop figures on ``spec``;
+    a factor whose walls were not timed is left out. The per-forward fits go into ``diag``."""
+    out = {}
+    for mode, key, dkey in (("eager", "reference_walls", "reference_forwards"),
+                            ("compiled", "compiled_reference_walls", "compiled_reference_forwards")):
+        walls = {k: v for k, v in (h.get(key) or {}).items() if isinstance(v, (int, float))}
+        if walls:
+            f, diag[dkey] = forward_factor(walls, spec, host, mode=mode)
+            out[FACTOR_OF[mode]] = float(f)
+    return out

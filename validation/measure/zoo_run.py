@@ -161,7 +161,8 @@ def graph_replay(fn, args) -> dict:
         return {"failed": one_line(e)}
 
 
-def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: bool = False) -> dict:
+def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: bool = False,
+             beside_walls: bool = False, host_profile: bool = False) -> dict:
     import torch
 
     from validation.measure import timing as measure
@@ -232,6 +233,21 @@ def run_case(case: Case, zoo_mod, cache: ModelCache, device: str, warm_only: boo
             rec.update(measure_callable(fn, args, cuda, quick=bool(case.extra.get("quick"))))
             if case.run == "compiled" and cuda:
                 rec["cudagraph_manual"] = graph_replay(fn, args)
+            if host_profile and case.run == "compiled" and cuda:
+                # where the compiled call's host time goes (self CPU per host event, profiled)
+                from validation.measure.reference_forwards import host_profile as profile_host
+                try:
+                    rec["host_profile"] = profile_host(fn, args)
+                except Exception as e:  # noqa: BLE001 (the case's own record stands)
+                    rec["host_profile"] = {"failed": one_line(e)}
+            if beside_walls and case.run == "compiled" and cuda:
+                # the host's state beside the case: gpusim's eager reference forwards
+                # (validation.measure.reference_forwards; the host drifts within a lease)
+                from validation.measure.reference_forwards import reference_walls
+                try:
+                    rec["reference_walls"] = reference_walls()
+                except Exception as e:  # noqa: BLE001 (the case's own record stands)
+                    rec["reference_walls"] = {"failed": one_line(e)}
     del args, fn
     if case.run in COMPILED_RUNS:
         torch._dynamo.reset()
@@ -284,7 +300,8 @@ def interleaved(zoo: dict) -> list:
 
 
 def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda",
-        cache_gb=24.0, zoo_mod=None, t_start=None, warm_only=False):
+        cache_gb=24.0, zoo_mod=None, t_start=None, warm_only=False, beside_walls=False,
+        host_profile=False):
     import torch
     if zoo_mod is None:
         from gpusim.models import zoo as zoo_mod
@@ -305,7 +322,7 @@ def run(out, cases, deadline_s=None, reserve_s=0.0, device="cuda",
             continue
         t0 = time.time()
         try:
-            rec = run_case(c, zoo_mod, cache, device, warm_only)
+            rec = run_case(c, zoo_mod, cache, device, warm_only, beside_walls, host_profile)
         except Exception as e:  # noqa: BLE001
             rec = {"schema": SCHEMA_VERSION, "case_id": c.case_id, "model": c.model,
                    "family": c.family, "size": c.size, "sizes": c.sizes, "dtype": c.dtype,
@@ -368,6 +385,12 @@ def main(argv=None) -> int:
                     help="skip cases recorded (not failed) in this records file")
     ap.add_argument("--cache-gb", type=float, default=24.0)
     ap.add_argument("--plan", action="store_true", help="print the case plan and exit")
+    ap.add_argument("--reference-walls", action="store_true",
+                    help="time gpusim's eager reference forwards beside each compiled case "
+                         "(the host's state then: reference_walls in the record, ~3 s a case)")
+    ap.add_argument("--host-profile", action="store_true",
+                    help="profile 3 calls of each compiled case's host: self CPU per host event "
+                         "(host_profile in the record, ~2 s a case)")
     ap.add_argument("--holdout", action="store_true",
                     help="the held-out models (gpusim.models.zoo.HOLDOUT) instead of the zoo; "
                          "--compiled defaults to HOLDOUT_COMPILED")
@@ -418,7 +441,7 @@ def main(argv=None) -> int:
         measure.require_cuda()
     print(f"zoo_run: {len(cases)} cases, deadline {a.deadline_s} s, compiled {compiled}", flush=True)
     s = run(a.out, cases, a.deadline_s, a.compiled_reserve_s, device, a.cache_gb,
-            zoo_mod, t_start, a.warm_only)
+            zoo_mod, t_start, a.warm_only, a.reference_walls, a.host_profile)
     print_summary("zoo_run", s, t_start)
     return 0
 
