@@ -186,6 +186,12 @@ PREFILL_FIGURES = ("aten_strided_min_us", "reduction_col_ns", "aten_cat_strided_
                    "attention_causal_tile")
 OPTIONAL_MODEL += PREFILL_FIGURES
 FRACTIONS += ("aten_cat_strided_efficiency",)
+#: a decode step's eager classes at 1-128 rows (validation/fit/fit_decode_classes.py on one GPU's decode_classes
+#: sweep, validation/results/<gpu>/decode_classes.jsonl): an appending cat's fixed cost (µs) and rate (fraction of
+#: a copy's bandwidth; gpusim.cost.roofline.append_cat_us); a GPU without them prices it as a contiguous copy
+DECODE_CLASS_FIGURES = ("aten_cat_append_us", "aten_cat_append_efficiency")
+OPTIONAL_MODEL += DECODE_CLASS_FIGURES
+FRACTIONS += ("aten_cat_append_efficiency",)
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")

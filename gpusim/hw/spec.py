@@ -214,6 +214,11 @@ class GPUSpec:
     aten_strided_min_us: float | None = None
     reduction_col_ns: float | None = None
     aten_cat_strided_efficiency: float | None = None
+    # a decode step's eager classes (decode_classes sweep): an appending cat (DynamicCache's, the cache
+    # cold) takes aten_cat_append_us + its bytes at aten_cat_append_efficiency of a copy's bandwidth;
+    # None: a contiguous copy's fixed cost and rate
+    aten_cat_append_us: float | None = None
+    aten_cat_append_efficiency: float | None = None
     # 16-bit causal self-attention computes (n + 1) / 2n of its n key tiles of this many keys
     # (gpusim.cost.laws.causal_share); None: the full square (the dispatch sweep's S <= 1024 points)
     attention_causal_tile: float | None = None
