@@ -36,3 +36,11 @@ def test_dry_run_writes_every_point(tmp_path):
     assert lines[0]["kind"] == "environment" and lines[-1]["kind"] == "summary"
     pts = [x for x in lines if x["kind"] == "decode_class"]
     assert len(pts) == 5 and not any("failed" in x for x in pts)
+
+
+def test_skinny_bias_set_pairs_biased_products_with_unbiased_rows_between():
+    from validation.measure import skinny_gemm
+    cs = skinny_gemm.cases("bias")
+    assert {c["M"] for c in cs if c["bias"]} == {1, 2, 4, 8, 16}
+    assert any(not c["bias"] and (c["N"], c["K"]) == (2048, 8192) and c["M"] == 4 for c in cs)
+    assert len(skinny_gemm.cases()) == 94          # the default set is the one validation/results/h200 holds
