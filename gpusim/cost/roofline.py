@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from gpusim.graph.opgraph import (GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, group_io, main_shape,
                                   numel)
 from gpusim.graph.ops import is_eval_batch_norm, packet_name
+from gpusim.cost.few_rows import append_cat_us, cast_floor_us, strided_cat_floor_us, strided_floor_us
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,8 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
     floor = kernel_floor(nodes, spec)
     if opts.aten and len(nodes) == 1:
         mem_us = max(mem_us, row_walk_us(graph, members[0], spec))
-        floor = max(floor, aten_floor(nodes[0], spec))
+        cat_floor = strided_cat_floor_us(spec) if path == "strided" else None
+        floor = max(floor, aten_floor(nodes[0], spec)) if cat_floor is None else max(spec.kernel_min_us, cat_floor)
     body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     us = max(floor, spec.kernel_fixed_us + body)
     if body < spec.kernel_fixed_us or us == floor:
@@ -370,15 +372,6 @@ def strided_cat(graph: OpGraph, n: str, spec) -> bool:
     return cat_path(graph, n, spec) == "strided"
 
 
-def append_cat_us(spec, nbytes: float) -> float:
-    """An appending cat's time (:func:`cat_path`): ``aten_cat_append_us`` plus its bytes read and written at
-    ``aten_cat_append_efficiency`` of a copy's bandwidth (the decode_classes sweep's cold-cache cats); a GPU
-    without them: a contiguous copy's fixed cost and rate."""
-    fixed = spec.aten_cat_append_us if spec.aten_cat_append_us is not None else spec.kernel_fixed_us
-    eff = spec.aten_cat_append_efficiency or 1.0
-    return max(spec.kernel_min_us, fixed + nbytes / (eff * spec.mem_efficiency * spec.bandwidth) * 1e6)
-
-
 def aten_floor(a: dict, spec) -> float:
     """The shortest time of eager PyTorch's kernel for one op: ATen's non-vectorised elementwise
     kernel on 16-bit outputs (a strided or broadcast operand: ``elementwise_kernel<128, 4>``, the
@@ -388,7 +381,10 @@ def aten_floor(a: dict, spec) -> float:
     and flooring them too broke the H200 classic accuracy guards (device median and p90, speed-up)."""
     if a["kind"] in ("pointwise", "copy") and not a.get("contiguous", True) \
             and a.get("dtype") in HALF_DTYPES:
-        return spec.aten_strided_min_us or 0.0
+        return strided_floor_us(numel(main_shape(a.get("shape"))), spec)
+    if a["kind"] == "copy" and a.get("casts") and a.get("contiguous", True) and a.get("dtype") not in HALF_DTYPES \
+            and packet_name(a.get("op", "")) in CONVERSIONS:
+        return cast_floor_us(spec)       # the unrolled kernel with dynamic casts (:func:`elementwise_fraction`)
     return 0.0
 
 

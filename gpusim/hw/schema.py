@@ -187,9 +187,12 @@ PREFILL_FIGURES = ("aten_strided_min_us", "reduction_col_ns", "aten_cat_strided_
 OPTIONAL_MODEL += PREFILL_FIGURES
 FRACTIONS += ("aten_cat_strided_efficiency",)
 #: a decode step's eager classes at 1-128 rows (validation/fit/fit_decode_classes.py on one GPU's decode_classes
-#: sweep, validation/results/<gpu>/decode_classes.jsonl): an appending cat's fixed cost (µs) and rate (fraction of
-#: a copy's bandwidth; gpusim.cost.roofline.append_cat_us); a GPU without them prices it as a contiguous copy
-DECODE_CLASS_FIGURES = ("aten_cat_append_us", "aten_cat_append_efficiency")
+#: sweep, validation/results/<gpu>/decode_classes.jsonl; gpusim.cost.few_rows): an appending cat's fixed cost (µs)
+#: and rate (fraction of a copy's bandwidth), the non-vectorised 16-bit elementwise kernel's time by elements a thread
+#: computes (µs) under its floor, the floor of the unrolled kernel with casts (µs); a GPU without them keeps the
+#: laws before (a contiguous copy, aten_strided_min_us, kernel_min_us)
+DECODE_CLASS_FIGURES = ("aten_cat_append_us", "aten_cat_append_efficiency", "aten_strided_lane_us",
+                        "aten_strided_elem_us", "aten_cast_min_us", "aten_cat_strided_min_us")
 OPTIONAL_MODEL += DECODE_CLASS_FIGURES
 FRACTIONS += ("aten_cat_append_efficiency",)
 #: where a figure comes from. measured: ref names the GPU, date and command or record;

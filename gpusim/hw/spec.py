@@ -219,6 +219,13 @@ class GPUSpec:
     # None: a contiguous copy's fixed cost and rate
     aten_cat_append_us: float | None = None
     aten_cat_append_efficiency: float | None = None
+    # ... ATen's non-vectorised 16-bit elementwise kernel under its floor when its one block's threads have
+    # fewer than 4 elements: aten_strided_lane_us + aten_strided_elem_us per element a thread computes;
+    # and the floor of its unrolled kernel with dynamic casts (an upcast to fp32)
+    aten_strided_lane_us: float | None = None
+    aten_strided_elem_us: float | None = None
+    aten_cast_min_us: float | None = None
+    aten_cat_strided_min_us: float | None = None     # CatArrayBatchedCopy over strided inputs, its floor
     # 16-bit causal self-attention computes (n + 1) / 2n of its n key tiles of this many keys
     # (gpusim.cost.laws.causal_share); None: the full square (the dispatch sweep's S <= 1024 points)
     attention_causal_tile: float | None = None

@@ -1,0 +1,153 @@
+"""A decode step's eager ATen classes at 1-128 rows, fitted on the decode_classes sweep
+(:mod:`validation.measure.decode_classes`), never on the generate records they are checked against
+(validation/score/decode_kernels.py, validation/score/generate_accuracy.py's decode-host table):
+
+* ``aten_cat_append_us``, ``aten_cat_append_efficiency``: DynamicCache's appending cat (``CatArrayBatchedCopy_vectorized``),
+  the cache cold (``state: cold``): least squares of the kernel's time on its bytes read and written; the rate as a
+  fraction of ``mem_efficiency x bandwidth`` (:func:`gpusim.cost.few_rows.append_cat_us`);
+* ``aten_strided_lane_us``, ``aten_strided_elem_us``: ATen's non-vectorised 16-bit elementwise kernel
+  (``elementwise_kernel<128, 4>``) on grids of one block (at most 512 elements: rotary embedding at batch 1), least
+  squares on the elements a thread computes, ``ceil(n / 128)`` (:func:`gpusim.cost.few_rows.strided_floor_us`);
+* ``aten_cat_strided_min_us``: ``CatArrayBatchedCopy`` over the strided halves of ``rotate_half``, the median of the
+  rotary cats of at most 4096 elements;
+* ``aten_cast_min_us``: the upcast's ``unrolled_elementwise_kernel<direct_copy>``, the median at 1-16 rows.
+
+Printed besides (no figure): RMSNorm's row ``mean`` against the row walk at ATen's block shape
+(:func:`gpusim.cost.roofline.row_walk_share`, ``reduction_col_ns`` of the prefill sweep), and the layer norm.
+
+    python3 -m validation.fit.fit_decode_classes [--gpu h200] [--sweep FILE] [--write]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+from gpusim.hw.schema import DECODE_CLASS_FIGURES
+from gpusim.hw.spec import calibrated_name, load_spec
+from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
+
+ONE_BLOCK = 512
+SMALL_CAT = 4096
+CAST_ROWS = 16
+
+
+def _legacy(name: str) -> bool:
+    n = name.replace("void ", "").replace("at::native::", "")
+    return n.startswith("elementwise_kernel<128, 4,")
+
+
+def _lstsq(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+def append_points(rows: list[dict]) -> list[tuple[dict, float, float]]:
+    """(point, bytes read + written, µs) of the cold appending cats."""
+    out = []
+    for r in rows:
+        if r["case"] != "kv_cat" or r["state"] != "cold":
+            continue
+        ks = [k for k in r["kernels"] if "CatArrayBatchedCopy" in k["name"]]
+        if ks:
+            cache = r["B"] * r["Hk"] * r["S"] * r["D"] * 2
+            out.append((r, 2.0 * cache + 2.0 * r["B"] * r["Hk"] * r["D"] * 2, ks[-1]["us"]))
+    return out
+
+
+def strided_points(rows: list[dict]) -> list[tuple[dict, int, float]]:
+    """(point, elements, µs) of the rotary points' non-vectorised kernels (``neg`` of a half: half the elements)."""
+    out = []
+    for r in rows:
+        if r["case"] != "rope":
+            continue
+        n = r["B"] * r["H"] * r["D"]
+        for k in r["kernels"]:
+            if _legacy(k["name"]):
+                out.append((r, n // 2 if "neg" in k["name"] else n, k["us"]))
+    return out
+
+
+def cat_points(rows: list[dict]) -> list[tuple[dict, int, float]]:
+    return [(r, r["B"] * r["H"] * r["D"], k["us"]) for r in rows if r["case"] == "rope"
+            for k in r["kernels"] if "CatArrayBatchedCopy" in k["name"]]
+
+
+def cast_points(rows: list[dict]) -> list[tuple[dict, float]]:
+    return [(r, k["us"]) for r in rows if r["case"] == "rmsnorm" for k in r["kernels"]
+            if "unrolled_elementwise_kernel" in k["name"] and "direct_copy" in k["name"]]
+
+
+def fit(rows: list[dict], spec) -> tuple[dict, list[str]]:
+    from gpusim.cost.roofline import row_walk_share
+    figs, lines = {}, []
+    ap = append_points(rows)
+    if len(ap) >= 3:
+        a, b = _lstsq([p[1] for p in ap], [p[2] for p in ap])
+        figs["aten_cat_append_us"] = a
+        figs["aten_cat_append_efficiency"] = 1.0 / (b * 1e-6 * spec.mem_efficiency * spec.bandwidth)
+        lines.append(f"appending cat (cold): {len(ap)} points, {a:.3f} us + bytes at "
+                     f"{figs['aten_cat_append_efficiency']:.4f} of a copy ({1e-6 / b:.2f} TB/s)")
+        for r, nb, us in ap:
+            lines.append(f"  B {r['B']:2d} Hk {r['Hk']:2d} D {r['D']:3d} S {r['S']:4d} {nb / 1e6:8.2f} MB: {us:7.2f} us "
+                         f"(line {a + b * nb:7.2f})")
+        warm = {(r["B"], r["Hk"], r["D"], r["S"]): k["us"] for r in rows if r["case"] == "kv_cat" and r["state"] == "warm"
+                for k in r["kernels"][-1:]}
+        lines.append("  warm / cold: " + ", ".join(f"{warm[(r['B'], r['Hk'], r['D'], r['S'])] / us:.2f}" for r, _, us in ap
+                                                   if (r["B"], r["Hk"], r["D"], r["S"]) in warm))
+    sp = [p for p in strided_points(rows) if p[1] <= ONE_BLOCK]
+    if len(sp) >= 2:
+        a, b = _lstsq([-(-n // 128) for _, n, _ in sp], [us for _, _, us in sp])
+        figs["aten_strided_lane_us"], figs["aten_strided_elem_us"] = a, b
+        lines.append(f"non-vectorised elementwise, one block: {len(sp)} kernels, {a:.3f} us + {b:.3f} us per element a thread")
+        lines += [f"  n {n:5d} ({-(-n // 128)} a thread): {us:.2f} us (line {a + b * -(-n // 128):.2f})" for _, n, us in sp]
+    lines.append("  larger grids: " + ", ".join(f"{n}:{us:.2f}" for _, n, us in sorted(strided_points(rows), key=lambda p: p[1])
+                                                 if n > ONE_BLOCK))
+    cp = [p for p in cat_points(rows) if p[1] <= SMALL_CAT]
+    if cp:
+        figs["aten_cat_strided_min_us"] = statistics.median(us for _, _, us in cp)
+        lines.append(f"rotary cat <= {SMALL_CAT} elements: {len(cp)} kernels, median {figs['aten_cat_strided_min_us']:.3f} us; all: "
+                     + ", ".join(f"{n}:{us:.2f}" for _, n, us in sorted(cat_points(rows), key=lambda p: p[1])))
+    cs = [us for r, us in cast_points(rows) if r["rows"] <= CAST_ROWS]
+    if cs:
+        figs["aten_cast_min_us"] = statistics.median(cs)
+        lines.append(f"upcast (unrolled direct_copy) at <= {CAST_ROWS} rows: {len(cs)} kernels, median {figs['aten_cast_min_us']:.3f} "
+                     f"us; all: " + ", ".join(f"{r['rows']}x{r['cols']}:{us:.2f}" for r, us in cast_points(rows)))
+    if spec.reduction_col_ns:
+        lines.append("RMSNorm mean: rows x cols: measured / row walk at ATen's block (no figure fitted)")
+        for r in rows:
+            if r["case"] == "rmsnorm":
+                for k in r["kernels"]:
+                    if "reduce_kernel" in k["name"]:
+                        walk = r["cols"] * spec.reduction_col_ns * 1e-3 * row_walk_share(r["rows"], r["cols"])
+                        pred = max(spec.reduction_min_us or 0.0, spec.kernel_fixed_us + walk)
+                        lines.append(f"  {r['rows']:4d} x {r['cols']:4d}: {k['us']:.2f} / {pred:.2f}")
+    ln = [(r, k["us"]) for r in rows if r["case"] == "layernorm" for k in r["kernels"] if "layer_norm" in k["name"]]
+    if ln:
+        lines.append("layer norm (no figure): " + ", ".join(f"{r['rows']}x{r['cols']}:{us:.2f}" for r, us in ln))
+    return figs, lines
+
+
+def main(argv=None) -> int:
+    a, path = spec_fit_args("fit_decode_classes", "decode_classes", argv)
+    if path is None:
+        return 2
+    env, rows = read_sweep(path, "decode_class")
+    spec = load_spec(calibrated_name(a.gpu))
+    figs, lines = fit(rows, spec)
+    print("\n".join(lines))
+    ref = (f"{env.get('gpu', a.gpu)}, {(env.get('utc') or env.get('date') or '')[:10]}, python3 -m "
+           f"validation.measure.decode_classes -> {os.path.relpath(path)}; fitted by python3 -m "
+           f"validation.fit.fit_decode_classes --gpu {a.gpu}")
+    out = [f'{k} = {{ value = {figs[k]:.4f}, source = "measured", ref = "{ref}" }}' for k in DECODE_CLASS_FIGURES
+           if k in figs]
+    emit_figures(spec.path, out, DECODE_CLASS_FIGURES, a.write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
