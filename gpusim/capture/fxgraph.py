@@ -88,6 +88,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                        dtype=_dtype_name(val.dtype), flops=0, bytes_read=0,
                        bytes_written=0, inputs=[], base=n.name, is_output=False,
                        unmodelled=False, reads={}, label=labels.get(n.name))
+            if not _contiguous(val):
+                # a strided argument (a sliding-window cache's keys: a slice of the last step's cat), which an
+                # eager op reads on ATen's strided paths (gpusim.cost.roofline.cat_path)
+                g.nodes[n.name]["strided_input"] = True
             continue
         if n.op == "get_attr":
             t = getattr(gm, n.target, None)
@@ -255,3 +259,12 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         e.update(plain(dict(e)))
     return OpGraph(g, name, meta={"syncs": [g.nodes[n]["sync"]["reads_op"] for n in sync_nodes],
                                   "sync_nodes": sync_nodes, "unpriced_ops": dropped})
+
+
+def _contiguous(t) -> bool:
+    """Whether a traced argument is contiguous (an odd tensor subclass counts as contiguous)."""
+    try:
+        return bool(t.is_contiguous())
+    except Exception:  # noqa: BLE001 - subclasses without strides
+        return True
+
