@@ -223,7 +223,7 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
     floor = kernel_floor(nodes, spec)
     if opts.aten and len(nodes) == 1:
         mem_us = max(mem_us, row_walk_us(graph, members[0], spec))
-        cat_floor = strided_cat_floor_us(spec) if path == "strided" else None
+        cat_floor = strided_cat_floor_us(numel(main_shape(nodes[0].get("shape"))), spec) if path == "strided" else None
         floor = max(floor, aten_floor(nodes[0], spec)) if cat_floor is None else max(spec.kernel_min_us, cat_floor)
     body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     us = max(floor, spec.kernel_fixed_us + body)

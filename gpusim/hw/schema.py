@@ -192,7 +192,8 @@ FRACTIONS += ("aten_cat_strided_efficiency",)
 #: computes (µs) under its floor, the floor of the unrolled kernel with casts (µs); a GPU without them keeps the
 #: laws before (a contiguous copy, aten_strided_min_us, kernel_min_us)
 DECODE_CLASS_FIGURES = ("aten_cat_append_us", "aten_cat_append_efficiency", "aten_strided_lane_us",
-                        "aten_strided_elem_us", "aten_cast_min_us", "aten_cat_strided_min_us")
+                        "aten_strided_elem_us", "aten_strided_grid_us", "aten_cast_min_us", "aten_cat_strided_min_us",
+                        "layer_norm_wide_us", "layer_norm_wide_ns")
 OPTIONAL_MODEL += DECODE_CLASS_FIGURES
 FRACTIONS += ("aten_cat_append_efficiency",)
 #: where a figure comes from. measured: ref names the GPU, date and command or record;

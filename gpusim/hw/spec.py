@@ -225,7 +225,10 @@ class GPUSpec:
     aten_strided_lane_us: float | None = None
     aten_strided_elem_us: float | None = None
     aten_cast_min_us: float | None = None
+    aten_strided_grid_us: float | None = None        # ... and per doubling of its blocks past one
     aten_cat_strided_min_us: float | None = None     # CatArrayBatchedCopy over strided inputs, its floor
+    layer_norm_wide_us: float | None = None          # 16-bit layer norm over 1025-4096 columns at <= 128 rows
+    layer_norm_wide_ns: float | None = None
     # 16-bit causal self-attention computes (n + 1) / 2n of its n key tiles of this many keys
     # (gpusim.cost.laws.causal_share); None: the full square (the dispatch sweep's S <= 1024 points)
     attention_causal_tile: float | None = None
