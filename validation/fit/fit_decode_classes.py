@@ -6,7 +6,8 @@
   the cache cold (``state: cold``): least squares of the kernel's time on its bytes read and written; the rate as a
   fraction of ``mem_efficiency x bandwidth`` (:func:`gpusim.cost.few_rows.append_cat_us`);
 * ``aten_strided_lane_us``, ``aten_strided_elem_us``, ``aten_strided_grid_us``: ATen's non-vectorised 16-bit
-  elementwise kernel (``elementwise_kernel<128, 4>``, rotary embedding's multiplies and negation) of at most 65536
+  elementwise kernel (``elementwise_kernel<128, 4>``: rotary embedding's multiplies and negation, RMSNorm's weight
+  multiply) of at most 65536
   elements, least squares on the elements a thread computes (``min(4, ceil(n / 128))``) and log2 of the blocks
   (:func:`gpusim.cost.few_rows.strided_floor_us`);
 * ``aten_cat_strided_min_us``: ``CatArrayBatchedCopy`` over the strided halves of ``rotate_half``, the median of the
@@ -72,15 +73,15 @@ def append_points(rows: list[dict]) -> list[tuple[dict, float, float]]:
 
 
 def strided_points(rows: list[dict]) -> list[tuple[dict, int, float]]:
-    """(point, elements, µs) of the rotary points' non-vectorised kernels (``neg`` of a half: half the elements)."""
+    """(point, elements, µs) of the non-vectorised 16-bit kernels: the rotary points' (``neg`` of a half: half the
+    elements) and RMSNorm's weight multiply (a (cols,) weight broadcast over 2 rows and more)."""
     out = []
     for r in rows:
-        if r["case"] != "rope":
-            continue
-        n = r["B"] * r["H"] * r["D"]
-        for k in r["kernels"]:
-            if _legacy(k["name"]):
-                out.append((r, n // 2 if "neg" in k["name"] else n, k["us"]))
+        if r["case"] == "rope":
+            n = r["B"] * r["H"] * r["D"]
+            out += [(r, n // 2 if "neg" in k["name"] else n, k["us"]) for k in r["kernels"] if _legacy(k["name"])]
+        elif r["case"] == "rmsnorm":
+            out += [(r, r["rows"] * r["cols"], k["us"]) for k in r["kernels"] if _legacy(k["name"])]
     return out
 
 
