@@ -8,8 +8,10 @@ from gpusim.cost import few_rows
 from gpusim.cost.roofline import row_walk_share
 from gpusim.hw.spec import load_spec
 
-H200 = load_spec("h200-sxm-calibrated")
-FIGS = dict(aten_strided_lane_us=0.8, aten_strided_elem_us=0.3, aten_cat_append_us=1.6,
+from gpusim.hw.schema import DECODE_CLASS_FIGURES
+
+H200 = dataclasses.replace(load_spec("h200-sxm-calibrated"), **{f: None for f in DECODE_CLASS_FIGURES})
+FIGS = dict(aten_strided_lane_us=0.8, aten_strided_elem_us=0.3, aten_strided_grid_us=0.1, aten_cat_append_us=1.6,
             aten_cat_append_efficiency=0.95, aten_cast_min_us=2.3, aten_cat_strided_min_us=1.6)
 
 
@@ -39,7 +41,8 @@ def test_strided_floor_counts_elements_a_thread_computes():
     spec = dataclasses.replace(H200, **FIGS)
     assert few_rows.strided_floor_us(128, spec) == 0.8 + 0.3
     assert abs(few_rows.strided_floor_us(256, spec) - (0.8 + 0.6)) < 1e-12
-    assert few_rows.strided_floor_us(513, spec) == H200.aten_strided_min_us    # more than one block
+    assert abs(few_rows.strided_floor_us(2048, spec) - (0.8 + 1.2 + 0.2)) < 1e-12       # 4 blocks: 2 doublings
+    assert few_rows.strided_floor_us(65537, spec) == H200.aten_strided_min_us    # past the sweep's grids
 
 
 def test_append_cat_is_a_copy_without_figures_and_the_line_with_them():

@@ -208,29 +208,21 @@ class GPUSpec:
     # (validation/fit/fit_gemm_kloop.py on the dispatch sweep); None: the plain roofline
     gemm_kloop_us: float | None = None
     gemm_kloop_ns: float | None = None
-    # a prefill's ATen classes on warm operands (prefill_classes sweep): the non-vectorised
-    # elementwise kernel's floor (µs), a row reduction's walk per column of one row (ns),
-    # CatArrayBatchedCopy over strided inputs (of a copy's bandwidth); None: the old laws
+    # a prefill's ATen classes (prefill_classes sweep: non-vectorised elementwise floor µs, row walk ns a column,
+    # strided cat's share of a copy), then a decode step's at few rows (decode_classes, cost.few_rows); None: old laws
     aten_strided_min_us: float | None = None
     reduction_col_ns: float | None = None
     aten_cat_strided_efficiency: float | None = None
-    # a decode step's eager classes (decode_classes sweep): an appending cat (DynamicCache's, the cache
-    # cold) takes aten_cat_append_us + its bytes at aten_cat_append_efficiency of a copy's bandwidth;
-    # None: a contiguous copy's fixed cost and rate
     aten_cat_append_us: float | None = None
     aten_cat_append_efficiency: float | None = None
-    # ... ATen's non-vectorised 16-bit elementwise kernel under its floor when its one block's threads have
-    # fewer than 4 elements: aten_strided_lane_us + aten_strided_elem_us per element a thread computes;
-    # and the floor of its unrolled kernel with dynamic casts (an upcast to fp32)
     aten_strided_lane_us: float | None = None
     aten_strided_elem_us: float | None = None
+    aten_strided_grid_us: float | None = None
     aten_cast_min_us: float | None = None
-    aten_strided_grid_us: float | None = None        # ... and per doubling of its blocks past one
-    aten_cat_strided_min_us: float | None = None     # CatArrayBatchedCopy over strided inputs, its floor
-    layer_norm_wide_us: float | None = None          # 16-bit layer norm over 1025-4096 columns at <= 128 rows
+    aten_cat_strided_min_us: float | None = None
+    layer_norm_wide_us: float | None = None
     layer_norm_wide_ns: float | None = None
-    # 16-bit causal self-attention computes (n + 1) / 2n of its n key tiles of this many keys
-    # (gpusim.cost.laws.causal_share); None: the full square (the dispatch sweep's S <= 1024 points)
+    # 16-bit causal attention computes (n + 1) / 2n of its n key tiles of this many keys (laws.causal_share); None: all
     attention_causal_tile: float | None = None
     gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
     # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
