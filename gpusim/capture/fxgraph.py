@@ -214,6 +214,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             # which of ATen's elementwise paths runs (gpusim.cost.roofline.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])
             g.nodes[n.name]["permuted"] = any(layout(_permuted, t, outs[0]) for t in in_tensors)
+        if pname in ("cat", "stack") and in_tensors and not all(_contiguous(t) for t in in_tensors):
+            # ATen's vectorised CatArrayBatchedCopy needs every input contiguous (GPT-2's new key, a slice of
+            # the fused qkv projection at batch > 1, is not): gpusim.cost.roofline.cat_path
+            g.nodes[n.name]["strided_inputs"] = True
         if pname == "linear" and in_tensors and _strided_fold(in_tensors[0]):
             g.nodes[n.name]["fold_view"] = True     # (gpusim.lower.dispatch.folded_linear)
         if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":

@@ -351,7 +351,8 @@ def cat_path(graph: OpGraph, n: str, spec) -> str:
     when that is a graph input (a decode step's resident KV cache, the new token appended: every input
     contiguous, so ATen's vectorised copy, ``CatArrayBatchedCopy_vectorized`` in the H200 generate records)
     priced as a contiguous copy (:func:`append_cat_us`); ``"strided"`` when it is a strided view, a strided
-    graph input (a sliding-window cache once full: a slice of the last step's cat) or a non-contiguous result (RoPE's ``rotate_half`` halves, DynamicCache's first cat of the transposed
+    graph input (a sliding-window cache once full: a slice of the last step's cat), appended with a strided
+    token (``strided_inputs``: GPT-2's key sliced from the fused qkv at batch > 1) or a non-contiguous result (RoPE's ``rotate_half`` halves, DynamicCache's first cat of the transposed
     values: the kernel the prefill_classes sweep measured, at ``aten_cat_strided_efficiency``; only on a
     GPU with that figure); ``""`` for every other node (read first: a cheap test on every single-op
     kernel). The capture marks every cat non-contiguous (its inputs' shapes are not the output's)."""
@@ -362,9 +363,9 @@ def cat_path(graph: OpGraph, n: str, spec) -> str:
     if not ins:
         return ""
     big = graph.g.nodes[max(ins, key=lambda i: math.prod(main_shape(graph.g.nodes[i].get("shape")) or (0,)))]
-    if big.get("op") == "input" and not big.get("strided_input"):
+    if big.get("op") == "input" and not big.get("strided_input") and not a.get("strided_inputs"):
         return "append"
-    if big.get("op") == "input":      # a strided cache (a sliding window's slice): ATen's strided cat
+    if big.get("op") == "input":      # a strided cache (a sliding window's slice) or token: ATen's strided cat
         return "strided" if spec.aten_cat_strided_efficiency else ""
     return "strided" if spec.aten_cat_strided_efficiency and big.get("contiguous") is not True else ""
 
