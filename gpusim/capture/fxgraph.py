@@ -88,6 +88,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
                        dtype=_dtype_name(val.dtype), flops=0, bytes_read=0,
                        bytes_written=0, inputs=[], base=n.name, is_output=False,
                        unmodelled=False, reads={}, label=labels.get(n.name))
+            if not _contiguous(val):
+                # a strided argument (a sliding-window cache's keys: a slice of the last step's cat), which an
+                # eager op reads on ATen's strided paths (gpusim.cost.roofline.cat_path)
+                g.nodes[n.name]["strided_input"] = True
             continue
         if n.op == "get_attr":
             t = getattr(gm, n.target, None)
@@ -210,6 +214,10 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             # which of ATen's elementwise paths runs (gpusim.cost.roofline.aten_fraction)
             g.nodes[n.name]["casts"] = _casts(in_tensors, outs[0])
             g.nodes[n.name]["permuted"] = any(layout(_permuted, t, outs[0]) for t in in_tensors)
+        if pname in ("cat", "stack") and in_tensors and not all(_contiguous(t) for t in in_tensors):
+            # ATen's vectorised CatArrayBatchedCopy needs every input contiguous (GPT-2's new key, a slice of
+            # the fused qkv projection at batch > 1, is not): gpusim.cost.roofline.cat_path
+            g.nodes[n.name]["strided_inputs"] = True
         if pname == "linear" and in_tensors and _strided_fold(in_tensors[0]):
             g.nodes[n.name]["fold_view"] = True     # (gpusim.lower.dispatch.folded_linear)
         if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":
@@ -255,3 +263,12 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
         e.update(plain(dict(e)))
     return OpGraph(g, name, meta={"syncs": [g.nodes[n]["sync"]["reads_op"] for n in sync_nodes],
                                   "sync_nodes": sync_nodes, "unpriced_ops": dropped})
+
+
+def _contiguous(t) -> bool:
+    """Whether a traced argument is contiguous (an odd tensor subclass counts as contiguous)."""
+    try:
+        return bool(t.is_contiguous())
+    except Exception:  # noqa: BLE001 - subclasses without strides
+        return True
+

@@ -19,6 +19,7 @@ from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
+from gpusim.cost.few_rows import layer_norm_wide_floor
 from gpusim.cost.small_ops import bcast_mul_us, gather_us, layer_norm_floor
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
@@ -152,14 +153,15 @@ def layer_norm(x: LawInput) -> KernelEstimate:
     """ATen's layer norm runs a block per row: ``layer_norm_row_ns[_16bit]`` per row on top of the
     stream, scaled by how narrow the row is (:func:`gpusim.cost.classes.narrow_row_fraction`; it
     dominates Swin's and ConvNeXt's 96-768 channels); floor ``reduction_min_us``, or the width's
-    floor (:func:`gpusim.cost.small_ops.layer_norm_floor`) where the spec has it."""
+    floor (:func:`gpusim.cost.small_ops.layer_norm_floor`; wider rows at decode sizes:
+    :func:`gpusim.cost.few_rows.layer_norm_wide_floor`) where the spec has it."""
     a, spec = x.a, x.spec
     mem = x.est.mem_us
     row_ns = spec.layer_norm_row_ns_16bit if a["dtype"] in HALF_DTYPES else spec.layer_norm_row_ns
     shape = main_shape(a.get("shape"))
     if row_ns and shape:
         mem = mem + numel(shape) / max(shape[-1], 1) * row_ns * narrow_row_fraction(shape[-1]) * 1e-3
-    floor = layer_norm_floor(a, spec) or spec.reduction_min_us or x.floor
+    floor = layer_norm_floor(a, spec) or layer_norm_wide_floor(a, spec) or spec.reduction_min_us or x.floor
     return x.retimed(mem, x.est.compute_us, floor)
 
 

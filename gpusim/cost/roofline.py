@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from gpusim.graph.opgraph import (GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGraph, group_io, main_shape,
                                   numel)
 from gpusim.graph.ops import is_eval_batch_norm, packet_name
+from gpusim.cost.few_rows import append_cat_us, cast_floor_us, strided_cat_floor_us, strided_floor_us
 
 
 @dataclass(frozen=True)
@@ -186,8 +187,10 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         raise ValueError("a kernel needs at least one node")
     nodes = [graph.g.nodes[n] for n in members]
     reads, writes = group_io(graph, members)
-    bw_frac = (aten_fraction(nodes, spec, strided_cat(graph, members[0], spec))
-               if opts.aten and len(nodes) == 1 else 1.0)
+    path = cat_path(graph, members[0], spec) if opts.aten and len(nodes) == 1 else ""
+    if path == "append":
+        return _append_cat(graph, members, spec, name)
+    bw_frac = aten_fraction(nodes, spec, path == "strided") if opts.aten and len(nodes) == 1 else 1.0
     l2_cap = spec.l2_resident_fraction * spec.l2_bytes
     rd_l2 = 0.0
     rd_dram = 0.0
@@ -220,7 +223,8 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
     floor = kernel_floor(nodes, spec)
     if opts.aten and len(nodes) == 1:
         mem_us = max(mem_us, row_walk_us(graph, members[0], spec))
-        floor = max(floor, aten_floor(nodes[0], spec))
+        cat_floor = strided_cat_floor_us(numel(main_shape(nodes[0].get("shape"))), spec) if path == "strided" else None
+        floor = max(floor, aten_floor(nodes[0], spec)) if cat_floor is None else max(spec.kernel_min_us, cat_floor)
     body = max(mem_us, comp_us) * register_pressure(len(members), len(reads) + len(writes))
     us = max(floor, spec.kernel_fixed_us + body)
     if body < spec.kernel_fixed_us or us == floor:
@@ -235,6 +239,18 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         shape=last.get("shape") or (), flops=flops, bytes_read=rd_l2 + rd_dram,
         bytes_read_l2=rd_l2, bytes_written=wr, mem_us=mem_us, compute_us=comp_us,
         fixed_us=spec.kernel_fixed_us, us=us, bound=bound, unit=unit)
+
+
+def _append_cat(graph: OpGraph, members: list, spec, name) -> KernelEstimate:
+    """An appending cat's estimate (:func:`append_cat_us`): its bytes from DRAM (the cache is resident)."""
+    a = graph.g.nodes[members[0]]
+    reads, writes = group_io(graph, members)
+    rd, wr = float(sum(reads.values())), float(sum(writes.values()))
+    us = append_cat_us(spec, rd + wr)
+    return KernelEstimate(name=name or members[0], ops=tuple(members), op_types=(packet_name(a["op"]),),
+                          kind=a["kind"], shape=a.get("shape") or (), flops=0.0, bytes_read=rd, bytes_read_l2=0.0,
+                          bytes_written=wr, mem_us=us - spec.kernel_fixed_us, compute_us=0.0,
+                          fixed_us=spec.kernel_fixed_us, us=us, bound="memory", unit="fp32")
 
 
 def attention_flops(a: dict, spec=None) -> float:
@@ -305,25 +321,58 @@ def row_walk_us(graph: OpGraph, n: str, spec) -> float:
     if len(src) < 1 or tuple(out) not in (tuple(src[:-1]) + (1,), tuple(src[:-1])) \
             or src[-1] > ROW_WALK_MAX_COLS:
         return 0.0
-    return src[-1] * spec.reduction_col_ns * 1e-3
+    return src[-1] * spec.reduction_col_ns * 1e-3 * row_walk_share(math.prod(src[:-1]), src[-1])
+
+
+#: ATen's reduction block (Reduce.cuh, ``ReduceConfig``): at most 512 threads, one warp wide at first
+REDUCE_THREADS, REDUCE_WARP, REDUCE_VEC = 512, 32, 4
+
+
+def _last_pow2(n: int) -> int:
+    return 1 << (max(int(n), 1).bit_length() - 1)
+
+
+def row_walk_share(rows: int, cols: int) -> float:
+    """The part of a row's columns one thread walks, relative to a warp-wide block (the prefill sweep's
+    shapes, where ``reduction_col_ns`` was fitted): ATen's ``setReduceConfig`` for a reduction over the
+    contiguous last dim puts ``block_height = min(last_pow2(rows), 512 / 32)`` rows in a block and widens
+    it to ``block_width = min(last_pow2(cols / 4), 512 / block_height)`` threads a row (vector loads of 4
+    from 128 columns), so each thread walks ``cols / block_width`` columns: a decode step's 1-8 rows
+    walk 1/16-1/2 of what 16 rows and more do (H200 decode records: a 2048-column mean 2.1 us at 1 row,
+    3.6 at 8, 5.6 predicted by the warp-wide walk). 1 from 16 rows up."""
+    height = min(_last_pow2(rows), REDUCE_THREADS // REDUCE_WARP)
+    lanes = cols // REDUCE_VEC if cols >= 128 else cols
+    width = min(_last_pow2(lanes), REDUCE_THREADS // height)
+    return min(1.0, REDUCE_WARP / max(width, 1))
+
+
+def cat_path(graph: OpGraph, n: str, spec) -> str:
+    """Which CatArrayBatchedCopy an eager ``cat``/``stack`` node runs, by its largest input: ``"append"``
+    when that is a graph input (a decode step's resident KV cache, the new token appended: every input
+    contiguous, so ATen's vectorised copy, ``CatArrayBatchedCopy_vectorized`` in the H200 generate records)
+    priced as a contiguous copy (:func:`append_cat_us`); ``"strided"`` when it is a strided view, a strided
+    graph input (a sliding-window cache once full: a slice of the last step's cat), appended with a strided
+    token (``strided_inputs``: GPT-2's key sliced from the fused qkv at batch > 1) or a non-contiguous result (RoPE's ``rotate_half`` halves, DynamicCache's first cat of the transposed
+    values: the kernel the prefill_classes sweep measured, at ``aten_cat_strided_efficiency``; only on a
+    GPU with that figure); ``""`` for every other node (read first: a cheap test on every single-op
+    kernel). The capture marks every cat non-contiguous (its inputs' shapes are not the output's)."""
+    a = graph.g.nodes[n]
+    if a["kind"] != "copy" or a.get("contiguous", True) or packet_name(a.get("op", "")) not in ("cat", "stack"):
+        return ""
+    ins = [i for i in a.get("inputs") or [] if i in graph.g]
+    if not ins:
+        return ""
+    big = graph.g.nodes[max(ins, key=lambda i: math.prod(main_shape(graph.g.nodes[i].get("shape")) or (0,)))]
+    if big.get("op") == "input" and not big.get("strided_input") and not a.get("strided_inputs"):
+        return "append"
+    if big.get("op") == "input":      # a strided cache (a sliding window's slice) or token: ATen's strided cat
+        return "strided" if spec.aten_cat_strided_efficiency else ""
+    return "strided" if spec.aten_cat_strided_efficiency and big.get("contiguous") is not True else ""
 
 
 def strided_cat(graph: OpGraph, n: str, spec) -> bool:
-    """A cat whose largest input is a strided view or a non-contiguous result (RoPE's ``rotate_half``
-    halves, DynamicCache's first cat of the transposed values): the CatArrayBatchedCopy the
-    prefill_classes sweep measured, priced at ``aten_cat_strided_efficiency``. A decode step's KV
-    cat, whose largest input is the contiguous cache (the token appended is a few KB), streams at
-    a copy's rate. False without the figure or for any other op (read first: a cheap test on every
-    single-op kernel)."""
-    a = graph.g.nodes[n]
-    if not spec.aten_cat_strided_efficiency or a["kind"] != "copy" or a.get("contiguous", True) \
-            or packet_name(a.get("op", "")) not in ("cat", "stack"):
-        return False
-    ins = [i for i in a.get("inputs") or [] if i in graph.g]
-    if not ins:
-        return False
-    big = graph.g.nodes[max(ins, key=lambda i: math.prod(main_shape(graph.g.nodes[i].get("shape")) or (0,)))]
-    return big.get("op") != "input" and big.get("contiguous") is not True
+    """:func:`cat_path` is ``"strided"``."""
+    return cat_path(graph, n, spec) == "strided"
 
 
 def aten_floor(a: dict, spec) -> float:
@@ -335,7 +384,10 @@ def aten_floor(a: dict, spec) -> float:
     and flooring them too broke the H200 classic accuracy guards (device median and p90, speed-up)."""
     if a["kind"] in ("pointwise", "copy") and not a.get("contiguous", True) \
             and a.get("dtype") in HALF_DTYPES:
-        return spec.aten_strided_min_us or 0.0
+        return strided_floor_us(numel(main_shape(a.get("shape"))), spec)
+    if a["kind"] == "copy" and a.get("casts") and a.get("contiguous", True) and a.get("dtype") not in HALF_DTYPES \
+            and packet_name(a.get("op", "")) in CONVERSIONS:
+        return cast_floor_us(spec)       # the unrolled kernel with dynamic casts (:func:`elementwise_fraction`)
     return 0.0
 
 

@@ -186,6 +186,16 @@ PREFILL_FIGURES = ("aten_strided_min_us", "reduction_col_ns", "aten_cat_strided_
                    "attention_causal_tile")
 OPTIONAL_MODEL += PREFILL_FIGURES
 FRACTIONS += ("aten_cat_strided_efficiency",)
+#: a decode step's eager classes at 1-128 rows (validation/fit/fit_decode_classes.py on one GPU's decode_classes
+#: sweep, validation/results/<gpu>/decode_classes.jsonl; gpusim.cost.few_rows): an appending cat's fixed cost (µs)
+#: and rate (fraction of a copy's bandwidth), the non-vectorised 16-bit elementwise kernel's time by elements a thread
+#: computes (µs) under its floor, the floor of the unrolled kernel with casts (µs); a GPU without them keeps the
+#: laws before (a contiguous copy, aten_strided_min_us, kernel_min_us)
+DECODE_CLASS_FIGURES = ("aten_cat_append_us", "aten_cat_append_efficiency", "aten_strided_lane_us",
+                        "aten_strided_elem_us", "aten_strided_grid_us", "aten_cast_min_us", "aten_cat_strided_min_us",
+                        "layer_norm_wide_us", "layer_norm_wide_ns")
+OPTIONAL_MODEL += DECODE_CLASS_FIGURES
+FRACTIONS += ("aten_cat_append_efficiency",)
 #: where a figure comes from. measured: ref names the GPU, date and command or record;
 #: derived: the rule and its inputs; assumed: the assumption and its uncertainty
 SOURCES = ("datasheet", "measured", "derived", "assumed")

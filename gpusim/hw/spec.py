@@ -208,14 +208,21 @@ class GPUSpec:
     # (validation/fit/fit_gemm_kloop.py on the dispatch sweep); None: the plain roofline
     gemm_kloop_us: float | None = None
     gemm_kloop_ns: float | None = None
-    # a prefill's ATen classes on warm operands (prefill_classes sweep): the non-vectorised
-    # elementwise kernel's floor (µs), a row reduction's walk per column of one row (ns),
-    # CatArrayBatchedCopy over strided inputs (of a copy's bandwidth); None: the old laws
+    # a prefill's ATen classes (prefill_classes sweep: non-vectorised elementwise floor µs, row walk ns a column,
+    # strided cat's share of a copy), then a decode step's at few rows (decode_classes, cost.few_rows); None: old laws
     aten_strided_min_us: float | None = None
     reduction_col_ns: float | None = None
     aten_cat_strided_efficiency: float | None = None
-    # 16-bit causal self-attention computes (n + 1) / 2n of its n key tiles of this many keys
-    # (gpusim.cost.laws.causal_share); None: the full square (the dispatch sweep's S <= 1024 points)
+    aten_cat_append_us: float | None = None
+    aten_cat_append_efficiency: float | None = None
+    aten_strided_lane_us: float | None = None
+    aten_strided_elem_us: float | None = None
+    aten_strided_grid_us: float | None = None
+    aten_cast_min_us: float | None = None
+    aten_cat_strided_min_us: float | None = None
+    layer_norm_wide_us: float | None = None
+    layer_norm_wide_ns: float | None = None
+    # 16-bit causal attention computes (n + 1) / 2n of its n key tiles of this many keys (laws.causal_share); None: all
     attention_causal_tile: float | None = None
     gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
     # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline

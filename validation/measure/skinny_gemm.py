@@ -1,7 +1,7 @@
 """Skinny 16-bit products (a few rows times a large weight) as a decode step runs them: the data
 the weight-streaming GEMM law is fitted on (issue 34).
 
-``python3 -m validation.measure.skinny_gemm --out FILE.jsonl [--budget-s 150]``
+``python3 -m validation.measure.skinny_gemm --out FILE.jsonl [--budget-s 150] [--set all|bias]``
 
 Why not the dispatch sweep (``validation.measure.microbench``): it flushes the L2 with a 2x-L2
 write before each call, so every product it times starts while the L2 writes the flush buffer's
@@ -37,7 +37,19 @@ BIASED = [(896, 896), (2048, 2048), (4096, 4096)]
 ROWS = (1, 8, 32, 128)
 
 
-def cases() -> list[dict]:
+#: ``--set bias``: biased products at 1-16 rows (Phi-1.5's q/k/v/dense, fc1, fc2; Qwen2-0.5B's q, k/v and MLP), where
+#: the H200 generate records show cuBLAS splitting Phi's biased fc2 (``splitK_bias`` + ``splitKreduce_kernel``) and the
+#: biased products slower than the unbiased law; with the same shapes unbiased at 2, 4 and 16 rows (the rows between)
+BIAS_SET = [(2048, 2048), (8192, 2048), (2048, 8192), (896, 896), (128, 896), (4864, 896), (896, 4864)]
+BIAS_ROWS = (1, 2, 4, 8, 16)
+
+
+def cases(which: str = "all") -> list[dict]:
+    """The products of ``which`` set: ``all`` (the decoders' shapes, unbiased, and a few biased) or ``bias``."""
+    if which == "bias":
+        out = [{"M": m, "N": n, "K": k, "dtype": "bfloat16", "bias": True} for (n, k) in BIAS_SET for m in BIAS_ROWS]
+        return out + [{"M": m, "N": n, "K": k, "dtype": "bfloat16", "bias": False} for (n, k) in BIAS_SET[:3]
+                      for m in (2, 4, 16)]
     out = [{"M": m, "N": n, "K": k, "dtype": "bfloat16", "bias": False} for (n, k) in SHAPES for m in ROWS]
     out += [{"M": m, "N": n, "K": k, "dtype": "bfloat16", "bias": True} for (n, k) in BIASED for m in (1, 8)]
     return out
@@ -85,6 +97,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=150.0)
+    ap.add_argument("--set", default="all", choices=("all", "bias"), help="which products (cases())")
     a = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("skinny_gemm: needs a CUDA GPU", file=sys.stderr)
@@ -95,7 +108,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     with open(a.out, "a") as f:
         f.write(json.dumps({**environment(), "l2_bytes": l2, "sm_count": props.multi_processor_count}) + "\n")
-        for c in cases():
+        for c in cases(a.set):
             if time.time() - t0 > a.budget_s:
                 break
             try:

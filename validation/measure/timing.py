@@ -473,10 +473,12 @@ def profile_phases(step, reps=1, flush=True) -> dict:
             "gpu_annotations": sorted(a for a in annotations if not a.startswith("gpusim:"))}
 
 
-def profiled_record(rec: dict, build, reps: int, device: str = "cuda", first_key: str = "warmup_s") -> dict:
+def profiled_record(rec: dict, build, reps: int, device: str = "cuda", first_key: str = "warmup_s",
+                    flush: bool = True) -> dict:
     """``rec`` with one microbenchmark point measured: ``build()`` gives ``(fn, args)``; the first
     call's seconds land in ``rec[first_key]`` (where a compile or autotuning happens), then
-    :func:`profile_call` (L2 flushed on CUDA, 3 warm-up calls, ``reps`` profiled) adds the kernels.
+    :func:`profile_call` (L2 flushed on CUDA unless ``flush`` is False, 3 warm-up calls, ``reps``
+    profiled) adds the kernels.
     A point that fails gets ``failed`` (the error, one line) instead: it must not end the sweep."""
     try:
         fn, args = build()
@@ -485,7 +487,7 @@ def profiled_record(rec: dict, build, reps: int, device: str = "cuda", first_key
         if device == "cuda":
             torch.cuda.synchronize()
         rec[first_key] = round(time.time() - t0, 2)
-        prof = profile_call(fn, args, flush=device == "cuda", reps=reps, warmup=3, host=False)
+        prof = profile_call(fn, args, flush=flush and device == "cuda", reps=reps, warmup=3, host=False)
         rec.update({k: prof[k] for k in ("kernels", "per_call_kernel_count", "kernel_count", "kernel_sum_us",
                                           "split")})
     except Exception as e:  # noqa: BLE001 - one failed point must not end the sweep

@@ -5,7 +5,7 @@ KV-cache bytes; the prefill records (kernels, device time, wall) and the decode-
 eager step's wall against its predicted host). Each record is predicted on its GPU's calibrated spec
 and the host profile of the machine kind that measured it. Rewrites the generated block in docs/llm.md.
 
-    python3 -m validation.score.generate_accuracy [--no-doc]"""
+    python3 -m validation.score.generate_accuracy [--no-doc] [--part decode|prefill]"""
 
 from __future__ import annotations
 
@@ -341,8 +341,10 @@ def decode_host_table() -> str:
             "| device µs (pred / meas) | wall µs (pred / meas) | model's Python µs (pred / meas estimate) |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     seen: set = set()
+    dev_err: dict = {}
     for env, r in records("decode_host"):
         p = host_step(env, r)
+        dev_err.setdefault(env["gpu"], []).append(abs(p.device_us / r["kernel_sum_us"] - 1) * 100)
         wall = _med(r["wall_us"])
         c = cold(seen, env, r)
         pw = p.end_to_end_us + (plan_build_us(p) if c else 0.0)
@@ -351,6 +353,8 @@ def decode_host_table() -> str:
                     f"| {p.device_us:.0f} / {r['kernel_sum_us']:.0f} ({pct(p.device_us, r['kernel_sum_us'])}) "
                     f"| {pw:.0f} / {wall:.0f} ({pct(pw, wall)}) "
                     f"| {p.timeline.python_us:.0f} / {r.get('python_us_estimate', 0):.0f} |")
+    rows += ["", "Device time of the step: median |error| " + "; ".join(
+        f"{gpu} {statistics.median(e):.1f}% ({len(e)} steps)" for gpu, e in sorted(dev_err.items())) + "."]
     return "\n".join(rows)
 
 
@@ -397,7 +401,12 @@ def report() -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/llm.md")
+    ap.add_argument("--part", choices=("all", "decode", "prefill"), default="all",
+                    help="decode / prefill: print only that table (minutes, not the whole report's ~13); implies --no-doc")
     a = ap.parse_args(argv)
+    if a.part != "all":
+        print(decode_host_table() if a.part == "decode" else prefill_table())
+        return 0
     text = report()
     print(text)
     if not a.no_doc:
