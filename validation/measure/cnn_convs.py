@@ -1,0 +1,89 @@
+"""Stem convolutions and cuBLAS-run 1x1 convolutions of CNNs at batch 1-32: the data the stem and
+1x1-GEMM laws need (issue 35).
+
+``python3 -m validation.measure.cnn_convs --out FILE.jsonl [--budget-s 150] [--reps 10] [--device cpu]``
+
+Why: in the cnn sweeps (validation/sweeps/<gpu>-cnn.json) a 1x1 convolution that cuDNN hands to
+cuBLAS over NCHW (``nvjet_*``, ``cutlass::Kernel2``, ``sm80_xmma_gemm``) runs 2-4 us at batch 1
+where gpusim prices it at the implicit-GEMM floor ``conv_min_us`` (6.8 us on the H200), and
+22.6 us at 32 x 256 -> 64 x 56 x 56 bf16 where it prices 16.1; the stem class (3 input channels)
+was fitted on two shapes only (7x7 / 64 and 16x16 / 768 at batch 1 and 32), so its intercept
+(``conv_stem_us`` 34 us) prices a 3x3 stride-2 stem of 24 channels at batch 1 six times what such
+kernels run. This sweep gives both classes a domain: stems 3x3/2, 4x4/4 and 7x7/2 to 16-96
+channels on 160-256 px, and 1x1 products at the channel pairs and map sizes of
+ResNet/RegNet/EfficientNet/ShuffleNet blocks. Nothing here is a held-out or published model.
+
+Points (float32, bfloat16, float16; NCHW, no bias: the bias is ATen's own add, priced apart):
+``stem``: ``conv2d(x[N, 3, HW, HW], w[Cout, 3, k, k], stride, padding)``; ``pw``:
+``conv2d(x[N, Cin, HW, HW], w[Cout, Cin, 1, 1])``. Each point is warmed up, then profiled:
+``reps`` calls in one profiler session, L2 flushed before each
+(:func:`validation.measure.timing.profile_call`), median device time per kernel; PyTorch's default
+flags (cudnn.benchmark off, cudnn.allow_tf32 on). Output: JSONL, an environment line
+(``kind: environment``) then one line per point (``kind: cnn_convs``: op, N, Cin, Cout, HW, k,
+stride, padding, dtype, kernels [{name, us}]), flushed after each; points are interleaved so a
+cut sweep still spans the grid, and stop starting after ``--budget-s`` seconds (listed as
+``not_reached`` in the closing ``kind: summary`` line).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from validation.measure.bench_common import profiled_run, sweep_main
+
+#: (k, stride, padding) of stem convolutions: ResNet's / MobileNet's 3x3 s2, ConvNeXt's 4x4
+#: patchify, ResNet's 7x7 s2
+STEMS = ((3, 2, 1), (4, 4, 0), (7, 2, 3))
+STEM_COUT = (16, 24, 32, 64, 96)
+STEM_HW = (160, 256)
+#: (Cin, Cout) of 1x1 convolutions, and the map sizes they run on
+PW = ((24, 96), (96, 24), (48, 192), (192, 48), (64, 256), (256, 64), (128, 512), (512, 128),
+      (116, 116), (1024, 256))
+PW_HW = (56, 28, 14)
+BATCHES = (1, 8, 32)
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def points(small: bool = False) -> list[dict]:
+    """Every point, interleaved (batch and dtype vary fastest)."""
+    if small:
+        return [{"op": "stem", "N": 1, "Cin": 3, "Cout": 8, "HW": 16, "k": 3, "stride": 2, "padding": 1,
+                 "dtype": "float32"},
+                {"op": "pw", "N": 2, "Cin": 8, "Cout": 16, "HW": 9, "k": 1, "stride": 1, "padding": 0,
+                 "dtype": "float32"}]
+    stems = [{"op": "stem", "N": n, "Cin": 3, "Cout": co, "HW": hw, "k": k, "stride": s, "padding": pad,
+              "dtype": dt}
+             for (k, s, pad) in STEMS for co in STEM_COUT for hw in STEM_HW for n in BATCHES for dt in DTYPES]
+    pws = [{"op": "pw", "N": n, "Cin": ci, "Cout": co, "HW": hw, "k": 1, "stride": 1, "padding": 0, "dtype": dt}
+           for (ci, co) in PW for hw in PW_HW for n in BATCHES for dt in DTYPES]
+    # alternate the two ops, each in a strided order, so that a cut sweep keeps every shape family
+    def spread(xs, step=7):
+        return [xs[i] for r in range(step) for i in range(r, len(xs), step)]
+    a, b = spread(stems), spread(pws)
+    out = []
+    for i in range(max(len(a), len(b))):
+        out += ([a[i]] if i < len(a) else []) + ([b[i]] if i < len(b) else [])
+    return out
+
+
+def make(p: dict, device: str):
+    """``(fn, args)`` of one point."""
+    dt = getattr(torch, p["dtype"])
+    x = torch.randn(p["N"], p["Cin"], p["HW"], p["HW"], device=device, dtype=dt)
+    w = torch.randn(p["Cout"], p["Cin"], p["k"], p["k"], device=device, dtype=dt) * 0.05
+    s, pad = p["stride"], p["padding"]
+    return (lambda x, w: F.conv2d(x, w, None, s, pad)), (x, w)
+
+
+def describe(p: dict) -> str:
+    return (f"{p['op']:<4} N{p['N']:<3} {p['Cin']:>4}->{p['Cout']:<4} {p['HW']:>3}px k{p['k']} s{p['stride']} "
+            f"{p['dtype']:<8}")
+
+
+def main(argv=None) -> int:
+    return sweep_main(argv, __doc__, "cnn_convs", points, profiled_run("cnn_convs", make), describe, 150.0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
