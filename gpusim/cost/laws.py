@@ -18,7 +18,7 @@ from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
-                                  kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
+                                  kernel_floor, l2_write_rate, matmul_efficiency, quantisation_efficiency, unit_for)
 from gpusim.cost.small_ops import bcast_mul_us, gather_us, layer_norm_floor
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
@@ -219,6 +219,21 @@ def conv(x: LawInput) -> KernelEstimate:
     else:
         comp = x.est.compute_us * (spec.conv_efficiency_scale or 1.0)
     return x.retimed(x.est.mem_us, comp, spec.conv_min_us or x.floor)
+
+
+@law("conv_gemm")
+def conv_gemm(x: LawInput) -> KernelEstimate:
+    """A 1x1 convolution cuDNN hands to cuBLAS over NCHW (``nvjet``, ``cutlass::Kernel2``,
+    ``xmma_gemm``; no layout transforms): ``conv_gemm_us`` + its bytes at ``conv_gemm_efficiency``
+    of the bandwidth, or its tensor-core time if longer, floor ``kernel_min_us``
+    (validation/fit/fit_conv_gemm.py on the cnn sweeps' cuBLAS-run 1x1 points). Without the
+    figures, the conv law it was priced by before."""
+    spec = x.spec
+    if not spec.conv_gemm_efficiency:
+        return conv(x)
+    mem = ((spec.conv_gemm_us or spec.kernel_fixed_us) - spec.kernel_fixed_us
+           + x.est.bytes / (spec.conv_gemm_efficiency * spec.bandwidth) * 1e6)
+    return x.retimed(mem, x.est.compute_us, spec.kernel_min_us)
 
 
 @law("conv_stem")
@@ -450,6 +465,9 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
+    if spec.l2_write_gbs and kernel.bytes / 2 <= spec.l2_resident_fraction * spec.l2_bytes:
+        # its write half drains as an L2-resident output's (gpusim.cost.roofline.l2_write_rate)
+        mem = mem / 2 * (1 + spec.mem_efficiency * spec.bandwidth / l2_write_rate(spec))
     if kernel.variant in BN_NHWC_CLASSES:
         mem = bn_nhwc_us(kernel.variant, kernel.bytes, a.get("shape"), spec) or mem
     if bn[0]:
