@@ -27,7 +27,10 @@ Points (float32, bfloat16, float16; NCHW, no bias: the bias is ATen's own add, p
 read, fresh write) then ``op(y)`` (``relu``, ``bias``: ``y + b[None, :, None, None]``, ``bn``:
 eval ``F.batch_norm``) on (N, 64, 56, 56), N 1-64; ``bench``: ``conv2d`` of a listed layer with
 ``cudnn.benchmark`` as the point says (set in the timed function itself; every point sets it, off
-unless ``benchmark``). Each point is warmed up, then profiled:
+unless ``benchmark``); ``reduce``: a squeeze-excite spatial mean ``x.mean((2, 3), keepdim=True)``
+of (N, C, HW, HW) and ConvNeXtV2's GRN norm ``torch.norm(x, 2, dim=(1, 2), keepdim=True)`` of
+(N, HW, HW, C) (``red``: ``mean`` / ``grn``), which the zoo records run at 0.5-0.7x their
+predicted time. Each point is warmed up, then profiled:
 ``reps`` calls in one profiler session, L2 flushed before each
 (:func:`validation.measure.timing.profile_call`), median device time per kernel; PyTorch's default
 flags (cudnn.benchmark off, cudnn.allow_tf32 on). Output: JSONL, an environment line
@@ -56,6 +59,9 @@ PW_HW = (56, 28, 14)
 BATCHES = (1, 8, 32)
 DTYPES = ("float32", "bfloat16", "float16")
 WARM_OPS = ("relu", "bias", "bn")
+#: (C, HW) of squeeze-excite means and (C, HW) of GRN norms (ConvNeXtV2-nano's stages at 160-256 px)
+SE_MEAN = ((64, 56), (64, 28), (256, 28), (256, 14), (1024, 14), (1024, 7), (96, 40), (512, 10))
+GRN = ((80, 40), (160, 20), (320, 10), (640, 5), (80, 64), (160, 32), (320, 16), (640, 8))
 WARM_N = (1, 2, 4, 8, 16, 32, 64)
 #: (label, Cin, Cout, HW, k, stride, groups) of convolutions timed with cudnn.benchmark off and on
 BENCH = (("r50_3x3", 64, 64, 56, 3, 1, 1), ("r50_1x1_in", 256, 64, 56, 1, 1, 1), ("r50_1x1_out", 64, 256, 56, 1, 1, 1),
@@ -68,6 +74,7 @@ def points(small: bool = False) -> list[dict]:
     """Every point, interleaved (batch and dtype vary fastest)."""
     if small:
         return [{"op": "warm", "warm_op": o, "N": 1, "C": 4, "HW": 8, "dtype": "float32"} for o in WARM_OPS] + [
+                {"op": "reduce", "red": r, "N": 1, "C": 4, "HW": 8, "dtype": "float32"} for r in ("mean", "grn")] + [
                 {"op": "bench", "label": "t", "N": 2, "Cin": 4, "Cout": 4, "HW": 8, "k": 3, "stride": 1, "padding": 1,
                  "groups": 1, "dtype": "float32", "benchmark": True},
                 {"op": "stem", "N": 1, "Cin": 3, "Cout": 8, "HW": 16, "k": 3, "stride": 2, "padding": 1,
@@ -88,7 +95,11 @@ def points(small: bool = False) -> list[dict]:
     bench = [{"op": "bench", "label": lb, "N": n, "Cin": ci, "Cout": co, "HW": hw, "k": k, "stride": s,
               "padding": k // 2, "groups": g, "dtype": "float16", "benchmark": on}
              for (lb, ci, co, hw, k, s, g) in BENCH for n in (64, 256) for on in (False, True)]
-    out = warm + bench
+    red = [{"op": "reduce", "red": "mean", "N": n, "C": c, "HW": hw, "dtype": dt}
+           for (c, hw) in SE_MEAN for n in (1, 16) for dt in ("float32", "bfloat16")]
+    red += [{"op": "reduce", "red": "grn", "N": n, "C": c, "HW": hw, "dtype": dt}
+            for (c, hw) in GRN for n in (1, 16) for dt in ("float32", "bfloat16")]
+    out = warm + red + bench
     for i in range(max(len(a), len(b))):
         out += ([a[i]] if i < len(a) else []) + ([b[i]] if i < len(b) else [])
     return out
@@ -115,6 +126,11 @@ def _make(p: dict, device: str):
                "bn": lambda y: F.batch_norm(y, b, var, b, b, False, 0.1, 1e-5)}
         op = ops[p["warm_op"]]
         return (lambda x0: op(x0 * 1.0)), (x0,)
+    if p["op"] == "reduce":
+        if p["red"] == "mean":
+            return (lambda x: x.mean((2, 3), keepdim=True)), (torch.randn(p["N"], p["C"], p["HW"], p["HW"], device=device, dtype=dt),)
+        return (lambda x: torch.norm(x, p=2, dim=(1, 2), keepdim=True)), (
+            torch.randn(p["N"], p["HW"], p["HW"], p["C"], device=device, dtype=dt),)
     g = p.get("groups", 1)
     x = torch.randn(p["N"], p["Cin"], p["HW"], p["HW"], device=device, dtype=dt)
     w = torch.randn(p["Cout"], p["Cin"] // g, p["k"], p["k"], device=device, dtype=dt) * 0.05
@@ -125,6 +141,8 @@ def _make(p: dict, device: str):
 def describe(p: dict) -> str:
     if p["op"] == "warm":
         return f"warm {p['warm_op']:<5} N{p['N']:<3} {p['dtype']:<8}"
+    if p["op"] == "reduce":
+        return f"reduce {p['red']:<4} N{p['N']:<3} C{p['C']:<5} {p['HW']:>3}px {p['dtype']:<8}"
     if p["op"] == "bench":
         return f"bench {p['label']:<11} N{p['N']:<3} benchmark={p['benchmark']}"
     return (f"{p['op']:<4} N{p['N']:<3} {p['Cin']:>4}->{p['Cout']:<4} {p['HW']:>3}px k{p['k']} s{p['stride']} "
