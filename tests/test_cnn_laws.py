@@ -12,7 +12,7 @@ from gpusim.cost.kernel import estimate_kernel
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
 from validation.fit.fit_conv_gemm import fit, law_us, points
-from validation.score.cnn_kernels import fine_class
+from validation.reports.cnn_kernels import fine_class
 
 H200 = load_spec("h200-sxm-calibrated")
 OFF = H200.replace(conv_gemm_us=None, conv_gemm_efficiency=None, l2_write_gbs=None)

@@ -1,7 +1,7 @@
 """CNN records' kernels matched one to one, attributed by kernel class (issue 35): which class
 makes a convolutional model's device-time error, on which GPU.
 
-``python3 -m validation.score.cnn_kernels [--gpu h200] [--set holdout|zoo] [--run eager]
+``python3 -m validation.reports.cnn_kernels [--gpu h200] [--set holdout|zoo] [--run eager]
 [--case SUBSTR] [--json OUT]``
 
 Each eager cnn record (``<results>/<gpu>/<set>.jsonl.gz``) is re-captured as it ran
@@ -122,7 +122,7 @@ def table(d: dict, total_meas: float) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.score.cnn_kernels")
+    ap = argparse.ArgumentParser(prog="python3 -m validation.reports.cnn_kernels")
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--gpu", default="h200")
     ap.add_argument("--set", default="holdout", choices=("holdout", "zoo"))
