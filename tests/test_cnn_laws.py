@@ -1,7 +1,6 @@
-"""Issue 35's CNN laws: 1x1 convolutions run by cuBLAS (gpusim.cost.laws.conv_gemm; figures
-fitted by validation/fit/fit_conv_gemm.py on the cnn sweeps) and writes of L2-resident-size
-outputs (gpusim.cost.roofline.l2_write_rate; validation/fit/fit_l2_write.py on the cnn_convs
-sweep's warm points). Without their figures both laws price as before."""
+"""Issue 35's CNN law for 1x1 convolutions run by cuBLAS (gpusim.cost.laws.conv_gemm; figures
+fitted by validation/fit/fit_conv_gemm.py on the cnn sweeps and the cnn_convs sweep) and the stem
+refit (validation/fit/fit_conv_stem.py). Without its figures the conv_gemm law is the conv law."""
 
 import pytest
 import torch
@@ -15,7 +14,7 @@ from validation.fit.fit_conv_gemm import fit, law_us, points
 from validation.reports.cnn_kernels import fine_class
 
 H200 = load_spec("h200-sxm-calibrated")
-OFF = H200.replace(conv_gemm_us=None, conv_gemm_efficiency=None, l2_write_gbs=None)
+OFF = H200.replace(conv_gemm_us=None, conv_gemm_efficiency=None)
 
 
 def _conv(n, cin, cout, hw, k=1, dtype=torch.bfloat16, cl=False):
@@ -52,30 +51,40 @@ def test_conv_gemm_law_without_figures_is_the_conv_law():
     assert e.us == pytest.approx(3.0 + e.bytes / (0.5 * on.bandwidth) * 1e6)
 
 
-def test_conv_gemm_fit_beats_the_conv_law_on_its_sweep():
-    """On the H200 cnn and dispatch sweeps' cuBLAS-run 1x1 points the fitted law's median error
-    is below the conv law's (which prices batch-1 kernels of 2-4 us at the 6.8 us conv floor)."""
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def test_conv_gemm_law_predicts_the_cnn_convs_sweep_out_of_sample():
+    """Figures fitted on the older H200 sweeps (cnn + dispatch: 67 points) predict the cnn_convs
+    sweep's 200-odd cuBLAS-run 1x1 points (validation/results/h200/cnn_convs.jsonl, measured
+    after the fit's form was fixed) at a median error below 20%, where the conv law is above 35%."""
     pts = points("h200", OFF)
-    assert len(pts) >= 40
-    c0, eff = fit(pts, OFF)
+    new = [p for p in pts if p["src"].endswith("cnn_convs.jsonl")]
+    old = [p for p in pts if not p["src"].endswith("cnn_convs.jsonl")]
+    assert len(new) >= 200 and len(old) >= 40
+    c0, eff = fit(old, OFF)
     assert 1.0 < c0 < 6.0 and 0.2 < eff < 1.0
-    before = sorted(abs(p["conv_us"] - p["us"]) / p["us"] for p in pts)
-    after = sorted(abs(law_us(p, c0, eff, OFF) - p["us"]) / p["us"] for p in pts)
-    assert after[len(after) // 2] < before[len(before) // 2]
+    assert _median(abs(p["conv_us"] - p["us"]) / p["us"] for p in new) > 0.35
+    assert _median(abs(law_us(p, c0, eff, OFF) - p["us"]) / p["us"] for p in new) < 0.20
 
 
-def test_l2_write_rate_applies_to_l2_sized_outputs_only():
-    """With ``l2_write_gbs``, a relu whose output fits ``l2_resident_fraction x L2`` drains its
-    write at that rate (slower than the DRAM stream here); one whose output does not is
-    priced as before; without the figure nothing changes."""
-    slow = OFF.replace(l2_write_gbs=2000.0)
-    x = torch.empty(8, 64, 56, 56, device="meta")
-    small = capture(lambda x: torch.relu(x * 1.0), (x,))
-    a, b = _us(small, OFF), _us(small, slow)
-    assert b[0] > a[0] and b[1] > a[1]
-    big = capture(lambda x: torch.relu(x * 1.0), (torch.empty(256, 64, 56, 56, device="meta"),))
-    assert _us(big, OFF) == _us(big, slow)
-    assert _us(small, OFF.replace(l2_write_gbs=None)) == a
+def test_stem_refit_beats_the_spec_figures_on_the_stem_sweep():
+    """The stem class refitted on every H200 stem point (cnn_convs' 3x3/2, 4x4/4, 7x7/2 stems
+    and the dispatch sweeps') halves the median error of the spec's figures (an intercept of
+    34 us, fitted on two shapes), each kernel size left out included."""
+    from validation.fit.fit_conv_stem import fit as stem_fit, law_us as stem_us, points as stem_points
+    pts = stem_points("h200", H200)
+    assert len(pts) >= 300
+    before = _median(abs(p["before"] - p["us"]) / p["us"] for p in pts)
+    for k in (3, 4, 7):
+        own, rest = [p for p in pts if p["p"]["k"] == k], [p for p in pts if p["p"]["k"] != k]
+        c0, r = stem_fit(rest, H200)
+        assert _median(abs(stem_us(p, c0, r, H200) - p["us"]) / p["us"] for p in own) < \
+            _median(abs(p["before"] - p["us"]) / p["us"] for p in own)
+    c0, r = stem_fit(pts, H200)
+    assert _median(abs(stem_us(p, c0, r, H200) - p["us"]) / p["us"] for p in pts) < before / 1.5
 
 
 def test_fine_classes_of_profiled_kernels():

@@ -18,7 +18,7 @@ from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
-                                  kernel_floor, l2_write_rate, matmul_efficiency, quantisation_efficiency, unit_for)
+                                  kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
 from gpusim.cost.small_ops import bcast_mul_us, gather_us, layer_norm_floor
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
@@ -465,9 +465,6 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         eff = spec.mem_efficiency * (spec.aten_strided_efficiency_16bit if a["dtype"] in HALF_DTYPES
                                      else spec.aten_strided_efficiency)
     mem = kernel.bytes / (eff * spec.bandwidth) * 1e6
-    if spec.l2_write_gbs and kernel.bytes / 2 <= spec.l2_resident_fraction * spec.l2_bytes:
-        # its write half drains as an L2-resident output's (gpusim.cost.roofline.l2_write_rate)
-        mem = mem / 2 * (1 + spec.mem_efficiency * spec.bandwidth / l2_write_rate(spec))
     if kernel.variant in BN_NHWC_CLASSES:
         mem = bn_nhwc_us(kernel.variant, kernel.bytes, a.get("shape"), spec) or mem
     if bn[0]:

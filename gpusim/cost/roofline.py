@@ -178,13 +178,6 @@ def _horizontal_gemms(nodes: list[dict]) -> list[dict]:
     return [merged] + [a for a in nodes if a not in gemm_nodes]
 
 
-def l2_write_rate(spec) -> float:
-    """Bytes/s at which a kernel's writes of an output no larger than ``l2_resident_fraction x L2``
-    drain: ``l2_write_gbs`` where the GPU has it (the cnn_convs sweep's warm points: on the H200 the
-    DRAM stream's rate overstates them), else the DRAM stream's ``mem_efficiency x bandwidth``."""
-    return spec.l2_write_gbs * 1e9 if spec.l2_write_gbs else spec.mem_efficiency * spec.bandwidth
-
-
 def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOptions(),
                    name: str | None = None) -> KernelEstimate:
     """Predict one kernel made of ``members`` (node names) on ``spec``."""
@@ -204,9 +197,8 @@ def estimate_group(graph: OpGraph, members, spec, opts: CostOptions = CostOption
         else:
             rd_dram += b
     wr = float(sum(writes.values()))
-    wr_l2 = float(sum(b for b in writes.values() if b <= l2_cap)) if spec.l2_write_gbs else 0.0
-    mem_s = ((rd_dram + wr - wr_l2) / (spec.mem_efficiency * spec.bandwidth)
-             + rd_l2 / spec.l2_bandwidth + wr_l2 / l2_write_rate(spec)) / bw_frac
+    mem_s = ((rd_dram + wr) / (spec.mem_efficiency * spec.bandwidth)
+             + rd_l2 / spec.l2_bandwidth) / bw_frac
 
     comp_s = 0.0
     flops = 0.0

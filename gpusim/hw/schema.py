@@ -94,10 +94,6 @@ OPTIONAL_MODEL += KLOOP_FIGURES
 CONV_GEMM_FIGURES = ("conv_gemm_us", "conv_gemm_efficiency")
 OPTIONAL_MODEL += CONV_GEMM_FIGURES
 FRACTIONS += ("conv_gemm_efficiency",)
-#: the rate at which a kernel's writes of an output no larger than l2_resident_fraction x L2 drain
-#: (validation/fit/fit_l2_write.py on the cnn_convs sweep's warm points): without it, at the DRAM
-#: stream's rate (mem_efficiency x bandwidth), as every other write
-OPTIONAL_MODEL += ("l2_write_gbs",)
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices every mask at attention_mask_efficiency

@@ -211,7 +211,6 @@ class GPUSpec:
     # 1x1 conv run by cuBLAS over NCHW: fixed µs, fraction of bandwidth (fit_conv_gemm); None: conv law
     conv_gemm_us: float | None = None
     conv_gemm_efficiency: float | None = None
-    l2_write_gbs: float | None = None  # writes of an L2-resident-size output (fit_l2_write); None: DRAM
     # a prefill's ATen classes on warm operands (prefill_classes sweep): the non-vectorised
     # elementwise kernel's floor (µs), a row reduction's walk per column of one row (ns),
     # CatArrayBatchedCopy over strided inputs (of a copy's bandwidth); None: the old laws
