@@ -223,6 +223,21 @@ def conv(x: LawInput) -> KernelEstimate:
     return x.retimed(x.est.mem_us, comp, spec.conv_min_us or x.floor)
 
 
+@law("conv_gemm")
+def conv_gemm(x: LawInput) -> KernelEstimate:
+    """A 1x1 convolution cuDNN hands to cuBLAS over NCHW (``nvjet``, ``cutlass::Kernel2``,
+    ``xmma_gemm``; no layout transforms): ``conv_gemm_us`` + its bytes at ``conv_gemm_efficiency``
+    of the bandwidth, or its tensor-core time if longer, floor ``kernel_min_us``
+    (validation/fit/fit_conv_gemm.py on the cnn sweeps' cuBLAS-run 1x1 points). Without the
+    figures, the conv law it was priced by before."""
+    spec = x.spec
+    if not spec.conv_gemm_efficiency:
+        return conv(x)
+    mem = ((spec.conv_gemm_us or spec.kernel_fixed_us) - spec.kernel_fixed_us
+           + x.est.bytes / (spec.conv_gemm_efficiency * spec.bandwidth) * 1e6)
+    return x.retimed(mem, x.est.compute_us, spec.kernel_min_us)
+
+
 @law("conv_stem")
 def conv_stem(x: LawInput) -> KernelEstimate:
     """A stem convolution (3 input channels): ``conv_stem_us`` + FLOPs at ``conv_stem_tflops``;

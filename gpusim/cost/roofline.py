@@ -317,11 +317,15 @@ def row_walk_us(graph: OpGraph, n: str, spec) -> float:
         return 0.0
     ins = list(a.get("inputs") or a.get("reads") or [])
     src = main_shape(graph.g.nodes[ins[0]].get("shape")) if ins and ins[0] in graph.g else ()
-    out = main_shape(a.get("shape"))
-    if len(src) < 1 or tuple(out) not in (tuple(src[:-1]) + (1,), tuple(src[:-1])) \
-            or src[-1] > ROW_WALK_MAX_COLS:
+    out = tuple(main_shape(a.get("shape")))
+    # the reduced dims may be several trailing ones (a squeeze-excite mean over H x W): TensorIterator
+    # coalesces them into one row of their product
+    k = next((k for k in range(len(src) - 1, -1, -1)
+              if out in (tuple(src[:k]) + (1,) * (len(src) - k), tuple(src[:k]))), None)
+    cols = numel(src[k:]) if k is not None and src else 0
+    if not cols or cols > ROW_WALK_MAX_COLS:
         return 0.0
-    return src[-1] * spec.reduction_col_ns * 1e-3 * row_walk_share(math.prod(src[:-1]), src[-1])
+    return cols * spec.reduction_col_ns * 1e-3 * row_walk_share(math.prod(src[:k]), cols)
 
 
 #: ATen's reduction block (Reduce.cuh, ``ReduceConfig``): at most 512 threads, one warp wide at first

@@ -89,6 +89,11 @@ OPTIONAL_MODEL += STREAM_FIGURES
 #: validation/sweeps/<gpu>.json): without them the gemm law prices those products by the roofline
 KLOOP_FIGURES = ("gemm_kloop_us", "gemm_kloop_ns")
 OPTIONAL_MODEL += KLOOP_FIGURES
+#: 1x1 convolutions run by cuBLAS over NCHW (validation/fit/fit_conv_gemm.py on the cnn sweeps'
+#: cuBLAS-run 1x1 points): without them the conv law (cuDNN's implicit-GEMM scale and floor)
+CONV_GEMM_FIGURES = ("conv_gemm_us", "conv_gemm_efficiency")
+OPTIONAL_MODEL += CONV_GEMM_FIGURES
+FRACTIONS += ("conv_gemm_efficiency",)
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices every mask at attention_mask_efficiency

@@ -12,9 +12,7 @@ Kernel-class figures are fitted per GPU by calibration, or written into a datash
 by the class's neutral law (:func:`gpusim.cost.kernel.estimate_kernel`), never by a default
 fitted on another GPU.
 What differs by generation rather than by product lives in the architecture table
-(``hwspecs/arch/``, :mod:`gpusim.hw.arch`).
-The host that issues the work is not the GPU's: its figures live in host profiles
-(:mod:`gpusim.hw.host`).
+(``hwspecs/arch/``, :mod:`gpusim.hw.arch`); the host's figures live in host profiles (:mod:`gpusim.hw.host`).
 """
 
 from __future__ import annotations
@@ -206,8 +204,9 @@ class GPUSpec:
     # mid-size 16-bit cuBLAS GEMMs (more rows than a skinny stream, output tiles within one wave,
     # K unsplit): each tile's K loop adds gemm_kloop_us + K x gemm_kloop_ns to the compute time
     # (validation/fit/fit_gemm_kloop.py on the dispatch sweep); None: the plain roofline
-    gemm_kloop_us: float | None = None
-    gemm_kloop_ns: float | None = None
+    gemm_kloop_us: float | None = None; gemm_kloop_ns: float | None = None  # noqa: E702
+    # 1x1 conv run by cuBLAS over NCHW: fixed µs, fraction of bandwidth (fit_conv_gemm); None: conv law
+    conv_gemm_us: float | None = None; conv_gemm_efficiency: float | None = None  # noqa: E702
     # a prefill's ATen classes (prefill_classes sweep: non-vectorised elementwise floor µs, row walk ns a column,
     # strided cat's share of a copy), then a decode step's at few rows (decode_classes, cost.few_rows); None: old laws
     aten_strided_min_us: float | None = None

@@ -191,6 +191,8 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         hw = c["H"] * c["W"]
         if c["N"] == 1 or hw == 1 or hw > 64:
             v = pointwise_gemm_variant(c)
+            if v == "conv" and main.variant == "conv" and not c.get("backward"):
+                v = "conv_gemm"           # cuBLAS's kernels, not cuDNN's (gpusim.cost.laws.conv_gemm)
             return [dataclasses.replace(main, variant=v) if v != "conv" else main]
         return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
                 Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
