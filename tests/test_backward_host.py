@@ -133,3 +133,23 @@ def test_chain_records_and_slopes():
         json.dumps(r)
     s = chain_slopes(recs)
     assert set(s["mul"]) == {"forward_op_us", "backward_node_us"}
+
+
+def test_the_fit_divides_by_what_the_timeline_multiplies():
+    """validation.fit.train_host's tight-loop backward sum, times a factor, is what the timeline then prices the
+    backward's kernels at: the fitted figure reproduces the measured backward wall it was fitted on."""
+    from validation.fit.train_host import phase_host
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+        opt.step()
+    args = (torch.randn(8, 32),)
+    tight = phase_host(predict(step, args, gpu=SPEC, host=HOST))["backward"]["tight_us"]
+    b = predict(step, args, gpu=SPEC, host=HOST.replace(eager_backward_factor=2.5))
+    ph = [b.graph.g.nodes[k.ops[0]].get("phase") for k in b.kernels]
+    priced = sum(e.dur_us for e in b.timeline.events
+                 if e.call == 0 and e.lane == "host" and e.kernel is not None and ph[e.kernel] == "backward")
+    assert tight > 0 and priced == pytest.approx(2.5 * tight)
