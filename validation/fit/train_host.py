@@ -60,7 +60,14 @@ def step_pred(rec: dict, gpu: str, host):
 
 
 def no_figure(host):
-    from gpusim.hw.host import load_host
+    """The host profile without ``eager_backward_factor``; a lease's file written by a newer calibrate may carry
+    figures this gpusim does not know: they are left out (none of them prices an eager backward)."""
+    from gpusim.hw.host import FIELDS, load_host, parse_host
+    from gpusim.hw.schema import read_toml
+    if str(host).endswith(".toml"):
+        data = read_toml(host, ValueError)
+        data["host"] = {k: v for k, v in data.get("host", {}).items() if k in FIELDS}
+        return parse_host(data, str(host)).replace(eager_backward_factor=None)
     return load_host(host).replace(eager_backward_factor=None)
 
 
