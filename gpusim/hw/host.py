@@ -51,7 +51,7 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us",
             "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
             "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
-            "compiled_conv_us", "compiled_forward_factor")
+            "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
@@ -115,6 +115,11 @@ class HostProfile:
     # (gpusim's reference forwards under torch.compile; validation.measure.reference_forwards);
     # None: 1
     compiled_forward_factor: float | None = None
+    # a training step's backward as autograd's engine issues it (from C++, no Python between its nodes), over
+    # what the tight-loop figures price its kernels at (:func:`gpusim.sim.timeline.simulate`'s ``phases``;
+    # validation/fit/train_host.py). None: the backward is priced like the forward (eager_forward_factor, and
+    # the model's Python spread over every kernel)
+    eager_backward_factor: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

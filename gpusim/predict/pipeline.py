@@ -191,11 +191,14 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     if issuers is not None:     # torch.compile(model) in a training step: the step's Python stays
         hb = step_entry_us(issuers, step_region_inputs(low), host)
         py = python_us(graph.meta.get("step_calls") or {}, host)
+    phases = [graph.g.nodes[k.ops[0]].get("phase", "forward")
+              if k.ops and k.ops[0] in graph.g else "forward"
+              for k in low.kernels] if mode == "eager" else None
     tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb,
                   inputs=0 if regions else graph.meta.get("inputs", 0),
                   python_us=py, host=host,
                   call_overhead=not regions, params=len(graph.meta.get("params") or ()),
-                  issuers=issuers)
+                  issuers=issuers, phases=phases)
     return Prediction(spec.name, mode, graph, kernels, tl, spec, low, host)
 
 

@@ -216,6 +216,27 @@ def _eager_issue_us(kernel: KernelEstimate, host) -> float:
     return eager_dispatch_us(kernel, host)
 
 
+def engine_issued(phases: list[str] | None, host, n: int) -> list[bool]:
+    """Which of ``n`` eager kernels autograd's engine issues: those of a training step's backward, where the
+    host measured the engine's own figure (``eager_backward_factor``); else none (the backward priced like the
+    forward, today's law). The engine runs its nodes from C++, so no Python of the model runs between
+    them: the model's Python goes to the other kernels (a step of nothing but backward keeps today's law)."""
+    if phases is None or host.eager_backward_factor is None:
+        return [False] * n
+    bwd = [p == "backward" for p in phases]
+    return bwd if not all(bwd) else [False] * n
+
+
+def backward_issue_us(kernel: KernelEstimate, views: int, host) -> float:
+    """Host time autograd's engine spends issuing one backward kernel and the ``views`` view ops dispatched
+    before it: the tight-loop figures (:func:`_eager_issue_us`, ``eager_view_us``) times the host's
+    ``eager_backward_factor`` (measured on real steps' backward walls, ``validation/fit/train_host.py``);
+    a sync costs ``sync_us`` as anywhere."""
+    if is_sync(kernel) and host.sync_us:
+        return host.sync_us
+    return host.eager_backward_factor * (_eager_issue_us(kernel, host) + views * host.eager_view_us)
+
+
 def compiled_inputs_us(host, inputs: int, params: int = 0) -> float:
     """A compiled call's host cost for its ``inputs`` tensor inputs, ``params`` of them
     ``nn.Parameter``s: Dynamo's guards and the wrapper's handling of each. A parameter
@@ -265,7 +286,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              calls: int = 6, host_before: list[float] | None = None,
              inputs: int = 0, python_us: float = 0.0, host=None,
              call_overhead: bool = True, params: int = 0,
-             issuers: list[str] | None = None) -> Timeline:
+             issuers: list[str] | None = None, phases: list[str] | None = None) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
@@ -282,6 +303,9 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     eager PyTorch (:func:`step_issue_us`); ``python_us`` is then the step's own Python
     outside the model, spread over its eager kernels at the eager factor, and the graphs'
     entries come through ``host_before`` (:func:`step_entry_us`).
+    ``phases`` (eager; a training step): each kernel's phase; on a host with ``eager_backward_factor`` the
+    backward's kernels are priced as autograd's engine issues them (:func:`backward_issue_us`) and the
+    model's Python is spread over the other kernels only (:func:`engine_issued`).
     Returns the first call's events and the steady-state timing.
     """
     check_mode(mode)
@@ -297,9 +321,11 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
         call_us = 0.0
         f = eager_forward_factor(hp, n)
         python = f * python_us
-        spread = python / max(n, 1)
-        per_k = [kernel_overhead_us(k, hp, mode, n) + f * v * hp.eager_view_us + spread
-                 for k, v in zip(kernels, views_before)]
+        bwd = engine_issued(phases, hp, n)
+        spread = python / max(n - sum(bwd), 1)
+        per_k = [backward_issue_us(k, v, hp) if b
+                 else kernel_overhead_us(k, hp, mode, n) + f * v * hp.eager_view_us + spread
+                 for k, v, b in zip(kernels, views_before, bwd)]
         tail = f * trailing_views * hp.eager_view_us
         gpu_gap = 0.0
     elif mode == "compiled" and issuers is not None:
