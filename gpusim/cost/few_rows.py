@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from gpusim.graph.opgraph import numel
+
 #: ATen's legacy elementwise kernel (CUDALoops.cuh ``launch_legacy_kernel<128, 4>`` for 16-bit outputs): 128
 #: threads a block, each thread up to 4 elements, 128 apart
 LEGACY_THREADS, LEGACY_UNROLL = 128, 4
@@ -51,10 +53,8 @@ def layer_norm_wide_floor(a: dict, spec) -> float | None:
     if spec.layer_norm_wide_us is None or spec.layer_norm_wide_ns is None or a.get("dtype") not in ("bfloat16", "float16") \
             or len(shape) < 1 or not LAYER_NORM_COLS[0] < shape[-1] <= LAYER_NORM_COLS[1]:
         return None
-    rows = 1
-    for d in shape[:-1]:
-        rows *= int(d)
-    return spec.layer_norm_wide_us + shape[-1] * spec.layer_norm_wide_ns * 1e-3 if rows <= LAYER_NORM_MAX_ROWS else None
+    fits = numel(shape[:-1]) <= LAYER_NORM_MAX_ROWS
+    return spec.layer_norm_wide_us + shape[-1] * spec.layer_norm_wide_ns * 1e-3 if fits else None
 
 
 def append_cat_us(spec, nbytes: float) -> float:

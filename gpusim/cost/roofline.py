@@ -32,6 +32,7 @@ from gpusim.graph.opgraph import (GEMM_KINDS, HALF_DTYPES, REDUCING_KINDS, OpGra
                                   numel)
 from gpusim.graph.ops import is_eval_batch_norm, packet_name
 from gpusim.cost.few_rows import append_cat_us, cast_floor_us, strided_cat_floor_us, strided_floor_us
+from gpusim.util.ints import last_pow2
 
 
 @dataclass(frozen=True)
@@ -332,10 +333,6 @@ def row_walk_us(graph: OpGraph, n: str, spec) -> float:
 REDUCE_THREADS, REDUCE_WARP, REDUCE_VEC = 512, 32, 4
 
 
-def _last_pow2(n: int) -> int:
-    return 1 << (max(int(n), 1).bit_length() - 1)
-
-
 def row_walk_share(rows: int, cols: int) -> float:
     """The part of a row's columns one thread walks, relative to a warp-wide block (the prefill sweep's
     shapes, where ``reduction_col_ns`` was fitted): ATen's ``setReduceConfig`` for a reduction over the
@@ -344,9 +341,9 @@ def row_walk_share(rows: int, cols: int) -> float:
     from 128 columns), so each thread walks ``cols / block_width`` columns: a decode step's 1-8 rows
     walk 1/16-1/2 of what 16 rows and more do (H200 decode records: a 2048-column mean 2.1 us at 1 row,
     3.6 at 8, 5.6 predicted by the warp-wide walk). 1 from 16 rows up."""
-    height = min(_last_pow2(rows), REDUCE_THREADS // REDUCE_WARP)
+    height = min(last_pow2(rows), REDUCE_THREADS // REDUCE_WARP)
     lanes = cols // REDUCE_VEC if cols >= 128 else cols
-    width = min(_last_pow2(lanes), REDUCE_THREADS // height)
+    width = min(last_pow2(lanes), REDUCE_THREADS // height)
     return min(1.0, REDUCE_WARP / max(width, 1))
 
 

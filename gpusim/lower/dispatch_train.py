@@ -6,6 +6,7 @@ from dataclasses import replace
 from gpusim.graph.opgraph import OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
 from gpusim.lower.conv import conv_info, conv_kernels
+from gpusim.util.ints import last_pow2
 
 
 def training_kernels(graph: OpGraph, n: str, spec, Kernel) -> list | None:
@@ -185,17 +186,13 @@ def batch_norm_nhwc_kernels(graph: OpGraph, n: str, Kernel, backward: bool) -> l
 
 
 
-def _last_pow2(n: int) -> int:
-    return 1 << (max(1, int(n)).bit_length() - 1)
-
-
 def bn_nhwc_grid(reduction: int, channels: int, coop: bool) -> tuple[int, int]:
     """ATen's ``flexible_launch_configs`` for a channels-last batch-norm kernel over
     ``reduction`` = N x H x W rows of ``channels``: (block rows, grid rows). Blocks of 512
     threads, at most 32 channels wide, at least 16 rows a thread, at most 128 grid rows; a
     cooperative (grid) reduction only from 8 grid rows (``coop``: the statistics and the
     backward reduce, which then zero a semaphore array first)."""
-    bx = min(_last_pow2(channels), 32)
-    by = min(_last_pow2(math.ceil(reduction / 16)), 512 // bx)
+    bx = min(last_pow2(channels), 32)
+    by = min(last_pow2(math.ceil(reduction / 16)), 512 // bx)
     gy = min(math.ceil(reduction / (by * 16)), 128)
     return by, (1 if coop and gy < 8 else gy)

@@ -96,7 +96,7 @@ def law_us(p: dict, c0: float, eff: float, spec) -> float:
     return max(spec.kernel_min_us, spec.kernel_fixed_us + max(mem, p["comp_us"]))
 
 
-def _errs(pred, pts) -> str:
+def abs_errs(pred, pts) -> str:
     e = np.abs([(a - p["us"]) / p["us"] * 100 for a, p in zip(pred, pts)])
     return f"{np.median(e):.1f}% / {np.percentile(e, 90):.1f}%"
 
@@ -104,16 +104,16 @@ def _errs(pred, pts) -> str:
 def report(pts: list[dict], spec) -> tuple[tuple[float, float], list[str]]:
     c0, eff = fit(pts, spec)
     lines = [f"{len(pts)} points: conv_gemm_us = {c0:.3f} us, conv_gemm_efficiency = {eff:.4f}",
-             f"conv law (before) median / p90 abs error: {_errs([p['conv_us'] for p in pts], pts)}",
-             f"conv_gemm law (after): {_errs([law_us(p, c0, eff, spec) for p in pts], pts)}"]
+             f"conv law (before) median / p90 abs error: {abs_errs([p['conv_us'] for p in pts], pts)}",
+             f"conv_gemm law (after): {abs_errs([law_us(p, c0, eff, spec) for p in pts], pts)}"]
     for src in sorted({p["src"] for p in pts}):
         rest = [p for p in pts if p["src"] != src]
         own = [p for p in pts if p["src"] == src]
         if len(rest) >= 4:
             c, e = fit(rest, spec)
             lines.append(f"leave {src} out ({len(own)} points): figures {c:.3f} us / {e:.4f}; "
-                         f"its points before {_errs([p['conv_us'] for p in own], own)}, "
-                         f"after {_errs([law_us(p, c, e, spec) for p in own], own)}")
+                         f"its points before {abs_errs([p['conv_us'] for p in own], own)}, "
+                         f"after {abs_errs([law_us(p, c, e, spec) for p in own], own)}")
     return (c0, eff), lines
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from gpusim.cost.kernel import estimate_kernel
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.predict.pipeline import lower
-from validation.fit.fit_conv_gemm import read_points, sources
+from validation.fit.fit_conv_gemm import abs_errs, read_points, sources
 from validation.fit.fit_dispatch import _main_us, conv_point_graph
 from validation.fit.fit_triton import emit_figures
 
@@ -63,22 +63,17 @@ def law_us(p: dict, c0: float, tflops: float, spec) -> float:
     return max(spec.conv_min_us or spec.kernel_min_us, spec.kernel_fixed_us + c0 + p["flops"] / (tflops * 1e12) * 1e6)
 
 
-def _errs(pred, pts) -> str:
-    e = np.abs([(a - p["us"]) / p["us"] * 100 for a, p in zip(pred, pts)])
-    return f"{np.median(e):.1f}% / {np.percentile(e, 90):.1f}%"
-
-
 def report(pts: list[dict], spec) -> tuple[tuple[float, float], list[str]]:
     c0, r = fit(pts, spec)
     lines = [f"{len(pts)} stem points: conv_stem_us = {c0:.3f} us, conv_stem_tflops = {r:.2f}",
-             f"before (the spec's figures) median / p90 abs error: {_errs([p['before'] for p in pts], pts)}",
-             f"after: {_errs([law_us(p, c0, r, spec) for p in pts], pts)}"]
+             f"before (the spec's figures) median / p90 abs error: {abs_errs([p['before'] for p in pts], pts)}",
+             f"after: {abs_errs([law_us(p, c0, r, spec) for p in pts], pts)}"]
     for k in sorted({p["p"]["k"] for p in pts}):
         rest, own = [p for p in pts if p["p"]["k"] != k], [p for p in pts if p["p"]["k"] == k]
         if len(rest) >= 4:
             c, rr = fit(rest, spec)
             lines.append(f"leave {k}x{k} out ({len(own)} points): {c:.3f} us / {rr:.2f} TFLOP/s; its points before "
-                         f"{_errs([p['before'] for p in own], own)}, after {_errs([law_us(p, c, rr, spec) for p in own], own)}")
+                         f"{abs_errs([p['before'] for p in own], own)}, after {abs_errs([law_us(p, c, rr, spec) for p in own], own)}")
     return (c0, r), lines
 
 
