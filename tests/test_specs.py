@@ -5,6 +5,7 @@ capability questions dispatch asks, and `gpusim specs GPU` shows where each figu
 import math
 import tomllib
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,7 +14,7 @@ from gpusim.hw import arch
 from gpusim.capture.tracing import capture
 from gpusim.cli.commands import main
 from gpusim.hw.spec import canonical_names, list_specs, load_spec, parse_spec, transfer_spec
-from gpusim.hw.spec_io import dump_spec, figure_keys
+from gpusim.hw.spec_io import dump_spec, figure_keys, figure_line
 from gpusim.hw.schema import CLASS_FIGURES, SOURCES, SpecError, builtin_dir
 from gpusim.predict.pipeline import lower
 
@@ -161,6 +162,20 @@ def test_dump_spec_round_trips_values_and_provenance(tmp_path, spec):
     for f in ("provenance", "peak_tflops", "bandwidth_gbs", "compute_capability") + CLASS_FIGURES:
         assert getattr(back, f) == getattr(spec, f), f
 
+
+
+@pytest.mark.parametrize("value, fmt, written", [(0.61234, ".4f", "0.6123"), (2.5, ".3f", "2.500"),
+                                                  (np.float64(0.1), None, "0.1"), (np.int64(7), None, "7"),
+                                                  (3, None, "3"), (1e-07, None, "1e-07")])
+def test_figure_line_is_a_toml_figure_with_the_fits_decimals(value, fmt, written):
+    """The one way a fit writes a figure: ``fmt`` keeps a fit's fixed decimals, numpy's scalars
+    are written as Python's numbers, and a ref with quotes stays one TOML string."""
+    ref = 'H200, 2026-11-28, python3 -m x --tag "a\\b"'
+    line = figure_line("conv_gemm_us", value, "measured", ref, fmt)
+    assert line.startswith(f"conv_gemm_us = {{ value = {written}, ")
+    back = tomllib.loads(line)["conv_gemm_us"]
+    assert back == {"value": float(written) if "." in written or "e" in written else int(written),
+                    "source": "measured", "ref": ref}
 
 def test_transfer_spec_takes_the_targets_datasheet_provenance():
     t = transfer_spec(load_spec("h100-sxm-calibrated"), "rtx3090")

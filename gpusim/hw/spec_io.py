@@ -4,6 +4,7 @@ the tables ``gpusim specs`` prints (:func:`figures_table`, :func:`specs_table`).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Mapping
 
 from gpusim.hw.schema import ALIASES, COMPUTE, MEMORY, MODEL, OPTIONAL_MODEL, SECTIONS
@@ -14,17 +15,19 @@ def toml_value(v) -> str:
     """One TOML value as gpusim's data files write it."""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
+    if isinstance(v, numbers.Integral):       # numpy's integers too
+        return str(int(v))
+    if isinstance(v, numbers.Real):           # numpy's floats written as Python's
+        return repr(float(v))
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def figure_line(key: str, value, source: str, ref: str) -> str:
-    """``key = { value = ..., source = ..., ref = ... }``: how every figure is written."""
-    return (f"{key} = {{ value = {toml_value(value)}, source = {toml_value(source)}, "
-            f"ref = {toml_value(ref)} }}")
+def figure_line(key: str, value, source: str, ref: str, fmt: str | None = None) -> str:
+    """``key = { value = ..., source = ..., ref = ... }``: how every figure is written.
+    ``fmt``: the value's format spec where a fit fixes its decimals (``".4f"``); else
+    :func:`toml_value`."""
+    v = toml_value(value) if fmt is None else format(value, fmt)
+    return f"{key} = {{ value = {v}, source = {toml_value(source)}, ref = {toml_value(ref)} }}"
 
 
 def _figure_line(spec: GPUSpec, key: str, pkey: str | None = None) -> str:

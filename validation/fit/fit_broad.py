@@ -45,6 +45,7 @@ from datetime import date
 from gpusim.graph.opgraph import HALF_DTYPES, main_shape, numel
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.schema import BROAD_FIGURES
+from gpusim.hw.spec_io import figure_line
 from gpusim.cost.classes import _filter_taps
 from gpusim.lower.conv import conv_info, conv_layout
 from gpusim.lower.inductor import WINDOW_POOLS
@@ -259,8 +260,7 @@ def figure_lines(figs: dict, gpu: str, display: str, results: str) -> str:
     ref = (f"{display}, {date.today().isoformat()}, python3 -m validation.fit.fit_broad on "
            f"{os.path.relpath(run_set(results, gpu, 'broad'))} (matched profiler kernels, "
            f"time-weighted past {MIN_US:.0f} us)")
-    return "\n".join(f'{k} = {{ value = {v}, source = "measured", ref = "{ref}" }}'
-                     for k, v in figs.items())
+    return "\n".join(figure_line(k, v, "measured", ref) for k, v in figs.items())
 
 
 def main(argv=None) -> int:

@@ -32,6 +32,7 @@ import numpy as np
 
 from gpusim.cost.kernel import estimate_kernel
 from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
 from gpusim.predict.pipeline import lower
 from validation.fit.fit_dispatch import conv_point_graph
 from validation.fit.fit_triton import emit_figures
@@ -101,19 +102,28 @@ def abs_errs(pred, pts) -> str:
     return f"{np.median(e):.1f}% / {np.percentile(e, 90):.1f}%"
 
 
+def leave_out(pts: list[dict], group, refit, law, before: str, spec) -> list[tuple]:
+    """Each group of ``pts`` (by ``group(p)``) left out in turn, where 4 or more points remain:
+    ``(key, its points, refit(rest, spec), "its points before X, after Y")``, the errors of
+    ``p[before]`` (the spec's price) and of ``law(p, *figures, spec)`` (the figures fitted on
+    the rest). The one leave-out loop of this fit and :mod:`validation.fit.fit_conv_stem`."""
+    out = []
+    for key in sorted({group(p) for p in pts}):
+        rest, own = [p for p in pts if group(p) != key], [p for p in pts if group(p) == key]
+        if len(rest) >= 4:
+            figs = refit(rest, spec)
+            out.append((key, own, figs, f"its points before {abs_errs([p[before] for p in own], own)}, "
+                                        f"after {abs_errs([law(p, *figs, spec) for p in own], own)}"))
+    return out
+
+
 def report(pts: list[dict], spec) -> tuple[tuple[float, float], list[str]]:
     c0, eff = fit(pts, spec)
     lines = [f"{len(pts)} points: conv_gemm_us = {c0:.3f} us, conv_gemm_efficiency = {eff:.4f}",
              f"conv law (before) median / p90 abs error: {abs_errs([p['conv_us'] for p in pts], pts)}",
              f"conv_gemm law (after): {abs_errs([law_us(p, c0, eff, spec) for p in pts], pts)}"]
-    for src in sorted({p["src"] for p in pts}):
-        rest = [p for p in pts if p["src"] != src]
-        own = [p for p in pts if p["src"] == src]
-        if len(rest) >= 4:
-            c, e = fit(rest, spec)
-            lines.append(f"leave {src} out ({len(own)} points): figures {c:.3f} us / {e:.4f}; "
-                         f"its points before {abs_errs([p['conv_us'] for p in own], own)}, "
-                         f"after {abs_errs([law_us(p, c, e, spec) for p in own], own)}")
+    for src, own, (c, e), errs in leave_out(pts, lambda p: p["src"], fit, law_us, "conv_us", spec):
+        lines.append(f"leave {src} out ({len(own)} points): figures {c:.3f} us / {e:.4f}; {errs}")
     return (c0, eff), lines
 
 
@@ -133,8 +143,8 @@ def main(argv=None) -> int:
     files = " + ".join(sorted({p["src"] for p in pts}))
     ref = (f"{spec.measured_on or a.gpu}, {files}; fitted by python3 -m validation.fit.fit_conv_gemm --gpu {a.gpu} "
            f"({len(pts)} cuBLAS-run 1x1 NCHW convolutions, batch 1-32, fp32/fp16/bf16; {lines[1]}; {lines[2]})")
-    figs = [f'conv_gemm_us = {{ value = {c0:.3f}, source = "measured", ref = "{ref}" }}',
-            f'conv_gemm_efficiency = {{ value = {eff:.4f}, source = "measured", ref = "{ref}" }}']
+    figs = [figure_line("conv_gemm_us", c0, "measured", ref, ".3f"),
+            figure_line("conv_gemm_efficiency", eff, "measured", ref, ".4f")]
     emit_figures(spec.path, figs, FIGURES, a.write)
     return 0
 

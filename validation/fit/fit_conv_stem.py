@@ -24,8 +24,9 @@ import numpy as np
 
 from gpusim.cost.kernel import estimate_kernel
 from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
 from gpusim.predict.pipeline import lower
-from validation.fit.fit_conv_gemm import abs_errs, read_points, sources
+from validation.fit.fit_conv_gemm import abs_errs, leave_out, read_points, sources
 from validation.fit.fit_dispatch import _main_us, conv_point_graph
 from validation.fit.fit_triton import emit_figures
 
@@ -68,12 +69,8 @@ def report(pts: list[dict], spec) -> tuple[tuple[float, float], list[str]]:
     lines = [f"{len(pts)} stem points: conv_stem_us = {c0:.3f} us, conv_stem_tflops = {r:.2f}",
              f"before (the spec's figures) median / p90 abs error: {abs_errs([p['before'] for p in pts], pts)}",
              f"after: {abs_errs([law_us(p, c0, r, spec) for p in pts], pts)}"]
-    for k in sorted({p["p"]["k"] for p in pts}):
-        rest, own = [p for p in pts if p["p"]["k"] != k], [p for p in pts if p["p"]["k"] == k]
-        if len(rest) >= 4:
-            c, rr = fit(rest, spec)
-            lines.append(f"leave {k}x{k} out ({len(own)} points): {c:.3f} us / {rr:.2f} TFLOP/s; its points before "
-                         f"{abs_errs([p['before'] for p in own], own)}, after {abs_errs([law_us(p, c, rr, spec) for p in own], own)}")
+    for k, own, (c, rr), errs in leave_out(pts, lambda p: p["p"]["k"], fit, law_us, "before", spec):
+        lines.append(f"leave {k}x{k} out ({len(own)} points): {c:.3f} us / {rr:.2f} TFLOP/s; {errs}")
     return (c0, r), lines
 
 
@@ -92,8 +89,8 @@ def main(argv=None) -> int:
     files = " + ".join(sorted({p["src"] for p in pts}))
     ref = (f"{spec.measured_on or a.gpu}, {files}; fitted by python3 -m validation.fit.fit_conv_stem --gpu {a.gpu} "
            f"(relative least squares on the main kernel; {lines[0]}; {lines[1]}; {lines[2]})")
-    emit_figures(spec.path, [f'conv_stem_us = {{ value = {c0:.3f}, source = "measured", ref = "{ref}" }}',
-                             f'conv_stem_tflops = {{ value = {r:.3f}, source = "measured", ref = "{ref}" }}'],
+    emit_figures(spec.path, [figure_line("conv_stem_us", c0, "measured", ref, ".3f"),
+                             figure_line("conv_stem_tflops", r, "measured", ref, ".3f")],
                  FIGURES, a.write)
     return 0
 

@@ -28,6 +28,7 @@ import sys
 import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
 from validation.fit.fit_triton import emit_figures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -150,8 +151,8 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu_name', a.gpu)}, {' + '.join(files)} (python3 -m validation.measure.microbench); "
            f"fitted by python3 -m validation.fit.fit_gemm_kloop --gpu {a.gpu} ({int(t['on'].sum())} aligned "
            f"16-bit products whose tiles fit one wave, 128-2048 rows)")
-    figs = [f'gemm_kloop_us = {{ value = {t0:.2f}, source = "measured", ref = "{ref}" }}',
-            f'gemm_kloop_ns = {{ value = {c0:.2f}, source = "measured", ref = "{ref}" }}']
+    figs = [figure_line("gemm_kloop_us", t0, "measured", ref, ".2f"),
+            figure_line("gemm_kloop_ns", c0, "measured", ref, ".2f")]
     emit_figures(spec.path, figs, FIGURES, a.write)
     return 0
 

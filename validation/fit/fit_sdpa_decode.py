@@ -30,6 +30,7 @@ from gpusim.capture.tracing import capture
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.hw.schema import DECODE_ATTENTION_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
 from gpusim.lower.dispatch import decode_ctas
 from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
 from validation.measure.sdpa_decode import make
@@ -141,8 +142,7 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.sdpa_decode "
            f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_sdpa_decode --gpu {a.gpu} "
            f"({len(pts)} points, law gpusim.cost.decode_attention)")
-    figs = [f'{f} = {{ value = {getattr(spec, f):.4f}, source = "measured", ref = "{ref}" }}'
-            for f in DECODE_ATTENTION_FIGURES]
+    figs = [figure_line(f, getattr(spec, f), "measured", ref, ".4f") for f in DECODE_ATTENTION_FIGURES]
     emit_figures(spec.path, figs, DECODE_ATTENTION_FIGURES, a.write)
     return 0
 

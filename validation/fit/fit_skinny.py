@@ -25,6 +25,7 @@ import numpy as np
 
 from gpusim.cost.laws import STREAM_ROWS
 from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
 from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
 
 FIGURES = ("gemm_stream_us", "gemm_stream_efficiency", "gemm_stream_k_us", "gemm_stream_k_ns")
@@ -141,10 +142,10 @@ def main(argv=None) -> int:
            f"({sum(fitted(p) for p in points)} products, <= {MAX_ROWS} rows, weights >= 8 MB; "
            f"intercept {intercept:.2f} us less kernel_fixed_us)")
     ref_k = ref.split("(")[0] + f"(the K-loop floor: {len(k_points(points))} unsplit products, <= {MAX_ROWS} rows, weights under 8 MB)"
-    figs = [f'gemm_stream_us = {{ value = {stream_us:.3f}, source = "measured", ref = "{ref}" }}',
-            f'gemm_stream_efficiency = {{ value = {eff:.4f}, source = "measured", ref = "{ref}" }}',
-            f'gemm_stream_k_us = {{ value = {kf[0]:.3f}, source = "measured", ref = "{ref_k}" }}',
-            f'gemm_stream_k_ns = {{ value = {kf[1]:.4f}, source = "measured", ref = "{ref_k}" }}']
+    figs = [figure_line("gemm_stream_us", stream_us, "measured", ref, ".3f"),
+            figure_line("gemm_stream_efficiency", eff, "measured", ref, ".4f"),
+            figure_line("gemm_stream_k_us", kf[0], "measured", ref_k, ".3f"),
+            figure_line("gemm_stream_k_ns", kf[1], "measured", ref_k, ".4f")]
     emit_figures(spec.path, figs, FIGURES, a.write)
     return 0
 
