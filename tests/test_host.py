@@ -3,6 +3,8 @@ kernels cost a launch, `predict` names the fastest of eager / torch.compile / CU
 graphs, and the model's own Python is priced from capture's counts by the host profile
 (gpusim.hw.host.python_us), in eager only."""
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -13,7 +15,7 @@ from gpusim.cli.commands import main
 from gpusim.hw.spec import load_spec
 from gpusim.hw.host import load_host
 from gpusim.predict.pipeline import MODE_LABELS, modes_by_speed
-from gpusim.sim.timeline import (FORWARD_KERNELS, LOOP_KERNELS, eager_forward_factor, is_sync,
+from gpusim.sim.timeline import (COMPILED_FORWARD_KERNELS, FORWARD_KERNELS, LOOP_KERNELS, eager_forward_factor, is_sync,
                              kernel_overhead_us, simulate)
 
 SPEC = load_spec("h100-sxm-calibrated")
@@ -75,6 +77,17 @@ def test_helper_kernels_cost_a_launch_not_a_dispatch():
     main_k = [k for k in p.kernels if k.role == "main"][0]
     assert kernel_overhead_us(main_k, HOST, "eager") > kernel_overhead_us(aux[0], HOST, "eager")
 
+
+
+@pytest.mark.parametrize("mode, n", [("eager", FORWARD_KERNELS), ("compiled", COMPILED_FORWARD_KERNELS),
+                                     ("cudagraph", 1)])
+def test_a_kernel_of_unnamed_program_is_priced_in_its_modes_reference_forward(mode, n):
+    k = predict(_graph(_unchecked, 256), gpu=SPEC, mode="eager").kernels[0]
+    # both forward factors set, so the program size matters
+    host = dataclasses.replace(HOST, eager_forward_factor=1.5, compiled_forward_factor=1.5)
+    assert kernel_overhead_us(k, host, mode) == kernel_overhead_us(k, host, mode, n)
+    if mode != "cudagraph":
+        assert kernel_overhead_us(k, host, mode) != kernel_overhead_us(k, host, mode, LOOP_KERNELS)
 
 def test_modes_ranked_fastest_first():
     g = _graph(_unchecked, 256)

@@ -116,9 +116,10 @@ FORWARD_KERNELS = 66
 LOOP_KERNELS = 13
 
 
-def eager_forward_factor(host, kernels: int = FORWARD_KERNELS) -> float:
+def eager_forward_factor(host, kernels: int | None = None) -> float:
     """How much slower the host issues eager work inside a forward of ``kernels``
-    kernels than the tight-loop figures say. ``eager_forward_factor`` (measured by
+    kernels (None: :data:`FORWARD_KERNELS`, the reference forward's; eager's one default
+    program size) than the tight-loop figures say. ``eager_forward_factor`` (measured by
     ``gpusim calibrate`` on gpusim's reference forwards; 1 when the host has none)
     applies in full from :data:`FORWARD_KERNELS` kernels up, not at all up to
     :data:`LOOP_KERNELS`, linearly between: the slowdown comes from a forward's code
@@ -136,9 +137,10 @@ def eager_forward_factor(host, kernels: int = FORWARD_KERNELS) -> float:
 COMPILED_FORWARD_KERNELS = 50
 
 
-def compiled_forward_factor(host, kernels: int = COMPILED_FORWARD_KERNELS) -> float:
+def compiled_forward_factor(host, kernels: int | None = None) -> float:
     """How much slower Inductor's wrapper issues a compiled forward of ``kernels`` kernels
-    than calibrate's chains price it (``compiled_call_us``, the inputs' and each launch's
+    (None: :data:`COMPILED_FORWARD_KERNELS`, the reference forward's; compiled's one default
+    program size) than calibrate's chains price it (``compiled_call_us``, the inputs' and each launch's
     figure). ``compiled_forward_factor`` is measured as eager's is, on gpusim's reference
     forwards under ``torch.compile`` (1 when the host has none), and ramps the same way: in
     full from :data:`COMPILED_FORWARD_KERNELS` kernels, none up to :data:`LOOP_KERNELS`
@@ -147,10 +149,11 @@ def compiled_forward_factor(host, kernels: int = COMPILED_FORWARD_KERNELS) -> fl
     return _ramp(host.compiled_forward_factor, kernels, COMPILED_FORWARD_KERNELS)
 
 
-def _ramp(factor: float | None, kernels: int, full: int) -> float:
+def _ramp(factor: float | None, kernels: int | None, full: int) -> float:
     """``factor`` (None: 1) in full from ``full`` kernels up, 1 up to :data:`LOOP_KERNELS`,
-    linear between."""
+    linear between; a program of unnamed size (``kernels`` None) is the reference forward, ``full``."""
     f = factor or 1.0
+    kernels = full if kernels is None else kernels
     ramp = (kernels - LOOP_KERNELS) / (full - LOOP_KERNELS)
     return 1.0 + (f - 1.0) * min(1.0, max(0.0, ramp))
 
@@ -160,12 +163,10 @@ def kernel_overhead_us(kernel: KernelEstimate, host, mode: str,
     """The one per-kernel overhead table: host time to issue a kernel (eager, compiled)
     or, inside a CUDA graph, the GPU's gap between consecutive kernels, in a program of
     ``program_kernels`` kernels (eager: :func:`eager_forward_factor`; compiled:
-    :func:`compiled_forward_factor`). The simulation and the partition scorer both read it."""
+    :func:`compiled_forward_factor`; None: each mode's reference forward, defined there).
+    The simulation and the partition scorer both read it."""
     if mode == "eager":
-        n = FORWARD_KERNELS if program_kernels is None else program_kernels
-        return eager_forward_factor(host, n) * _eager_issue_us(kernel, host)
-    if program_kernels is None:
-        program_kernels = COMPILED_FORWARD_KERNELS
+        return eager_forward_factor(host, program_kernels) * _eager_issue_us(kernel, host)
     if mode == "cudagraph":
         return host.cudagraph_kernel_us
     f = compiled_forward_factor(host, program_kernels)
