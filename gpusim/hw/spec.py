@@ -27,10 +27,11 @@ from typing import Mapping
 
 from gpusim.hw.schema import (ALIASES, FRACTIONS, INTS, OPTIONAL_MODEL, OVER_PEAK, REQUIRED_UNITS, SECTIONS,
                               SOURCES, UNITS, USER_SOURCE, SpecError, builtin_dir, read_toml)
+from gpusim.hw.spec_transformer import TransformerFigures
 
 
 @dataclass(frozen=True)
-class GPUSpec:
+class GPUSpec(TransformerFigures):
     name: str
     display_name: str
     source: str
@@ -204,58 +205,11 @@ class GPUSpec:
     # mid-size 16-bit cuBLAS GEMMs (more rows than a skinny stream, output tiles within one wave,
     # K unsplit): each tile's K loop adds gemm_kloop_us + K x gemm_kloop_ns to the compute time
     # (validation/fit/fit_gemm_kloop.py on the dispatch sweep); None: the plain roofline
-    gemm_kloop_us: float | None = None; gemm_kloop_ns: float | None = None  # noqa: E702
+    gemm_kloop_us: float | None = None
+    gemm_kloop_ns: float | None = None
     # 1x1 conv run by cuBLAS over NCHW: fixed µs, fraction of bandwidth (fit_conv_gemm); None: conv law
-    conv_gemm_us: float | None = None; conv_gemm_efficiency: float | None = None  # noqa: E702
-    # a prefill's ATen classes (prefill_classes sweep: non-vectorised elementwise floor µs, row walk ns a column,
-    # strided cat's share of a copy), then a decode step's at few rows (decode_classes, cost.few_rows); None: old laws
-    aten_strided_min_us: float | None = None
-    reduction_col_ns: float | None = None
-    aten_cat_strided_efficiency: float | None = None
-    aten_cat_append_us: float | None = None
-    aten_cat_append_efficiency: float | None = None
-    aten_strided_lane_us: float | None = None
-    aten_strided_elem_us: float | None = None
-    aten_strided_grid_us: float | None = None
-    aten_cast_min_us: float | None = None
-    aten_cat_strided_min_us: float | None = None
-    layer_norm_wide_us: float | None = None
-    layer_norm_wide_ns: float | None = None
-    # 16-bit causal attention computes (n + 1) / 2n of its n key tiles of this many keys (laws.causal_share); None: all
-    attention_causal_tile: float | None = None
-    gemv_fp32_efficiency: float | None = None   # fp32 one-row products (cuBLAS gemv), of bandwidth
-    # 16-bit attention (cuDNN), of the 16-bit tensor-core peak; None: the plain roofline
-    attention_efficiency: float | None = None
-    attention_mask_efficiency: float | None = None
-    attention_min_us: float | None = None
-    # masked 16-bit attention (validation/fit/fit_sdpa_mask.py on the sdpa_mask sweep): the
-    # unmasked law plus the mask's bytes, read once per head, at this rate (TB/s) for a mask
-    # dense per batch, broadcast over queries, dense per head; None: attention_mask_efficiency
-    attention_mask_dense_tbps: float | None = None
-    attention_mask_bcast_tbps: float | None = None
-    attention_mask_heads_tbps: float | None = None
-    # 16-bit single-query (decode) fused attention (validation/fit/fit_sdpa_decode.py on the
-    # sdpa_decode sweep; gpusim.cost.decode_attention): fixed time (µs + ns per head-dim element),
-    # K/V stream rate (TB/s), SM time
-    # per key per CTA by head-dim tile (ns), their p-norm, the mask factor; cuDNN's split-KV
-    # reduction kernel up to this many CTAs (batch x key heads), its time; None: the FLOP law
-    attention_decode_us: float | None = None
-    attention_decode_dim_ns: float | None = None
-    attention_decode_tbps: float | None = None
-    attention_decode_key_ns_d64: float | None = None
-    attention_decode_key_ns_d128: float | None = None
-    attention_decode_key_ns_d256: float | None = None
-    attention_decode_norm: float | None = None
-    attention_decode_mask_factor: float | None = None
-    attention_decode_split_ctas: float | None = None
-    attention_decode_reduce_us: float | None = None
-    attention_decode_reduce_ns: float | None = None
-    # a mask whose key count is not a multiple of 16 bytes (ViT's 197 tokens): each CTA of this
-    # many query rows reads its rows x Skv mask tile at this rate (GB/s), a wave of CTAs at a time
-    attention_mask_unaligned_tile: float | None = None
-    attention_mask_unaligned_cta_gbps: float | None = None
-    attention_tile_q: int | None = None
-    attention_tile_kv: int | None = None
+    conv_gemm_us: float | None = None
+    conv_gemm_efficiency: float | None = None
     # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)
     triton_mem_efficiency: float | None = None   # pointwise / persistent streams, of DRAM bandwidth
     triton_red_efficiency: float | None = None   # looped reductions (triton_red_), of DRAM bandwidth
