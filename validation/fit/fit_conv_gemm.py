@@ -22,7 +22,6 @@ No held-out or published row is read.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -35,7 +34,7 @@ from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.spec_io import figure_line
 from gpusim.predict.pipeline import lower
 from validation.fit.fit_dispatch import conv_point_graph
-from validation.fit.fit_triton import emit_figures
+from validation.fit.fit_triton import emit_figures, spec_fit_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("conv_gemm_us", "conv_gemm_efficiency")
@@ -128,10 +127,7 @@ def report(pts: list[dict], spec) -> tuple[tuple[float, float], list[str]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_conv_gemm")
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
-    a = ap.parse_args(argv)
+    a = spec_fit_parser("fit_conv_gemm").parse_args(argv)
     spec = load_spec(calibrated_name(a.gpu))
     pts = points(a.gpu, spec)
     if len(pts) < 4:

@@ -17,7 +17,6 @@ No held-out or published row is read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
@@ -28,7 +27,7 @@ from gpusim.hw.spec_io import figure_line
 from gpusim.predict.pipeline import lower
 from validation.fit.fit_conv_gemm import abs_errs, leave_out, read_points, sources
 from validation.fit.fit_dispatch import _main_us, conv_point_graph
-from validation.fit.fit_triton import emit_figures
+from validation.fit.fit_triton import emit_figures, spec_fit_parser
 
 FIGURES = ("conv_stem_us", "conv_stem_tflops")
 
@@ -75,10 +74,7 @@ def report(pts: list[dict], spec) -> tuple[tuple[float, float], list[str]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_conv_stem")
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
-    a = ap.parse_args(argv)
+    a = spec_fit_parser("fit_conv_stem").parse_args(argv)
     spec = load_spec(calibrated_name(a.gpu))
     pts = points(a.gpu, spec)
     if len(pts) < 4:

@@ -33,8 +33,7 @@ import sys
 
 from gpusim.hw.schema import DECODE_CLASS_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
+from validation.fit.fit_triton import emit_measured, read_sweep, spec_fit_args
 
 ONE_BLOCK = 512
 SMALL_CAT = 4096
@@ -172,8 +171,7 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu') or env.get('gpu_name') or a.gpu}, {(env.get('utc') or env.get('date') or '')[:10]}, python3 -m "
            f"validation.measure.decode_classes -> {os.path.relpath(path)}; fitted by python3 -m "
            f"validation.fit.fit_decode_classes --gpu {a.gpu}")
-    out = [figure_line(k, figs[k], "measured", ref, ".4f") for k in DECODE_CLASS_FIGURES if k in figs]
-    emit_figures(spec.path, out, DECODE_CLASS_FIGURES, a.write)
+    emit_measured(spec.path, DECODE_CLASS_FIGURES, figs, ref, ".4f", a.write)
     return 0
 
 

@@ -20,7 +20,6 @@ error before and after on the products in its domain and on all the products, le
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -28,8 +27,7 @@ import sys
 import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import emit_figures
+from validation.fit.fit_triton import emit_measured, spec_fit_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SWEEPS = os.path.join(ROOT, "validation", "sweeps")
@@ -133,10 +131,7 @@ def report(points: list[dict], t: dict, spec) -> tuple[tuple[float, float], list
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_gemm_kloop")
-    ap.add_argument("--gpu", default="h100")
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
-    a = ap.parse_args(argv)
+    a = spec_fit_parser("fit_gemm_kloop", gpu="h100").parse_args(argv)
     points, files = sweep_points(a.gpu)
     if not points:
         print(f"fit_gemm_kloop: no 16-bit GEMM points in validation/sweeps/{a.gpu}.json: run "
@@ -151,9 +146,7 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu_name', a.gpu)}, {' + '.join(files)} (python3 -m validation.measure.microbench); "
            f"fitted by python3 -m validation.fit.fit_gemm_kloop --gpu {a.gpu} ({int(t['on'].sum())} aligned "
            f"16-bit products whose tiles fit one wave, 128-2048 rows)")
-    figs = [figure_line("gemm_kloop_us", t0, "measured", ref, ".2f"),
-            figure_line("gemm_kloop_ns", c0, "measured", ref, ".2f")]
-    emit_figures(spec.path, figs, FIGURES, a.write)
+    emit_measured(spec.path, FIGURES, {"gemm_kloop_us": t0, "gemm_kloop_ns": c0}, ref, ".2f", a.write)
     return 0
 
 

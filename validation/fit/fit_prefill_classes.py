@@ -26,8 +26,7 @@ import sys
 
 from gpusim.hw.schema import PREFILL_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
+from validation.fit.fit_triton import emit_measured, read_sweep, spec_fit_args
 
 MIN_CAT_BYTES = 4e6
 MAX_WALK_ROWS = 1024
@@ -137,8 +136,7 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     ref = (f"{env.get('gpu', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.prefill_classes "
            f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_prefill_classes --gpu {a.gpu}")
-    out = [figure_line(k, figs[k], "measured", ref, ".4f") for k in PREFILL_FIGURES if k in figs]
-    emit_figures(spec.path, out, PREFILL_FIGURES, a.write)
+    emit_measured(spec.path, PREFILL_FIGURES, figs, ref, ".4f", a.write)
     return 0
 
 

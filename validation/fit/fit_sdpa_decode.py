@@ -30,9 +30,8 @@ from gpusim.capture.tracing import capture
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.hw.schema import DECODE_ATTENTION_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
 from gpusim.lower.dispatch import decode_ctas
-from validation.fit.fit_triton import emit_figures, read_sweep, spec_fit_args
+from validation.fit.fit_triton import emit_measured, read_sweep, spec_fit_args
 from validation.measure.sdpa_decode import make
 
 LEAN = "lean_reduction"
@@ -142,8 +141,8 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.sdpa_decode "
            f"-> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_sdpa_decode --gpu {a.gpu} "
            f"({len(pts)} points, law gpusim.cost.decode_attention)")
-    figs = [figure_line(f, getattr(spec, f), "measured", ref, ".4f") for f in DECODE_ATTENTION_FIGURES]
-    emit_figures(spec.path, figs, DECODE_ATTENTION_FIGURES, a.write)
+    figs = {f: getattr(spec, f) for f in DECODE_ATTENTION_FIGURES}
+    emit_measured(spec.path, DECODE_ATTENTION_FIGURES, figs, ref, ".4f", a.write)
     return 0
 
 

@@ -33,8 +33,7 @@ import statistics
 import sys
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import emit_figures, spec_fit_args
+from validation.fit.fit_triton import emit_measured, spec_fit_args
 
 #: sweep layout -> spec figure
 LAYOUTS = {"dense": "attention_mask_dense_tbps", "bcast_q": "attention_mask_bcast_tbps",
@@ -154,8 +153,7 @@ def main(argv=None) -> int:
            f"(mask bytes B x H x S x S x 2 over the attention kernel's time beyond the unmasked call, "
            f"{len(shapes(points))} aligned shapes; unaligned: waves of CTAs x tile x Skv x 2 bytes over the "
            f"extra time, {len(shapes(points, aligned=False))} shapes)")
-    figs = [figure_line(f, rates[f], "measured", ref, ".3f") for f in FIGURES if f in rates]
-    emit_figures(spec.path, figs, FIGURES, a.write)
+    emit_measured(spec.path, FIGURES, rates, ref, ".3f", a.write)
     return 0
 
 

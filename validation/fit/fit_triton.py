@@ -191,14 +191,23 @@ def write_figures(path: str, lines: list[str], prefixes: tuple[str, ...] = ("tri
         f.write("\n".join(keep + lines) + "\n")
 
 
-def spec_fit_parser(prog: str, sweep: str) -> argparse.ArgumentParser:
-    """The arguments of a fit that writes figures into a GPU's calibrated spec from one sweep file
-    (``validation/results/<gpu>/<sweep>``): ``--gpu``, ``--sweep``, ``--write``."""
+def spec_fit_parser(prog: str, sweep: str | None = None, gpu: str = "h200") -> argparse.ArgumentParser:
+    """The arguments of a fit that writes figures into a GPU's calibrated spec: ``--gpu``
+    (default ``gpu``), ``--sweep`` where it reads one sweep file (``validation/results/<gpu>/<sweep>``;
+    None: a fit that finds its own files), ``--write``."""
     ap = argparse.ArgumentParser(prog=f"python3 -m validation.fit.{prog}")
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--sweep", default=None, help=f"default validation/results/<gpu>/{sweep}")
+    ap.add_argument("--gpu", default=gpu)
+    if sweep is not None:
+        ap.add_argument("--sweep", default=None, help=f"default validation/results/<gpu>/{sweep}")
     ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
     return ap
+
+
+def emit_measured(spec_path: str, names: tuple[str, ...], figs: dict, ref: str, fmt: str, write: bool) -> None:
+    """A fit's measured figures ``figs`` (those of ``names`` it has), each with ``ref`` and its value
+    in ``fmt`` (:func:`gpusim.hw.spec_io.figure_line`), through :func:`emit_figures`."""
+    lines = [figure_line(k, figs[k], "measured", ref, fmt) for k in names if k in figs]
+    emit_figures(spec_path, lines, names, write)
 
 
 def spec_fit_args(prog: str, measure: str, argv=None) -> tuple[argparse.Namespace, str | None]:

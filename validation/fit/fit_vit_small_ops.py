@@ -28,8 +28,7 @@ import os
 import sys
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import emit_figures, spec_fit_args
+from validation.fit.fit_triton import emit_measured, spec_fit_args
 
 GATHER = ("gather_vec_us", "gather_vec_index_ns", "gather_elem_us", "gather_elem_ps")
 BCAST = ("bcast_mul_us", "bcast_mul_ps", "bcast_mul_us_16bit", "bcast_mul_ps_16bit")
@@ -116,8 +115,7 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu_name', a.gpu)}, {env.get('utc') or 'dated in validation/results/README.md'}, python3 -m validation.measure.vit_small_ops --out F "
            f"--budget-s 110 -> {os.path.relpath(path)}; fitted by python3 -m validation.fit.fit_vit_small_ops "
            f"--gpu {a.gpu} ({len(rows)} points)")
-    out = [figure_line(f, figs[f], "measured", ref, ".4f") for f in FIGURES]
-    emit_figures(spec.path, out, FIGURES, a.write)
+    emit_measured(spec.path, FIGURES, figs, ref, ".4f", a.write)
     return 0
 
 
