@@ -19,9 +19,14 @@ by the host's fitted FSDP2 law (:func:`fsdp_host_law`, fitted on a per-unit micr
 ``validation/fit/fsdp_law.py``); a host without it: ``python_torch_call_us`` plus ``eager_view_us`` per call, a
 lower bound.
 
-NCCL's kernels hold SMs while they run: a compute kernel overlapping a collective runs slower by the
-link's measured factor over the overlapped part (``[measured."<gpu>".overlap]`` in
-``hwspecs/links/``, :func:`gpusim.cost.collectives.concurrent_compute_slowdown`; 1.0 where unmeasured).
+NCCL's kernels hold SMs while they run, one CTA a channel: a kernel overlapping a collective runs its waves on the SMs
+the call's channels leave, over the overlapped part (:func:`gpusim.cost.collectives.sm_share_factor` of
+:func:`~gpusim.cost.collectives.kernel_channels`: 132 / 108 = 1.22x on an H200 beside a 24-channel all-reduce); a
+memory-bound kernel or added copy also shares memory bandwidth with NCCL's transfer, by the link's measured copy
+factor (``[measured."<gpu>".overlap].copy_slowdown`` in ``hwspecs/links/``,
+:func:`gpusim.cost.collectives.concurrent_compute_slowdown`; 1.0 where unmeasured), and pays the larger of the two.
+The records' profiled steps (``validation/score/dist_scaling.py``): compute under a resident NCCL kernel 1.19x in all,
+tensor-core kernels 1.49x (waves: a grid of about one wave on 132 SMs needs two on 108), the rest 1.12x.
 
 :func:`simulate_rank` returns a :class:`RankTimeline`: per-operation events on both streams, the step
 time (the single-GPU step's steady-state time plus how much later this rank's first step ends than the
@@ -118,7 +123,6 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
         enq[i] += hook
     lat = host.launch_latency_us
     gpu = spec.name
-    slow_c = coll.concurrent_compute_slowdown(link, gpu, "compute")[0]
     slow_m = coll.concurrent_compute_slowdown(link, gpu, "memory")[0]
     busy = spec.stream_busy_factor or 1.0
     # the compute stream's queue: step kernels with the added compute ops after their anchor
@@ -134,6 +138,7 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
     done: dict[str, float] = {}
     events, colls = [], []
     comm_iv: list = []
+    comm_sm: list = []       # per comm interval: the SM-share factor of its NCCL kernel (1.0: a copy)
     comp_iv: list = []
     shift = 0.0              # host delay carried to later issues
     host_extra = 0.0         # host time of added compute kernels so far
@@ -180,17 +185,19 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
                 dur = k.us * busy * dplan.scale.get(x, 1.0)
                 if x in dplan.scale:
                     dur = max(dur, spec.kernel_min_us)
-                f = slow_c if k.bound == "compute" else slow_m
+                compute_bound = k.bound == "compute"
                 name = k.name
                 issued_k = max(issued_k, x)
             else:
                 dur = coll.copy_us(x.bytes, spec)
-                f = slow_m
+                compute_bound = False
                 name = x.name
                 host_extra += op_host
                 extra_at[x.after] = host_extra
-            ov = _overlap(comm_iv, start, start + dur)
-            add = (f - 1.0) * ov
+            # the tighter of the two shares over each overlapped interval: SMs (NCCL's CTAs), and for a memory-bound
+            # kernel memory bandwidth (NCCL's transfer)
+            add = sum((max(f, 1.0 if compute_bound else slow_m) - 1.0) * _overlap([iv], start, start + dur)
+                      for iv, f in zip(comm_iv, comm_sm))
             slowed += add
             dur += add
             events.append(RankEvent(name, "compute", start, dur, "kernel" if kind == "k" else x.kind,
@@ -209,6 +216,7 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
             ci += 1
         else:
             op = comm[mi]
+            sm = 1.0
             if op.kind == "copy":
                 dur = coll.copy_us(op.bytes, spec)
             else:
@@ -217,9 +225,11 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
                     coll.ring(op.kind, op.bytes, dplan.world, link, gpu)
                 colls.append(ct)
                 dur = ct.us
+                sm = coll.sm_share_factor(ct.channels, spec.sm_count)
             events.append(RankEvent(op.name, "comm", start, dur, op.kind))
             host_extra += op_host          # the host launched it too (ProcessGroupNCCL, a side-stream copy)
             comm_iv.append((start, start + dur))
+            comm_sm.append(sm)
             mf = start + dur
             done[op.name] = mf
             mi += 1

@@ -53,7 +53,7 @@ def measured_collectives(rec: dict) -> dict:
     return dict(c)
 
 
-LAW = ("fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us")
+LAW = ("fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us", "ranks_host_factor")
 
 
 def scoring_host(gpu: str, host: str | None = "lease-law"):
@@ -71,15 +71,18 @@ def scoring_host(gpu: str, host: str | None = "lease-law"):
     return ref.replace(provenance=MappingProxyType(prov), **{k: getattr(lease, k) for k in LAW})
 
 
-def predict_case(case: str, world: int, gpu: str, host: str | None = None):
+def predict_case(case: str, world: int, gpu: str, host: str | None = None, ranks_factor: float | None = None):
+    """``ranks_factor``: a what-if host time factor at 2+ ranks (``ranks_host_factor``) in place of the host's own."""
     from gpusim.hw.spec import spec_for
     from gpusim.predict.distributed import predict_distributed
     from validation.measure import dist_steps
-    return predict_distributed(dist_steps.BUILDERS[case], spec_for(gpu), world, 1, world1=False,
-                               host=scoring_host(gpu, host))
+    h = scoring_host(gpu, host)
+    if ranks_factor is not None:
+        h = h.replace(ranks_host_factor=ranks_factor)
+    return predict_distributed(dist_steps.BUILDERS[case], spec_for(gpu), world, 1, world1=False, host=h)
 
 
-def rows(progress: bool = False, host: str = "lease-law") -> list[dict]:
+def rows(progress: bool = False, host: str = "lease-law", ranks_factor: float | None = None) -> list[dict]:
     recs = records()
     preds = {}
     out = []
@@ -89,7 +92,7 @@ def rows(progress: bool = False, host: str = "lease-law") -> list[dict]:
         if key not in preds:
             if progress:
                 print(f"predicting {key}", file=sys.stderr, flush=True)
-            preds[key] = predict_case(r["case"], r["world"], gpu, host)
+            preds[key] = predict_case(r["case"], r["world"], gpu, host, ranks_factor)
         p = preds[key]
         plan = collections.Counter(op.kind for op in p.plan.ops if op.kind != "copy")
         out.append({"gpu": gpu, "case": r["case"], "world": r["world"], "record": path,
@@ -220,12 +223,16 @@ def main(argv=None) -> int:
     ap.add_argument("--stored", action="store_true", help="re-render the docs from the stored predictions")
     ap.add_argument("--host", default="lease-law",
                     help="'lease-law' (reference host + the GPU's leases' FSDP2 law) or a host profile's name")
+    ap.add_argument("--ranks-host-factor", type=float, default=None,
+                    help="what-if: the host's time factor at 2+ ranks (ranks_host_factor); implies --check")
     a = ap.parse_args(argv)
+    if a.ranks_host_factor is not None:
+        a.check = True
     if a.stored:
         with open(STORED) as f:
             rs = json.load(f)["rows"]
     else:
-        rs = rows(progress=True, host=a.host)
+        rs = rows(progress=True, host=a.host, ranks_factor=a.ranks_host_factor)
     if a.json:
         print(json.dumps({"rows": rs, "summary": summary(rs)}, indent=1))
         return 0
