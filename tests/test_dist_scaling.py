@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from gpusim.cost import collectives as C
-from gpusim.hw.host import NOT_RANK_SCALED, at_ranks, load_host
+from gpusim.hw.host import NOT_RANK_SCALED, PYTHON_FIGURES, at_ranks, load_host
 from gpusim.hw.links import link_spec
 from gpusim.models.resolve import load_builder
 from gpusim.predict.distributed import predict_distributed
@@ -60,6 +60,19 @@ def test_host_at_ranks_scales_host_time_only():
     for k in NOT_RANK_SCALED:
         assert getattr(two, k) == getattr(h, k)
     assert two.eager_forward_factor == h.eager_forward_factor     # a ratio, not a time
+    for k in PYTHON_FIGURES:                                          # no Python figure: the host factor
+        assert getattr(two, k) == pytest.approx(1.5 * getattr(h, k))
+
+
+def test_python_factor_prices_the_models_python_alone():
+    h = load_host("reference").replace(ranks_python_factor=2.0)
+    two = at_ranks(h, 4)
+    for k in PYTHON_FIGURES:
+        assert getattr(two, k) == pytest.approx(2.0 * getattr(h, k))
+    assert two.eager_op_us == h.eager_op_us and two.kernel_launch_us == h.kernel_launch_us
+    both = at_ranks(h.replace(ranks_host_factor=1.25), 2)
+    assert both.eager_op_us == pytest.approx(1.25 * h.eager_op_us)
+    assert both.python_torch_call_us == pytest.approx(2.0 * h.python_torch_call_us)
 
 
 @pytest.fixture(scope="module")

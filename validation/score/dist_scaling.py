@@ -96,6 +96,25 @@ def rows(pattern: str = RECORDS) -> list[dict]:
     return out
 
 
+def python_factor(pattern: str = RECORDS) -> tuple[float, int, int, list[str]]:
+    """The host's pure-Python probe with 2+ ranks over 1 rank: the median over every timed step at 2 and 4 ranks over
+    the median at 1 rank, pooled over the leases that recorded both (every case: the probe is the host's, not the
+    step's). Returns (factor, steps at 2+ ranks, steps at 1 rank, records)."""
+    one, many, files = [], [], []
+    by_file: dict = {}
+    for _, r, path in env_records(pattern, "step", ROOT):
+        if r.get("python_us"):
+            by_file.setdefault(path, []).append(r)
+    for path, recs in sorted(by_file.items()):
+        if any(r["world"] == 1 for r in recs) and any(r["world"] > 1 for r in recs):
+            files.append(path)
+            for r in recs:
+                (one if r["world"] == 1 else many).extend(r["python_us"])
+    if not one or not many:
+        return float("nan"), 0, 0, []
+    return statistics.median(many) / statistics.median(one), len(many), len(one), files
+
+
 def _x(a, b):
     return f"x{a / b:.3f}" if b else "   -  "
 
@@ -133,6 +152,10 @@ def main() -> int:
     if sh:
         print(f"profiled kernels' growth over the timed step's growth: median {statistics.median(sh):.0%} "
               f"({min(sh):.0%}-{max(sh):.0%}, {len(sh)} records)")
+    f, n_many, n_one, files = python_factor()
+    if files:
+        print(f"python probe pooled (ranks_python_factor): x{f:.3f} = median over {n_many} timed steps at 2-4 ranks / "
+              f"median over {n_one} at 1 rank, {', '.join(os.path.basename(x) for x in files)}")
     if pys:
         print(f"python probe at 2-4 ranks over 1 rank: median x{statistics.median(pys):.2f} "
               f"({min(pys):.2f}-{max(pys):.2f}, {len(pys)} records)")
