@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpusim.cost import collectives as C
 from gpusim.hw.host import NOT_RANK_SCALED, PYTHON_FIGURES, at_ranks, load_host
@@ -127,3 +128,11 @@ def test_host_ranks_summary_and_cpu_run(tmp_path, monkeypatch):
     rec = json.loads(out.read_text().splitlines()[0])
     assert rec["kind"] == "host_ranks" and rec["state"] == "no_comm" and rec["world"] == 1
     assert set(rec["median"]) == set(host_ranks.FIGURES)
+
+
+def test_lease_hosts_python_factor_is_the_records_probe():
+    """hosts/h200-sxm-host.toml's ranks_python_factor is what the records' probe gives (run6, run7), to the digit."""
+    from validation.score.dist_scaling import python_factor
+    f, many, one, files = python_factor()
+    assert many > one > 0 and len(files) >= 2
+    assert load_host("h200-sxm-host").ranks_python_factor == pytest.approx(f, abs=5e-4)

@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     import torch
     import torch.distributed as dist
-    local, world = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local, world = int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     if a.device == "cuda":
         torch.cuda.set_device(local)
         dev = torch.device("cuda", local)

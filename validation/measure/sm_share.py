@@ -135,7 +135,9 @@ def measure_busy(fn, reps: int, dev, comm) -> tuple[list, list]:
         dist.barrier()
         torch.cuda.synchronize()
         probe = loop_us(fn, 3)
-        n_comm = int(2.0 * reps * probe / max(one_comm, 1.0)) + 3
+        n = torch.tensor([int(2.0 * reps * probe / max(one_comm, 1.0)) + 3], device=dev)
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)     # every rank issues the same number of all-reduces
+        n_comm = int(n.item())
         with torch.cuda.stream(comm):
             c0.record()
             works = [dist.all_reduce(x, async_op=True) for _ in range(n_comm)]
@@ -151,7 +153,7 @@ def measure_busy(fn, reps: int, dev, comm) -> tuple[list, list]:
 def run(args) -> int:
     import torch
     import torch.distributed as dist
-    local = int(os.environ.get("LOCAL_RANK", 0))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
     dist.init_process_group("nccl", device_id=dev)
@@ -159,7 +161,7 @@ def run(args) -> int:
     torch.manual_seed(rank)
     comm = torch.cuda.Stream()
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    out = open(args.out, "a") if rank == 0 else None
+    out = open(args.out, "a") if rank == 0 else None  # noqa: SIM115 - rank 0 appends as it measures, closed at the end
     if out:
         v = torch.cuda.nccl.version()
         out.write(json.dumps({"kind": "environment", "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -202,6 +204,8 @@ def run(args) -> int:
                 print(f"{name} {shape} {mode} {nbytes}: {rec.get('ratio')} ({time.time() - t_start:.0f}s)", flush=True)
         del fn
         torch.cuda.empty_cache()
+    if out:
+        out.close()
     dist.barrier()
     dist.destroy_process_group()
     return 0
@@ -211,11 +215,11 @@ def dry_run(out: str) -> int:
     """The case list and the record format without a GPU (timings null): a CPU check of the plumbing."""
     with open(out, "a") as f:
         f.write(json.dumps({"kind": "environment", "dry_run": True, "command": " ".join(sys.argv)}) + "\n")
-        for name, shape in cases():
-            for mode, nbytes in [("waiting", b) for b in WAIT_BYTES] + [("busy", BUSY_BYTES)]:
-                f.write(json.dumps({"kind": "sm_share", "mode": mode, "compute": name, "shape": list(shape),
-                                    "comm": "all_reduce", "comm_bytes": nbytes, "alone_us": None, "with_us": None,
-                                    "ratio": None, "dry_run": True}) + "\n")
+        f.writelines(json.dumps({"kind": "sm_share", "mode": mode, "compute": name, "shape": list(shape),
+                                 "comm": "all_reduce", "comm_bytes": nbytes, "alone_us": None, "with_us": None,
+                                 "ratio": None, "dry_run": True}) + "\n"
+                     for name, shape in cases()
+                     for mode, nbytes in [("waiting", b) for b in WAIT_BYTES] + [("busy", BUSY_BYTES)])
     return 0
 
 

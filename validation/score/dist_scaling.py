@@ -30,7 +30,7 @@ from validation.records.jsonl import env_records
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDS = os.path.join(ROOT, "validation", "results", "dist", "*.jsonl")
 #: kernel names of tensor-core work: cuBLAS (nvjet, cutlass), cuDNN convolutions (xmma, implicit GEMM), attention
-TENSOR_CORE = re.compile(r"gemm|xmma|nvjet|cutlass|sdpa|flash|fprop|dgrad|wgrad|cask", re.I)
+TENSOR_CORE = re.compile(r"gemm|xmma|nvjet|cutlass|sdpa|flash|fprop|dgrad|wgrad|cask", re.IGNORECASE)
 
 
 def is_tensor_core(name: str) -> bool:
