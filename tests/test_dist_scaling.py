@@ -136,3 +136,19 @@ def test_lease_hosts_python_factor_is_the_records_probe():
     f, many, one, files = python_factor()
     assert many > one > 0 and len(files) >= 2
     assert load_host("h200-sxm-host").ranks_python_factor == pytest.approx(f, abs=5e-4)
+
+
+def test_fit_host_ranks_from_records(tmp_path):
+    from validation.fit import host_ranks as F
+    recs = []
+    for world, py, op in ((1, 1500.0, 10.0), (2, 2400.0, 11.0), (4, 3000.0, 12.5)):
+        fig = {"python_us": py, "eager_op_us": op, "eager_module_us": 1.0}
+        recs.append({"kind": "host_ranks", "state": "nccl_live", "world": world, "slowest": fig, "median": fig})
+        recs.append({"kind": "host_ranks", "state": "no_comm", "world": world, "slowest": fig, "median": fig})
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = F.fit(F.load([str(path)]))
+    assert res["world"] == 4
+    assert res["ranks_host_factor"] == pytest.approx(1.25)
+    assert res["ranks_python_factor"] == pytest.approx(2.0)
+    assert F.fit(F.load([str(path)])[:2])["ranks_host_factor"] is None     # one rank only: nothing to fit
