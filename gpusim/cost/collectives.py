@@ -189,13 +189,13 @@ def kernel_channels(collective: str, nbytes: float, world: int, link: LinkSpec) 
 
 
 def sm_share_factor(channels: int | None, sm_count: int) -> float:
-    """How much slower a kernel runs while an NCCL kernel of ``channels`` CTAs is resident beside it: NCCL's CTAs hold
-    ``channels`` SMs (one each, whether moving data or waiting for a peer) and the kernel's waves run on the rest:
-    ``sm_count / (sm_count - channels)`` (H200, 24 channels: 132 / 108 = 1.222), the many-waves limit, applied to
-    every kernel. A grid of about one wave slows more (two waves on the SMs left), a kernel of fewer CTAs than the
-    SMs left or a memory-bound one whose bandwidth fewer SMs still saturate less: the records' profiled DDP steps show
-    1.19x in all (tensor-core kernels 1.49x, the rest 1.12x; ``validation/score/dist_scaling.py``). 1.0 with no
-    channels known."""
+    """How much slower a compute-bound kernel runs while an NCCL kernel of ``channels`` CTAs is resident beside it:
+    NCCL's CTAs hold ``channels`` SMs (one each, whether moving data or waiting for a peer) and the kernel's waves run
+    on the rest: ``sm_count / (sm_count - channels)`` (H200, 24 channels: 132 / 108 = 1.222), the many-waves limit. A
+    grid of about one wave slows more (two waves on the SMs left), one of fewer CTAs than the SMs left less: on 2
+    H200s beside a waiting 24-channel all-reduce, bf16 GEMMs and convolutions 1.02-1.86x, median 1.21x
+    (``validation/results/dist/h200-x2-2026-11-28-run8-sm_share.jsonl``); a streaming memory-bound kernel does not
+    miss the SMs (fp32 adds 1.00x; it shares bandwidth with NCCL's transfer instead). 1.0 with no channels known."""
     if not channels or channels <= 0:
         return 1.0
     return sm_count / max(1, sm_count - channels)

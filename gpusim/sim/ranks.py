@@ -19,14 +19,15 @@ by the host's fitted FSDP2 law (:func:`fsdp_host_law`, fitted on a per-unit micr
 ``validation/fit/fsdp_law.py``); a host without it: ``python_torch_call_us`` plus ``eager_view_us`` per call, a
 lower bound.
 
-NCCL's kernels hold SMs while they run, one CTA a channel: a kernel overlapping a collective runs its waves on the SMs
-the call's channels leave, over the overlapped part (:func:`gpusim.cost.collectives.sm_share_factor` of
-:func:`~gpusim.cost.collectives.kernel_channels`: 132 / 108 = 1.22x on an H200 beside a 24-channel all-reduce); a
-memory-bound kernel or added copy also shares memory bandwidth with NCCL's transfer, by the link's measured copy
+NCCL's kernels hold SMs while they run, one CTA a channel: a compute-bound kernel overlapping a collective runs its
+waves on the SMs the call's channels leave, over the overlapped part (:func:`gpusim.cost.collectives.sm_share_factor`
+of :func:`~gpusim.cost.collectives.kernel_channels`: 132 / 108 = 1.22x on an H200 beside a 24-channel all-reduce); a
+memory-bound kernel or added copy shares memory bandwidth with NCCL's transfer instead, by the link's measured copy
 factor (``[measured."<gpu>".overlap].copy_slowdown`` in ``hwspecs/links/``,
-:func:`gpusim.cost.collectives.concurrent_compute_slowdown`; 1.0 where unmeasured), and pays the larger of the two.
-The records' profiled steps (``validation/score/dist_scaling.py``): compute under a resident NCCL kernel 1.19x in all,
-tensor-core kernels 1.49x (waves: a grid of about one wave on 132 SMs needs two on 108), the rest 1.12x.
+:func:`gpusim.cost.collectives.concurrent_compute_slowdown`; 1.0 where unmeasured). Measured on 2 H200s
+(``validation/measure/sm_share.py``): beside a waiting 24-channel all-reduce, bf16 GEMMs and convolutions 1.02-1.86x
+(median 1.21x: waves, a grid of about one wave on 132 SMs takes two on 108), fp32 adds 1.00x; beside a busy one the
+adds 1.13-1.18x (bandwidth).
 
 :func:`simulate_rank` returns a :class:`RankTimeline`: per-operation events on both streams, the step
 time (the single-GPU step's steady-state time plus how much later this rank's first step ends than the
@@ -194,9 +195,9 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
                 name = x.name
                 host_extra += op_host
                 extra_at[x.after] = host_extra
-            # the tighter of the two shares over each overlapped interval: SMs (NCCL's CTAs), and for a memory-bound
-            # kernel memory bandwidth (NCCL's transfer)
-            add = sum((max(f, 1.0 if compute_bound else slow_m) - 1.0) * _overlap([iv], start, start + dur)
+            # over each overlapped interval: a compute-bound kernel loses the SMs NCCL's CTAs hold, a memory-bound one
+            # the bandwidth NCCL's transfer takes (its SMs it does not miss: validation/results/dist/*-sm_share.jsonl)
+            add = sum(((f if compute_bound else slow_m) - 1.0) * _overlap([iv], start, start + dur)
                       for iv, f in zip(comm_iv, comm_sm))
             slowed += add
             dur += add

@@ -7,8 +7,8 @@ on the same lease (a lease without world 1 is skipped: its host may differ):
 - (a) NCCL's SM share, from rank 0's profiled step (kernel sequences match one to one): the compute kernels' growth
   in all (``d_kernels``), split into tensor-core kernels (GEMMs, convolutions, attention: :func:`is_tensor_core`) and
   the rest, each over the time an NCCL kernel was resident beside them; and what gpusim's law says of the same
-  overlaps (``law``: :func:`gpusim.cost.collectives.sm_share_factor`, every kernel on the SMs NCCL's channels leave:
-  the record's own residency, the link file's channels, the spec's SM count);
+  overlaps (``law``: :func:`gpusim.cost.collectives.sm_share_factor`, a tensor-core kernel on the SMs NCCL's channels
+  leave, the rest unslowed by SMs: the record's own residency, the link file's channels, the spec's SM count);
 - (b) the host: the pure-Python probe before each timed step (``python_us``, slowest rank), median at this world
   over world 1's (leases that recorded it).
 
@@ -42,7 +42,7 @@ def _nccl(k: dict) -> bool:
 
 
 def law_factor(gpu: str = "h200") -> float:
-    """gpusim's SM-share factor for a kernel beside a collective on all of NCCL's ring channels."""
+    """gpusim's SM-share factor for a compute-bound kernel beside a collective on all of NCCL's ring channels."""
     from gpusim.cost.collectives import link_for, sm_share_factor
     from gpusim.hw.spec import spec_for
     spec = spec_for(gpu)
@@ -69,7 +69,8 @@ def sm_row(rec: dict, world1: dict, factor: float) -> dict | None:
         key = "tc" if is_tensor_core(b["name"]) else "mem"
         out[f"{key}_w1"] += a["dur_us"]
         out[key] += b["dur_us"]
-        out["law"] += a["dur_us"] * (factor - 1.0)
+        if key == "tc":      # the law's compute-bound kernels; streaming ones keep their SMs (the microbenchmark)
+            out["law"] += a["dur_us"] * (factor - 1.0)
     out["nccl_resident"] = sum(y - x for x, y in nccl)
     return {k: v / 1e3 for k, v in out.items()}
 
@@ -115,6 +116,29 @@ def python_factor(pattern: str = RECORDS) -> tuple[float, int, int, list[str]]:
     return statistics.median(many) / statistics.median(one), len(many), len(one), files
 
 
+SM_SHARE = os.path.join(ROOT, "validation", "results", "dist", "*-sm_share.jsonl")
+
+
+def sm_share_rows(pattern: str = SM_SHARE) -> list[dict]:
+    """``validation/measure/sm_share.py``'s records: per compute case, its ratio beside a waiting NCCL kernel of each
+    size and beside a busy one, and whether it is tensor-core work (GEMM, convolution)."""
+    import glob
+    import json
+    out: dict = {}
+    for path in sorted(glob.glob(pattern)):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("kind") != "sm_share" or r.get("ratio") is None:
+                    continue
+                key = (os.path.basename(path), r["compute"], tuple(r["shape"]))
+                row = out.setdefault(key, {"record": key[0], "compute": r["compute"], "shape": list(r["shape"]),
+                                           "alone_us": r["alone_us"], "sm_count": r["sm_count"],
+                                           "tensor_core": r["compute"].startswith(("gemm", "conv"))})
+                row[f"{r['mode']}_{r['comm_bytes']}"] = r["ratio"]
+    return list(out.values())
+
+
 def _x(a, b):
     return f"x{a / b:.3f}" if b else "   -  "
 
@@ -138,7 +162,7 @@ def main() -> int:
     sh = [r["d_kernels"] / r["d_step"] for r in got if "d_kernels" in r and r["d_step"] > 0]
     pys = [r["python_ratio"] for r in got if r["python_ratio"]]
     f = got[0]["law_factor"] if got else float("nan")
-    print(f"\nlaw (a kernel on the SMs NCCL's channels leave): x{f:.3f}")
+    print(f"\nlaw (a tensor-core kernel on the SMs NCCL's channels leave): x{f:.3f}")
     both = [(r["tc"] + r["mem"] - r["tc_w1"] - r["mem_w1"], r["law"]) for r in got if r.get("tc_w1", 0) + r.get("mem_w1", 0) > 1.0]
     if both:
         print(f"kernels under a resident NCCL kernel, growth law / measured: median "
@@ -152,6 +176,18 @@ def main() -> int:
     if sh:
         print(f"profiled kernels' growth over the timed step's growth: median {statistics.median(sh):.0%} "
               f"({min(sh):.0%}-{max(sh):.0%}, {len(sh)} records)")
+    sm = sm_share_rows()
+    if sm:
+        print("\nmicrobenchmark (validation/measure/sm_share.py): compute beside a waiting NCCL all-reduce of 8 KiB "
+              "(1 channel) / 32 MiB (24 channels), and beside busy 256 MiB ones")
+        for r in sm:
+            print(f"  {r['compute']:16s} {'x'.join(map(str, r['shape'])):16s} alone {r['alone_us']:8.1f} us  "
+                  f"waiting x{r.get('waiting_8192', 0):.2f} / x{r.get('waiting_33554432', 0):.2f}  "
+                  f"busy x{r.get('busy_268435456', 0):.2f}")
+        tcw = [r["waiting_33554432"] for r in sm if r["tensor_core"] and "waiting_33554432" in r]
+        if tcw:
+            print(f"  tensor-core kernels beside 24 waiting channels: median x{statistics.median(tcw):.3f} "
+                  f"({min(tcw):.2f}-{max(tcw):.2f}); the law x{f:.3f}")
     f, n_many, n_one, files = python_factor()
     if files:
         print(f"python probe pooled (ranks_python_factor): x{f:.3f} = median over {n_many} timed steps at 2-4 ranks / "
