@@ -80,6 +80,7 @@ class CollectiveTime:
     algorithm: str   # "ring" or "hierarchical ring"
     protocol: str    # "ll" or "simple" (of the regime used; the inter-host leg's for hierarchical)
     source: str      # "measured", "measured on <gpu>" (same link, another GPU) or "datasheet"
+    channels: int | None = None   # CTAs NCCL's kernel runs, one a channel (:func:`kernel_channels`; None: unknown)
 
 
 def _gpu_key(gpu: str | None) -> str | None:
@@ -169,6 +170,37 @@ def ll_channel_gbs(link: LinkSpec) -> float:
     return LL_FRACTION * nccl_busbw(link, "simple") / link.nccl_coll["coll_channels"]
 
 
+def kernel_channels(collective: str, nbytes: float, world: int, link: LinkSpec) -> int | None:
+    """The channels NCCL runs one call on, one CTA (on one SM) each: a send/recv by the p2p rule
+    (:func:`p2p_channels`); a ring collective with LL by :func:`ll_channels`; with Simple by the same rule of
+    src/enqueue.cc (one channel fewer while ``bytes < channels x threads x threshold``) on Simple's threads and
+    threshold (512 x 64 B: all 24 ring channels from 768 KiB on NVLink 4), else all ring channels. None where the link
+    file lacks NCCL's set-up."""
+    if collective == "send_recv":
+        return p2p_channels(nbytes, 2, link)
+    if nccl_protocol(collective, nbytes, world, link) == "ll":
+        return ll_channels(nbytes, world, link)
+    p = link.nccl_coll
+    if not p:
+        return None
+    if "simple_max_threads" not in p:
+        return p["coll_channels"]
+    return max(1, min(p["coll_channels"], int(nbytes // (p["simple_max_threads"] * p["simple_thread_threshold"]))))
+
+
+def sm_share_factor(channels: int | None, sm_count: int) -> float:
+    """How much slower a compute-bound kernel runs while an NCCL kernel of ``channels`` CTAs is resident beside it:
+    NCCL's CTAs hold ``channels`` SMs (one each, whether moving data or waiting for a peer) and the kernel's waves run
+    on the rest: ``sm_count / (sm_count - channels)`` (H200, 24 channels: 132 / 108 = 1.222), the many-waves limit. A
+    grid of about one wave slows more (two waves on the SMs left), one of fewer CTAs than the SMs left less: on 2
+    H200s beside a waiting 24-channel all-reduce, bf16 GEMMs and convolutions 1.02-1.86x, median 1.21x
+    (``validation/results/dist/h200-x2-2026-11-28-run8-sm_share.jsonl``); a streaming memory-bound kernel does not
+    miss the SMs (fp32 adds 1.00x; it shares bandwidth with NCCL's transfer instead). 1.0 with no channels known."""
+    if not channels or channels <= 0:
+        return 1.0
+    return sm_count / max(1, sm_count - channels)
+
+
 def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: LinkSpec) -> float:
     """One regime's law: ``base + (n-1) x rank + steps(n) x hop + bytes x factor(n) / bw + (bytes / n) /
     shard_gbs`` (us), or with ``share_us`` ``base + factor(n) x share_us + ...``; ``bw`` is ``link_gbs``, lower for
@@ -217,7 +249,7 @@ def ring(collective: str, nbytes: float, world: int, link: LinkSpec, gpu: str | 
     us = max([law_us(collective, nbytes, world, r, link)] + floors)
     algbw = nbytes / us / 1e3
     return CollectiveTime(collective, int(nbytes), world, us, algbw, algbw * BUSBW_FACTOR[collective](world), "ring",
-                          r.protocol, source)
+                          r.protocol, source, kernel_channels(collective, nbytes, world, link))
 
 
 def all_reduce(nbytes, world, link, gpu=None) -> CollectiveTime:

@@ -51,7 +51,8 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us",
             "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
             "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
-            "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor")
+            "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor", "ranks_host_factor",
+            "ranks_python_factor")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
@@ -120,6 +121,13 @@ class HostProfile:
     # validation/fit/train_host.py). None: the backward is priced like the forward (eager_forward_factor, and
     # the model's Python spread over every kernel)
     eager_backward_factor: float | None = None
+    # the host's time for the same work with 2 or more ranks (one process a GPU, NCCL live) on it, over one process
+    # alone (validation/measure/host_ranks.py: every rank's eager-op loop at once); None: 1 (:func:`at_ranks`)
+    ranks_host_factor: float | None = None
+    # the same for Python bytecode alone (a pure-Python probe's time with 2+ ranks on the host over one process),
+    # applied to the model's Python (python_module_call_us, python_torch_call_us, eager_module_us); None: as
+    # ranks_host_factor
+    ranks_python_factor: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))
@@ -146,6 +154,31 @@ def python_us(graph_meta: Mapping, host: HostProfile) -> float:
         return modules * (host.eager_module_us or 0.0)
     return (modules * (host.python_module_call_us or 0.0)
             + graph_meta.get("torch_calls", 0) * (host.python_torch_call_us or 0.0))
+
+
+#: figures that are not the host's own time (the GPU's latency after an issue, its gap between graph nodes), or
+#: that were fitted on multi-rank runs already (FSDP2's law): left as they are by :func:`at_ranks`
+NOT_RANK_SCALED = ("launch_latency_us", "cudagraph_kernel_us", "fsdp_hook_call_us", "fsdp_unit_us",
+                   "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us")
+
+
+#: the figures that price the model's own Python (bytecode, not torch's C++ dispatch): :func:`python_us`'s law and
+#: its fallback
+PYTHON_FIGURES = ("python_module_call_us", "python_torch_call_us", "eager_module_us")
+
+
+def at_ranks(host: HostProfile, ranks_per_host: int) -> HostProfile:
+    """``host`` as it runs with ``ranks_per_host`` ranks on it (one process a GPU, NCCL live in each): from 2 ranks
+    the model's Python (:data:`PYTHON_FIGURES`) times the host's ``ranks_python_factor`` and every other host time
+    figure (µs, :data:`NOT_RANK_SCALED` aside) times its ``ranks_host_factor``, each measured on the host (a figure
+    the host lacks: 1; the Python's falls back to ``ranks_host_factor``). One rank, or neither figure: ``host``."""
+    fh, fp = host.ranks_host_factor, host.ranks_python_factor
+    if ranks_per_host < 2 or (fh is None and fp is None):
+        return host
+    fh = 1.0 if fh is None else fh
+    fp = fh if fp is None else fp
+    return host.replace(**{k: getattr(host, k) * (fp if k in PYTHON_FIGURES else fh) for k in FIELDS
+                           if k.endswith("_us") and k not in NOT_RANK_SCALED and getattr(host, k) is not None})
 
 
 def hosts_dir() -> Path:

@@ -9,7 +9,8 @@ A link file gives, each figure as ``{ value = ..., source = ..., ref = ... }``:
   ``busbw_simple``: with the latencies, the protocol NCCL picks) and its point-to-point set-up (``p2p_channels``,
   ``p2p_channels_per_peer``, ``p2p_chunk_bytes``: how many channels a send/recv gets), as NCCL logged them; and its
   ring channels and LL's per-call rule (``coll_channels``, ``ll_max_threads``, ``ll_thread_threshold``: how many
-  channels an LL collective runs on);
+  channels an LL collective runs on), optionally the same rule's figures for Simple (``simple_max_threads``,
+  ``simple_thread_threshold``: how many channels, one CTA each, a Simple collective holds);
 - ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, one
   regime per protocol (``protocol``, optionally ``max_bytes``, ``base_us``, ``link_gbs``, and optionally
   ``rank_us``, ``hop_us``, ``share_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
@@ -43,6 +44,8 @@ _NCCL_BUSBW = ("busbw_ll", "busbw_simple")   # optional: NCCL's own modelled bus
 _NCCL_P2P = ("p2p_channels", "p2p_channels_per_peer", "p2p_chunk_bytes")   # optional: NCCL's p2p set-up (its log)
 #: optional: NCCL's channels of a ring collective and its per-call rule for LL (its log, TUNING table and device.h)
 _NCCL_COLL = ("coll_channels", "ll_max_threads", "ll_thread_threshold")
+#: optional beside them: the same rule's figures for Simple (how many channels, so SMs, a large collective holds)
+_NCCL_SIMPLE = ("simple_max_threads", "simple_thread_threshold")
 _REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False, "hop_us": False,
            "channel_gbs": False, "share_us": False}  # figure -> required
 
@@ -201,7 +204,7 @@ def parse_link(data: dict, path: str) -> LinkSpec:
         if k not in nc:
             raise LinkError(f"{path}: field [nccl].{k} is missing")
         lat[k] = _figure(path, f"[nccl].{k}", nc[k], prov, k)
-    known = _NCCL + _NCCL_BUSBW + _NCCL_P2P + _NCCL_COLL
+    known = _NCCL + _NCCL_BUSBW + _NCCL_P2P + _NCCL_COLL + _NCCL_SIMPLE
     for k in set(nc) - set(known):
         raise LinkError(f"{path}: unknown field [nccl].{k}; known: {', '.join(known)}")
     busbw = {k.removeprefix("busbw_"): _figure(path, f"[nccl].{k}", nc[k], prov, k) for k in _NCCL_BUSBW if k in nc}
@@ -211,6 +214,11 @@ def parse_link(data: dict, path: str) -> LinkSpec:
     coll = {k: _figure(path, f"[nccl].{k}", nc[k], prov, k, True) for k in _NCCL_COLL if k in nc}
     if coll and len(coll) != len(_NCCL_COLL):
         raise LinkError(f"{path}: [nccl] must give all of {', '.join(_NCCL_COLL)} or none")
+    simple = {k: _figure(path, f"[nccl].{k}", nc[k], prov, k, True) for k in _NCCL_SIMPLE if k in nc}
+    if simple and (len(simple) != len(_NCCL_SIMPLE) or not coll):
+        raise LinkError(f"{path}: [nccl] must give all of {', '.join(_NCCL_SIMPLE)} with {', '.join(_NCCL_COLL)}, "
+                        "or none of them")
+    coll.update(simple)
     return LinkSpec(data["name"], data["display_name"], tuple(aliases), data["scope"], data["nccl_class"],
                     fig["bandwidth_gbs"], fig["unidirectional_gbs"], fig.get("links"),
                     {"ll": lat["base_us_ll"], "simple": lat["base_us_simple"]},

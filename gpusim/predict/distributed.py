@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from gpusim.capture.distributed import capture_distributed
 from gpusim.cost.collectives import link_for
-from gpusim.hw.host import load_host
+from gpusim.hw.host import at_ranks, load_host
 from gpusim.lower.distributed import plan
 from gpusim.predict.pipeline import as_spec, lower, predict_lowering
 from gpusim.sim.memory import capacity_bytes
@@ -114,7 +114,8 @@ def predict_distributed(builder, gpu="h100", nproc_per_node: int = 1, nnodes: in
         if not isinstance(v, int) or v < 1:
             raise UserError(f"{label} must be a whole number >= 1, got {v!r}")
     spec = as_spec(gpu)
-    host = load_host(host)
+    base_host = load_host(host)
+    host = at_ranks(base_host, nproc_per_node)      # the host with nproc_per_node ranks on it
     lk = link_for(spec, link)
     cap, cfg = capture_distributed(builder, nproc_per_node, nnodes, name=name)
     low = lower(cap.graph, "eager", spec=spec)
@@ -125,9 +126,12 @@ def predict_distributed(builder, gpu="h100", nproc_per_node: int = 1, nnodes: in
     w1 = None
     if world1:
         w1 = single.end_to_end_us if nproc_per_node * nnodes == 1 else predict_distributed(
-            builder, spec, 1, 1, host, lk, world1=False, name=name).step_us
-    from gpusim.cost.collectives import concurrent_compute_slowdown, regimes
-    factor, fsrc = concurrent_compute_slowdown(lk, spec.name, "compute")
+            builder, spec, 1, 1, base_host, lk, world1=False, name=name).step_us
+    from gpusim.cost.collectives import regimes, sm_share_factor
+    # a compute-bound kernel beside a collective on all of NCCL's ring channels (gpusim.sim.ranks)
+    factor = sm_share_factor(lk.nccl_coll.get("coll_channels"), spec.sm_count)
+    fsrc = (f"law: {spec.sm_count} SMs / ({spec.sm_count} - {lk.nccl_coll['coll_channels']} NCCL channels)"
+            if lk.nccl_coll else "no NCCL channels in the link file: none")
     _, lsrc = regimes(lk, "all_reduce", spec.name)
     config = {"ddp": dict(cfg.ddp), "buckets": [{"params": len(k), "bytes": int(s), "dtype": d}
                                                 for k, s, d in dplan.buckets],

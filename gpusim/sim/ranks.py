@@ -19,9 +19,15 @@ by the host's fitted FSDP2 law (:func:`fsdp_host_law`, fitted on a per-unit micr
 ``validation/fit/fsdp_law.py``); a host without it: ``python_torch_call_us`` plus ``eager_view_us`` per call, a
 lower bound.
 
-NCCL's kernels hold SMs while they run: a compute kernel overlapping a collective runs slower by the
-link's measured factor over the overlapped part (``[measured."<gpu>".overlap]`` in
-``hwspecs/links/``, :func:`gpusim.cost.collectives.concurrent_compute_slowdown`; 1.0 where unmeasured).
+NCCL's kernels hold SMs while they run, one CTA a channel: a compute-bound kernel overlapping a collective runs its
+waves on the SMs the call's channels leave, over the overlapped part (:func:`gpusim.cost.collectives.sm_share_factor`
+of :func:`~gpusim.cost.collectives.kernel_channels`: 132 / 108 = 1.22x on an H200 beside a 24-channel all-reduce); a
+memory-bound kernel or added copy shares memory bandwidth with NCCL's transfer instead, by the link's measured copy
+factor (``[measured."<gpu>".overlap].copy_slowdown`` in ``hwspecs/links/``,
+:func:`gpusim.cost.collectives.concurrent_compute_slowdown`; 1.0 where unmeasured). Measured on 2 H200s
+(``validation/measure/sm_share.py``): beside a waiting 24-channel all-reduce, bf16 GEMMs and convolutions 1.02-1.86x
+(median 1.21x: waves, a grid of about one wave on 132 SMs takes two on 108), fp32 adds 1.00x; beside a busy one the
+adds 1.13-1.18x (bandwidth).
 
 :func:`simulate_rank` returns a :class:`RankTimeline`: per-operation events on both streams, the step
 time (the single-GPU step's steady-state time plus how much later this rank's first step ends than the
@@ -118,7 +124,6 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
         enq[i] += hook
     lat = host.launch_latency_us
     gpu = spec.name
-    slow_c = coll.concurrent_compute_slowdown(link, gpu, "compute")[0]
     slow_m = coll.concurrent_compute_slowdown(link, gpu, "memory")[0]
     busy = spec.stream_busy_factor or 1.0
     # the compute stream's queue: step kernels with the added compute ops after their anchor
@@ -134,6 +139,7 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
     done: dict[str, float] = {}
     events, colls = [], []
     comm_iv: list = []
+    comm_sm: list = []       # per comm interval: the SM-share factor of its NCCL kernel (1.0: a copy)
     comp_iv: list = []
     shift = 0.0              # host delay carried to later issues
     host_extra = 0.0         # host time of added compute kernels so far
@@ -180,17 +186,19 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
                 dur = k.us * busy * dplan.scale.get(x, 1.0)
                 if x in dplan.scale:
                     dur = max(dur, spec.kernel_min_us)
-                f = slow_c if k.bound == "compute" else slow_m
+                compute_bound = k.bound == "compute"
                 name = k.name
                 issued_k = max(issued_k, x)
             else:
                 dur = coll.copy_us(x.bytes, spec)
-                f = slow_m
+                compute_bound = False
                 name = x.name
                 host_extra += op_host
                 extra_at[x.after] = host_extra
-            ov = _overlap(comm_iv, start, start + dur)
-            add = (f - 1.0) * ov
+            # over each overlapped interval: a compute-bound kernel loses the SMs NCCL's CTAs hold, a memory-bound one
+            # the bandwidth NCCL's transfer takes (its SMs it does not miss: validation/results/dist/*-sm_share.jsonl)
+            add = sum(((f if compute_bound else slow_m) - 1.0) * _overlap([iv], start, start + dur)
+                      for iv, f in zip(comm_iv, comm_sm))
             slowed += add
             dur += add
             events.append(RankEvent(name, "compute", start, dur, "kernel" if kind == "k" else x.kind,
@@ -209,6 +217,7 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
             ci += 1
         else:
             op = comm[mi]
+            sm = 1.0
             if op.kind == "copy":
                 dur = coll.copy_us(op.bytes, spec)
             else:
@@ -217,9 +226,11 @@ def simulate_rank(pred, dplan, link, spec, host) -> RankTimeline:
                     coll.ring(op.kind, op.bytes, dplan.world, link, gpu)
                 colls.append(ct)
                 dur = ct.us
+                sm = coll.sm_share_factor(ct.channels, spec.sm_count)
             events.append(RankEvent(op.name, "comm", start, dur, op.kind))
             host_extra += op_host          # the host launched it too (ProcessGroupNCCL, a side-stream copy)
             comm_iv.append((start, start + dur))
+            comm_sm.append(sm)
             mf = start + dur
             done[op.name] = mf
             mi += 1

@@ -5,9 +5,9 @@ size on one host: the step wall (median over timed steps of the slowest rank), r
 kernel list (one profiled step, with streams). The harness times each step from a synchronised start (barrier,
 ``cuda.synchronize()``) to ``cuda.synchronize()``, so a record's step is gpusim's ``synced_step_us`` (one step from
 an idle GPU), not its back-to-back ``step_us`` (kept as ``pred_b2b_step_ms``, scored beside it in the summary).
-gpusim predicts the same builder, captured from the same code under its fake process group, on the record's GPU (its calibrated spec) with the reference host and FSDP2's per-unit law
-from the host profile of that GPU's leases (``hosts/<gpu>-sxm-host.toml``, fitted there on the microbenchmark;
-:func:`scoring_host`; ``--host NAME`` for one profile as is). Scored: step wall, memory per
+gpusim predicts the same builder, captured from the same code under its fake process group, on the record's GPU (its calibrated spec) with the host profile of that GPU's leases
+(``hosts/<gpu>-sxm-host.toml``: FSDP2's per-unit law fitted there on the microbenchmark, the Python's speed with 2+
+ranks on the host; :func:`scoring_host`; ``--host lease-law`` or ``--host NAME`` for others). Scored: step wall, memory per
 rank, scaling over world 1 (the same case's world-1 record and prediction), and the NCCL kernels of the plan against
 those the profiler listed. Rewrites the generated table in docs/distributed.md and stores the rows
 (validation/results/dist/predictions.json, which docs/accuracy.md's section across GPUs is generated from by
@@ -53,16 +53,22 @@ def measured_collectives(rec: dict) -> dict:
     return dict(c)
 
 
-LAW = ("fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us")
+LAW = ("fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us", "ranks_host_factor",
+       "ranks_python_factor")
 
 
-def scoring_host(gpu: str, host: str | None = "lease-law"):
-    """``lease-law`` (the default): the reference host's figures (synchronised steps: they price these leases' DDP
-    steps within 7.9% median, ResNet-50 up to 29% slow; the H200 leases' own 2026-11-22 profile 13% median too fast)
-    with FSDP2's law from the host profile of the GPU's leases, where it was measured (validation/fit/fsdp_law.py);
-    else a host profile's name."""
+def scoring_host(gpu: str, host: str | None = "lease"):
+    """``lease`` (the default): the host profile of the GPU's leases as it is (``hosts/<gpu>-sxm-host.toml``: its
+    calibrated figures, FSDP2's law, validation/fit/fsdp_law.py, and the Python's speed with 2+ ranks on the host,
+    ``ranks_python_factor``, validation/score/dist_scaling.py): world 1 priced by the host the records ran on, 2+ ranks
+    by the same host as it slows with them. ``lease-law`` (the default before issue 33's host at N ranks): the
+    reference host's figures with the lease host's FSDP2 law and rank factors (the reference host prices these leases'
+    world-1 ResNet-50 steps 18-30% slow, which hid the slowdown at 2+ ranks: scaled on top of it, DDP steps at 2+ ranks
+    read 17% slow). Else a host profile's name."""
     from gpusim.hw.host import load_host
-    if host not in (None, "lease-law"):
+    if host in (None, "lease"):
+        return load_host(HOSTS.get(gpu, "reference"))
+    if host != "lease-law":
         return load_host(host)
     ref, lease = load_host("reference"), load_host(HOSTS.get(gpu, "reference"))
     prov = dict(ref.provenance)
@@ -71,15 +77,18 @@ def scoring_host(gpu: str, host: str | None = "lease-law"):
     return ref.replace(provenance=MappingProxyType(prov), **{k: getattr(lease, k) for k in LAW})
 
 
-def predict_case(case: str, world: int, gpu: str, host: str | None = None):
+def predict_case(case: str, world: int, gpu: str, host: str | None = None, what_if: dict | None = None):
+    """``what_if``: host figures in place of the scoring host's (``ranks_host_factor``, ``ranks_python_factor``)."""
     from gpusim.hw.spec import spec_for
     from gpusim.predict.distributed import predict_distributed
     from validation.measure import dist_steps
-    return predict_distributed(dist_steps.BUILDERS[case], spec_for(gpu), world, 1, world1=False,
-                               host=scoring_host(gpu, host))
+    h = scoring_host(gpu, host)
+    if what_if:
+        h = h.replace(**what_if)
+    return predict_distributed(dist_steps.BUILDERS[case], spec_for(gpu), world, 1, world1=False, host=h)
 
 
-def rows(progress: bool = False, host: str = "lease-law") -> list[dict]:
+def rows(progress: bool = False, host: str = "lease", what_if: dict | None = None) -> list[dict]:
     recs = records()
     preds = {}
     out = []
@@ -89,7 +98,7 @@ def rows(progress: bool = False, host: str = "lease-law") -> list[dict]:
         if key not in preds:
             if progress:
                 print(f"predicting {key}", file=sys.stderr, flush=True)
-            preds[key] = predict_case(r["case"], r["world"], gpu, host)
+            preds[key] = predict_case(r["case"], r["world"], gpu, host, what_if)
         p = preds[key]
         plan = collections.Counter(op.kind for op in p.plan.ops if op.kind != "copy")
         out.append({"gpu": gpu, "case": r["case"], "world": r["world"], "record": path,
@@ -187,8 +196,9 @@ def render(rs: list[dict]) -> str:
     srcs = sorted({x["record"] for x in rs})
     return "\n".join([BEGIN, "", f"Records: {', '.join(f'`{s}`' for s in srcs)}; predicted by gpusim from the same "
                       "builders (`validation/measure/dist_steps.py`) under its fake process group, on the record's "
-                      "GPU (calibrated spec), the reference host with FSDP2's per-unit law of that GPU's lease host "
-                      "(`validation/fit/fsdp_law.py`).", "", table(rs), "", summary_lines(summary(rs)), "",
+                      "GPU (calibrated spec), the host profile of that GPU's leases (`hosts/h200-sxm-host.toml`: "
+                      "FSDP2's per-unit law, `validation/fit/fsdp_law.py`, and the Python's speed with 2+ ranks on "
+                      "the host, `ranks_python_factor`, `validation/score/dist_scaling.py`).", "", table(rs), "", summary_lines(summary(rs)), "",
                       *([memtracker_table(rs), ""] if memtracker_table(rs) else []), END])
 
 
@@ -197,8 +207,10 @@ STORED = os.path.join(RECORDS, "predictions.json")
 
 def store(rs: list[dict], host: str) -> None:
     """The scored rows, for docs/accuracy.md (validation/reports/dist_page.py) and the tests."""
-    what = ("the reference host with FSDP2's per-unit law of the GPU's lease host (hosts/<gpu>-sxm-host.toml, "
-            "validation/fit/fsdp_law.py)" if host == "lease-law" else f"host profile {host}")
+    what = {"lease": "the host profile of the GPU's leases (hosts/<gpu>-sxm-host.toml: FSDP2's law, "
+                     "validation/fit/fsdp_law.py; ranks_python_factor, validation/score/dist_scaling.py)",
+            "lease-law": "the reference host with FSDP2's per-unit law and rank factors of the GPU's lease host "
+                         "(hosts/<gpu>-sxm-host.toml, validation/fit/fsdp_law.py)"}.get(host, f"host profile {host}")
     with open(STORED, "w") as f:
         json.dump({"host": what, "rows": rs, "summary": summary(rs)}, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -218,14 +230,21 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="print the table, leave docs/distributed.md alone")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--stored", action="store_true", help="re-render the docs from the stored predictions")
-    ap.add_argument("--host", default="lease-law",
-                    help="'lease-law' (reference host + the GPU's leases' FSDP2 law) or a host profile's name")
+    ap.add_argument("--host", default="lease",
+                    help="'lease' (the GPU's lease host profile), 'lease-law' (reference host + the lease host's "
+                         "FSDP2 law and rank factors) or a host profile's name")
+    for fig in ("ranks_host_factor", "ranks_python_factor"):
+        ap.add_argument("--" + fig.replace("_", "-"), type=float, default=None,
+                        help=f"what-if: the scoring host's {fig} (host time at 2+ ranks over 1); implies --check")
     a = ap.parse_args(argv)
+    what_if = {k: getattr(a, k) for k in ("ranks_host_factor", "ranks_python_factor") if getattr(a, k) is not None}
+    if what_if:
+        a.check = True
     if a.stored:
         with open(STORED) as f:
             rs = json.load(f)["rows"]
     else:
-        rs = rows(progress=True, host=a.host)
+        rs = rows(progress=True, host=a.host, what_if=what_if)
     if a.json:
         print(json.dumps({"rows": rs, "summary": summary(rs)}, indent=1))
         return 0
