@@ -77,3 +77,12 @@ def test_fit_recovers_a_planted_extra(tmp_path, capsys):
     assert us == pytest.approx(0.8) and span is None and rms < 1e-9
     assert fit_chain.main(["--gpu", "h200", "--sweep", str(path)]) == 0
     assert "after_library_us = { value = 0.800" in capsys.readouterr().out
+
+
+def test_predecessor_table_splits_by_the_kernel_before():
+    from validation.reports.cnn_predecessor import table
+    rs = [{"cls": "bn_cudnn", "after": "lib", "bytes": 5e5, "meas": 2.0, "pred": 1.0},
+          {"cls": "bn_cudnn", "after": "mem", "bytes": 5e5, "meas": 1.2, "pred": 1.0}]
+    t = table(rs, 100.0)
+    assert "| bn_cudnn | lib | 64 kB-1 MB | 1 | 2 | 1 | 0.50 | +1.00 |" in t
+    assert "| all | mem | all | 1 |" in t and "+1.0% of the measured total" in t
