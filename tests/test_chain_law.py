@@ -1,4 +1,4 @@
-"""The after-a-library-kernel law (gpusim.cost.sequence) and its fit on the chain sweep
+"""The after-a-convolution law (gpusim.cost.sequence) and its fit on the chain sweep
 (validation/fit/fit_chain.py), on synthetic records with a planted extra."""
 
 import dataclasses
@@ -7,12 +7,12 @@ import json
 import pytest
 
 from gpusim.cost.kernel import estimate_kernel
-from gpusim.cost.sequence import after_library, after_library_extra_us
+from gpusim.cost.sequence import after_conv, after_conv_extra_us
 from gpusim.hw.spec import load_spec
 from gpusim.predict.pipeline import lower
 from validation.fit import fit_chain
 
-SPEC = dataclasses.replace(load_spec("h200-sxm-calibrated"), after_library_us=None, after_library_bytes=None)
+SPEC = dataclasses.replace(load_spec("h200-sxm-calibrated"), after_conv_us=None, after_conv_bytes=None)
 #: a measured kernel name per predicted kernel class (as the profiler names them)
 NAMES = {"conv": "sm90_xmma_fprop_implicit_gemm_f32f32", "layout": "cudnn::nchwToNhwcKernel",
          "bn": "cudnn::bn_fw_inf_1C11_kernel_NCHW", "aux": "unrolled_elementwise_kernel direct_copy_kernel_cuda",
@@ -47,23 +47,23 @@ def _records(extra_us: float) -> list[dict]:
 def test_no_figure_leaves_every_estimate_alone():
     g = fit_chain.chain_graph({"chain": "cbr", "N": 2, "C": 64, "HW": 14, "dtype": "float32", "layout": "nchw"})
     est = [estimate_kernel(g, k, SPEC) for k in lower(g, "eager", spec=SPEC).kernels]
-    assert after_library(est, SPEC) == est
+    assert after_conv(est, SPEC) == est
 
 
-def test_only_a_memory_bound_kernel_after_a_gemm_pays_and_the_taper_ends_it():
-    spec = dataclasses.replace(SPEC, after_library_us=1.0, after_library_bytes=8e6)
+def test_only_a_memory_bound_kernel_after_a_convolution_pays_and_the_taper_ends_it():
+    spec = dataclasses.replace(SPEC, after_conv_us=1.0, after_conv_bytes=8e6)
     g = fit_chain.chain_graph({"chain": "cbr", "N": 2, "C": 64, "HW": 14, "dtype": "float32", "layout": "nchw"})
     est = [estimate_kernel(g, k, spec) for k in lower(g, "eager", spec=spec).kernels]
-    out = after_library(est, spec)
+    out = after_conv(est, spec)
     for i, (a, b) in enumerate(zip(est, out)):
-        after_conv = i > 0 and est[i - 1].kind == "conv" and est[i - 1].role == "main"
-        if after_conv and a.kind != "conv":
+        follows = i > 0 and est[i - 1].kind == "conv" and est[i - 1].role == "main"
+        if follows and a.kind != "conv":
             assert b.us == pytest.approx(a.us + 1.0 * (1 - a.bytes / 8e6))
         else:
             assert b.us == a.us
     assert any(b.us > a.us for a, b in zip(est, out))
     big = dataclasses.replace(est[-1], bytes_read=8e6, bytes_written=8e6)
-    assert after_library_extra_us(big, spec) == 0.0
+    assert after_conv_extra_us(big, spec) == 0.0
 
 
 def test_fit_recovers_a_planted_extra(tmp_path, capsys):
@@ -76,7 +76,7 @@ def test_fit_recovers_a_planted_extra(tmp_path, capsys):
     us, span, rms = fit_chain.fit(rows)
     assert us == pytest.approx(0.8) and span is None and rms < 1e-9
     assert fit_chain.main(["--gpu", "h200", "--sweep", str(path)]) == 0
-    assert "after_library_us = { value = 0.800" in capsys.readouterr().out
+    assert "after_conv_us = { value = 0.800" in capsys.readouterr().out
 
 
 def test_predecessor_table_splits_by_the_kernel_before():
@@ -86,3 +86,12 @@ def test_predecessor_table_splits_by_the_kernel_before():
     t = table(rs, 100.0)
     assert "| bn_cudnn | lib | 64 kB-1 MB | 1 | 2 | 1 | 0.50 | +1.00 |" in t
     assert "| all | mem | all | 1 |" in t and "+1.0% of the measured total" in t
+
+
+def test_a_kernel_after_a_matmul_keeps_its_price():
+    import torch
+    from gpusim.capture.tracing import capture
+    spec = dataclasses.replace(SPEC, after_conv_us=1.0)
+    g = capture(lambda x, w: torch.relu(x @ w), (torch.empty(64, 64, device="meta"), torch.empty(64, 64, device="meta")))
+    est = [estimate_kernel(g, k, spec) for k in lower(g, "eager", spec=spec).kernels]
+    assert after_conv(est, spec) == est

@@ -94,10 +94,10 @@ OPTIONAL_MODEL += KLOOP_FIGURES
 CONV_GEMM_FIGURES = ("conv_gemm_us", "conv_gemm_efficiency")
 OPTIONAL_MODEL += CONV_GEMM_FIGURES
 FRACTIONS += ("conv_gemm_efficiency",)
-#: a memory-bound kernel right after a library GEMM or convolution in an eager stream
+#: a memory-bound kernel right after a convolution in an eager stream
 #: (validation/fit/fit_chain.py on validation/results/<gpu>/cnn_chain.jsonl; gpusim.cost.sequence):
 #: without them every kernel is priced as if alone
-SEQUENCE_FIGURES = ("after_library_us", "after_library_bytes")
+SEQUENCE_FIGURES = ("after_conv_us", "after_conv_bytes")
 OPTIONAL_MODEL += SEQUENCE_FIGURES
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the

@@ -1,4 +1,4 @@
-"""Fit the after-a-library-kernel law (:mod:`gpusim.cost.sequence`) on the chain sweep.
+"""Fit the after-a-convolution law (:mod:`gpusim.cost.sequence`) on the chain sweep.
 
 ``python3 -m validation.fit.fit_chain [--gpu h200] [--sweep FILE] [--write]``
 
@@ -8,10 +8,11 @@ the same chain with a spin kernel between stages (``gap``). A kernel's ``extra``
 chain less its time in the gap chain (same tensors, same kernel, the previous kernel a spin kernel
 instead): what the kernel before it costs it. Memory-bound kernels (ATen elementwise and batch
 norm, cuDNN's batch norm and layout transforms) are split by their predecessor in the chain: a
-library GEMM or convolution (``lib``) or a memory-bound kernel (``mem``). The law
-``after_library_us x max(0, 1 - bytes / after_library_bytes)`` is fitted in least squares on the
+convolution (``lib``: any library's, cuDNN, cuBLAS or ATen's depthwise) or a memory-bound kernel
+(``mem``). The law
+``after_conv_us x max(0, 1 - bytes / after_conv_bytes)`` is fitted in least squares on the
 ``lib`` kernels' extras (bytes: gpusim's bytes of the kernel matched in launch order, the broad
-fit's matcher); ``after_library_bytes`` by a grid (none: no taper). Reported: the extras by
+fit's matcher); ``after_conv_bytes`` by a grid (none: no taper). Reported: the extras by
 predecessor, dtype, layout and size; leave one chain / dtype / layout out; and each chain's device
 time as gpusim predicts it (captured on meta tensors) against the measured chain, without and
 with the law. No held-out, zoo or published record is read.
@@ -33,14 +34,14 @@ import torch.nn.functional as F
 
 from gpusim.capture.tracing import capture
 from gpusim.cost.kernel import estimate_kernel
-from gpusim.cost.sequence import after_library
+from gpusim.cost.sequence import after_conv
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.predict.pipeline import lower
 from validation.fit.fit_broad import kernel_class, measured_class
 from validation.fit.fit_triton import emit_figures, read_sweep, sweep_path
 
-FIGURES = ("after_library_us", "after_library_bytes")
-#: measured kernels that are not a library GEMM or convolution
+FIGURES = ("after_conv_us", "after_conv_bytes")
+#: measured kernels that are not a convolution (the chains run no other GEMM)
 MEMORY = re.compile(r"elementwise|copy|batch_norm|bn_fw|nchwToNhwc|nhwcToNchw|reduce|pool|CatArray|spin_kernel")
 SPIN = "spin_kernel"
 #: taper spans tried (bytes); None: no taper
@@ -82,7 +83,7 @@ def kernel_rows(recs: list[dict], spec) -> tuple[list[dict], list[dict]]:
         ks = lower(g, "eager", spec=spec).kernels
         est = [estimate_kernel(g, k, spec) for k in ks]
         chains.append({"p": r, "meas": sum(k["us"] for k in ch), "pred": sum(e.us for e in est),
-                       "pred_law": sum(e.us for e in after_library(est, spec))})
+                       "pred_law": sum(e.us for e in after_conv(est, spec))})
         if [k["name"] for k in gap] != [k["name"] for k in ch]:
             continue
         sm = difflib.SequenceMatcher(None, [measured_class(k["name"]) for k in ch],
@@ -154,7 +155,7 @@ def lofo(rows: list[dict]) -> list[str]:
             pred = [a * (1.0 if span is None else max(0.0, 1 - r["bytes"] / span)) for r in own]
             rms = np.sqrt(np.mean([(r["extra"] - q) ** 2 for r, q in zip(own, pred)]))
             rms0 = np.sqrt(np.mean([r["extra"] ** 2 for r in own]))
-            out.append(f"leave {key}={v} out ({len(own)} kernels after a library kernel): {a:.3f} us, span "
+            out.append(f"leave {key}={v} out ({len(own)} kernels after a convolution): {a:.3f} us, span "
                        f"{span or 0:.0f} B; its extras' rms {rms0:.2f} us (no law) -> {rms:.2f} us")
     return out
 
@@ -169,28 +170,28 @@ def main(argv=None) -> int:
     if path is None:
         return 2
     env, recs = read_sweep(path, "cnn_chain", ("kernels", "gap"))
-    base = dataclasses.replace(load_spec(calibrated_name(a.gpu)), after_library_us=None, after_library_bytes=None)
+    base = dataclasses.replace(load_spec(calibrated_name(a.gpu)), after_conv_us=None, after_conv_bytes=None)
     rows, _ = kernel_rows(recs, base)
     if not any(r["after"] == "lib" for r in rows):
-        print(f"fit_chain: no kernel after a library kernel in {path}", file=sys.stderr)
+        print(f"fit_chain: no kernel after a convolution in {path}", file=sys.stderr)
         return 2
     us, span, rms = fit(rows)
-    law = dataclasses.replace(base, after_library_us=us, after_library_bytes=span)
+    law = dataclasses.replace(base, after_conv_us=us, after_conv_bytes=span)
     _, chains = kernel_rows(recs, law)
     lib = [r for r in rows if r["after"] == "lib"]
     mem = [r for r in rows if r["after"] == "mem"]
-    lines = [f"{len(recs)} chains, {len(lib)} memory-bound kernels after a library kernel, {len(mem)} after a "
+    lines = [f"{len(recs)} chains, {len(lib)} memory-bound kernels after a convolution, {len(mem)} after a "
              f"memory-bound one: median extra (chain - gap) {statistics.median(r['extra'] for r in lib):+.2f} / "
              f"{statistics.median(r['extra'] for r in mem):+.2f} us",
-             f"fit: after_library_us = {us:.3f}, after_library_bytes = {span or 0:.0f} (rms {rms:.2f} us)",
+             f"fit: after_conv_us = {us:.3f}, after_conv_bytes = {span or 0:.0f} (rms {rms:.2f} us)",
              f"chain device time, median / p90 abs error: order-free laws {_errs(chains, 'pred')}; "
              f"with the law {_errs(chains, 'pred_law')}"]
     print("\n".join(lines + [""] + extras_table(rows) + [""] + lofo(rows)))
     ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, {env.get('command', 'cnn_chain')}; fitted by "
            f"python3 -m validation.fit.fit_chain --gpu {a.gpu} ({lines[0]}; {lines[2]})")
-    figs = [f'after_library_us = {{ value = {us:.3f}, source = "measured", ref = "{ref}" }}']
+    figs = [f'after_conv_us = {{ value = {us:.3f}, source = "measured", ref = "{ref}" }}']
     if span:
-        figs.append(f'after_library_bytes = {{ value = {span:.0f}, source = "measured", ref = "{ref}" }}')
+        figs.append(f'after_conv_bytes = {{ value = {span:.0f}, source = "measured", ref = "{ref}" }}')
     emit_figures(load_spec(calibrated_name(a.gpu)).path, figs, FIGURES, a.write)
     return 0
 
