@@ -205,9 +205,9 @@ class GPUSpec:
     # K unsplit): each tile's K loop adds gemm_kloop_us + K x gemm_kloop_ns to the compute time
     # (validation/fit/fit_gemm_kloop.py on the dispatch sweep); None: the plain roofline
     gemm_kloop_us: float | None = None; gemm_kloop_ns: float | None = None  # noqa: E702
-    # 1x1 conv run by cuBLAS over NCHW (fit_conv_gemm); after a conv, a memory kernel's extra µs (cost.sequence)
+    # 1x1 conv run by cuBLAS over NCHW (fit_conv_gemm); eval BN's cold-parameter µs in a model (fit_chain)
     conv_gemm_us: float | None = None; conv_gemm_efficiency: float | None = None  # noqa: E702
-    after_conv_us: float | None = None; after_conv_bytes: float | None = None  # noqa: E702
+    bn_cold_us: float | None = None
     # a prefill's ATen classes (prefill_classes sweep: non-vectorised elementwise floor µs, row walk ns a column,
     # strided cat's share of a copy), then a decode step's at few rows (decode_classes, cost.few_rows); None: old laws
     aten_strided_min_us: float | None = None

@@ -10,7 +10,6 @@ from gpusim.capture.tracing import capture
 from gpusim.util.errors import UserError
 from gpusim.cost.kernel import estimate_kernel, kernel_us
 from gpusim.cost.roofline import CostOptions, KernelEstimate
-from gpusim.cost.sequence import after_conv
 from gpusim.graph.opgraph import OpGraph
 from gpusim.hw.spec import GPUSpec, load_spec
 from gpusim.hw.host import HostProfile, load_host, python_us
@@ -181,7 +180,6 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     graph, mode = low.graph, low.mode
     kernels = [estimate_kernel(graph, k, spec, opts) for k in low.kernels]
     if mode == "eager":
-        kernels = after_conv(kernels, spec)
         vb, trailing = views_per_kernel(graph, low.kernels)
     else:
         vb, trailing = None, 0

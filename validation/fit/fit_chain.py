@@ -1,21 +1,25 @@
-"""Fit the after-a-convolution law (:mod:`gpusim.cost.sequence`) on the chain sweep.
+"""Fit the cold-parameter term of eval batch norm (``bn_cold_us``, :func:`gpusim.cost.laws.bn_eval`)
+on the chain sweep, and show what the kernel before a memory-bound kernel does to it.
 
 ``python3 -m validation.fit.fit_chain [--gpu h200] [--sweep FILE] [--write]``
 
 Reads ``validation/results/<gpu>/cnn_chain.jsonl`` (:mod:`validation.measure.cnn_chain`): conv ->
-batch norm -> ReLU (-> add) chains, each timed as a chain (back to back, as a model runs) and as
-the same chain with a spin kernel between stages (``gap``). A kernel's ``extra`` is its time in the
-chain less its time in the gap chain (same tensors, same kernel, the previous kernel a spin kernel
-instead): what the kernel before it costs it. Memory-bound kernels (ATen elementwise and batch
-norm, cuDNN's batch norm and layout transforms) are split by their predecessor in the chain: a
-convolution (``lib``: any library's, cuDNN, cuBLAS or ATen's depthwise) or a memory-bound kernel
-(``mem``). The law
-``after_conv_us x max(0, 1 - bytes / after_conv_bytes)`` is fitted in least squares on the
-``lib`` kernels' extras (bytes: gpusim's bytes of the kernel matched in launch order, the broad
-fit's matcher); ``after_conv_bytes`` by a grid (none: no taper). Reported: the extras by
-predecessor, dtype, layout and size; leave one chain / dtype / layout out; and each chain's device
-time as gpusim predicts it (captured on meta tensors) against the measured chain, without and
-with the law. No held-out, zoo or published record is read.
+batch norm -> ReLU (-> add) chains and batch norm -> ReLU chains, each timed as a chain (L2 flushed
+before the call, as the model records), as the same chain with a spin kernel before each stage
+(``gap``), and stage by stage alone, L2-flushed (``cold``) and back to back (``warm``).
+
+- The kernel before: each memory-bound kernel's time in the chain less its time in the gap chain
+  (same tensors; the kernel before it a spin kernel instead of a convolution or a memory-bound
+  kernel), by predecessor, dtype, layout and activation size.
+- The batch-norm stage (cuDNN's one kernel in fp32; ATen's prologue copy, inverse-std and
+  transform kernels in bf16): in the chain its input is what the kernel before just wrote (L2-warm)
+  and its parameters are cold; in the ``warm`` sweep, as the batch-norm laws' sweeps
+  (``--no-flush``), everything is L2-resident. ``bn_cold_us`` is the median of chain - warm over
+  the stage's kernels, every point; reported: that difference by dtype, layout and size, gpusim's
+  batch-norm stage against the chain's without and with the figure, and each chain kind, dtype and
+  layout left out (figure fitted on the rest, the left-out stages' error).
+
+No held-out, zoo or published record is read.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import difflib
 import re
 import statistics
 import sys
@@ -34,22 +37,19 @@ import torch.nn.functional as F
 
 from gpusim.capture.tracing import capture
 from gpusim.cost.kernel import estimate_kernel
-from gpusim.cost.sequence import after_conv
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.predict.pipeline import lower
-from validation.fit.fit_broad import kernel_class, measured_class
 from validation.fit.fit_triton import emit_figures, read_sweep, sweep_path
 
-FIGURES = ("after_conv_us", "after_conv_bytes")
+FIGURES = ("bn_cold_us",)
 #: measured kernels that are not a convolution (the chains run no other GEMM)
 MEMORY = re.compile(r"elementwise|copy|batch_norm|bn_fw|nchwToNhwc|nhwcToNchw|reduce|pool|CatArray|spin_kernel")
 SPIN = "spin_kernel"
-#: taper spans tried (bytes); None: no taper
-SPANS = (None,) + tuple(float(2 ** e) for e in range(20, 29))
+SIZES = ((2e6, "<2 MB"), (16e6, "2-16 MB"), (64e6, "16-64 MB"), (float("inf"), ">=64 MB"))
 
 
-def is_memory(name: str) -> bool:
-    return bool(MEMORY.search(name))
+def size_bucket(b: float) -> str:
+    return next(lab for lim, lab in SIZES if b < lim)
 
 
 def chain_graph(p: dict):
@@ -71,63 +71,61 @@ def chain_graph(p: dict):
     return capture(fn, (x0, w) + vecs)
 
 
-def kernel_rows(recs: list[dict], spec) -> tuple[list[dict], list[dict]]:
-    """``(rows, chains)``: one row per measured memory-bound chain kernel after the first
-    (point, name, ``after`` lib|mem, chain and gap µs, extra, gpusim's bytes and µs of the matched
-    kernel); one row per point (measured chain µs, predicted without and with ``spec``'s law)."""
-    rows, chains = [], []
+def predecessor_rows(recs: list[dict]) -> list[dict]:
+    """One row per memory-bound chain kernel after the first: ``after`` (conv | mem), chain, gap
+    and ``extra`` (chain - gap) µs."""
+    rows = []
     for r in recs:
-        ch = r["kernels"]
-        gap = [k for k in r.get("gap") or [] if SPIN not in k["name"]]
-        g = chain_graph(r)
-        ks = lower(g, "eager", spec=spec).kernels
-        est = [estimate_kernel(g, k, spec) for k in ks]
-        chains.append({"p": r, "meas": sum(k["us"] for k in ch), "pred": sum(e.us for e in est),
-                       "pred_law": sum(e.us for e in after_conv(est, spec))})
+        ch, gap = r["kernels"], [k for k in r.get("gap") or [] if SPIN not in k["name"]]
         if [k["name"] for k in gap] != [k["name"] for k in ch]:
             continue
-        sm = difflib.SequenceMatcher(None, [measured_class(k["name"]) for k in ch],
-                                     [kernel_class(g, k) for k in ks], autojunk=False)
-        match = {b.a + j: b.b + j for b in sm.get_matching_blocks() for j in range(b.size)}
         for i in range(1, len(ch)):
-            if not is_memory(ch[i]["name"]) or i not in match:
-                continue
-            e = est[match[i]]
-            rows.append({"p": r, "name": ch[i]["name"], "after": "mem" if is_memory(ch[i - 1]["name"]) else "lib",
-                         "chain_us": ch[i]["us"], "gap_us": gap[i]["us"], "extra": ch[i]["us"] - gap[i]["us"],
-                         "bytes": e.bytes, "pred_us": e.us})
-    return rows, chains
+            if MEMORY.search(ch[i]["name"]):
+                rows.append({"p": r, "after": "mem" if MEMORY.search(ch[i - 1]["name"]) else "conv",
+                             "chain_us": ch[i]["us"], "gap_us": gap[i]["us"], "extra": ch[i]["us"] - gap[i]["us"]})
+    return rows
 
 
-def fit(rows: list[dict]) -> tuple[float, float | None, float]:
-    """``(us, span, rms)``: least squares of the ``lib`` rows' extras on the tapered law, the span
-    chosen from :data:`SPANS`."""
-    lib = [r for r in rows if r["after"] == "lib"]
-    y = np.array([r["extra"] for r in lib])
-    best = None
-    for span in SPANS:
-        x = np.array([1.0 if span is None else max(0.0, 1.0 - r["bytes"] / span) for r in lib])
-        a = float(x @ y / (x @ x)) if x @ x > 0 else 0.0
-        rms = float(np.sqrt(np.mean((y - a * x) ** 2)))
-        if best is None or rms < best[2] - 1e-9:
-            best = (a, span, rms)
-    return best
+def bn_rows(recs: list[dict], spec) -> list[dict]:
+    """One row per point: the batch-norm stage's µs in the chain, alone warm and cold, and as
+    gpusim predicts it with ``spec`` (its batch-norm kernels, figure off)."""
+    spec = dataclasses.replace(spec, bn_cold_us=None)
+    rows = []
+    for r in recs:
+        pos = 0
+        for s in r["stages"]:
+            if s == "bn":
+                break
+            pos += len(r["warm"][s])
+        n = len(r["warm"]["bn"])
+        seg = r["kernels"][pos:pos + n]
+        if [k["name"] for k in seg] != [k["name"] for k in r["warm"]["bn"]]:
+            continue
+        g = chain_graph(r)
+        pred = sum(estimate_kernel(g, k, spec).us for k in lower(g, "eager", spec=spec).kernels
+                   if "batch_norm" in g.g.nodes[k.ops[0]]["op"])
+        rows.append({"p": r, "chain": sum(k["us"] for k in seg), "warm": sum(k["us"] for k in r["warm"]["bn"]),
+                     "cold": sum(k["us"] for k in r["cold"]["bn"]), "pred": pred, "kernels": n})
+    return rows
 
 
-def size_bucket(b: float) -> str:
-    mb = b / 1e6
-    return next(lab for lim, lab in ((1, "<1 MB"), (4, "1-4 MB"), (16, "4-16 MB"), (64, "16-64 MB"),
-                                     (1e12, ">=64 MB")) if mb < lim)
+def fit(rows: list[dict]) -> float:
+    """``bn_cold_us``: the median of chain - warm over the batch-norm stages."""
+    return float(statistics.median(r["chain"] - r["warm"] for r in rows))
 
 
-def extras_table(rows: list[dict]) -> list[str]:
-    """Median extra (chain - gap) and chain µs by predecessor, dtype, layout and size."""
+def errs(rows: list[dict], cold: float) -> str:
+    e = [(r["pred"] + cold - r["chain"]) / r["chain"] * 100 for r in rows]
+    return f"{np.median(np.abs(e)):.1f}% / {np.percentile(np.abs(e), 90):.1f}% (signed median {np.median(e):+.1f}%)"
+
+
+def predecessor_table(rows: list[dict]) -> list[str]:
     by = collections.defaultdict(list)
     for r in rows:
-        by[(r["after"], r["p"]["dtype"], r["p"]["layout"], size_bucket(r["bytes"]))].append(r)
-    out = ["| after | dtype | layout | kernel bytes | kernels | median chain us | median gap us | median extra us |",
+        by[(r["after"], r["p"]["dtype"], r["p"]["layout"], size_bucket(r["p"]["bytes"]))].append(r)
+    order = [lab for _, lab in SIZES]
+    out = ["| after | dtype | layout | activation | kernels | median chain us | median gap us | median chain - gap |",
            "|---|---|---|---|---|---|---|---|"]
-    order = ["<1 MB", "1-4 MB", "4-16 MB", "16-64 MB", ">=64 MB"]
     for k in sorted(by, key=lambda k: (k[0], k[1], k[2], order.index(k[3]))):
         v = by[k]
         out.append(f"| {' | '.join(k)} | {len(v)} | {statistics.median(r['chain_us'] for r in v):.2f} | "
@@ -135,28 +133,31 @@ def extras_table(rows: list[dict]) -> list[str]:
     return out
 
 
-def _errs(chains, key) -> str:
-    e = np.abs([(c[key] - c["meas"]) / c["meas"] * 100 for c in chains])
-    s = np.median([(c[key] - c["meas"]) / c["meas"] * 100 for c in chains])
-    return f"{np.median(e):.1f}% / {np.percentile(e, 90):.1f}% (signed median {s:+.1f}%)"
+def bn_table(rows: list[dict], cold: float) -> list[str]:
+    by = collections.defaultdict(list)
+    for r in rows:
+        by[(r["p"]["dtype"], r["p"]["layout"], size_bucket(r["p"]["bytes"]))].append(r)
+    order = [lab for _, lab in SIZES]
+    out = ["| dtype | layout | activation | stages | kernels | median chain | warm | cold | chain - warm | "
+           "gpusim before | after |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for k in sorted(by, key=lambda k: (k[0], k[1], order.index(k[2]))):
+        v = by[k]
+        m = {f: statistics.median(r[f] for r in v) for f in ("chain", "warm", "cold", "pred")}
+        out.append(f"| {' | '.join(k)} | {len(v)} | {v[0]['kernels']} | {m['chain']:.2f} | {m['warm']:.2f} | "
+                   f"{m['cold']:.2f} | {statistics.median(r['chain'] - r['warm'] for r in v):+.2f} | "
+                   f"{errs(v, 0.0).split(' (')[0]} | {errs(v, cold).split(' (')[0]} |")
+    return out
 
 
 def lofo(rows: list[dict]) -> list[str]:
-    """Each chain, dtype and layout left out: figures fitted on the rest, rms of the left-out
-    ``lib`` extras under them and under no law."""
     out = []
     for key in ("chain", "dtype", "layout"):
         for v in sorted({r["p"][key] for r in rows}):
             rest = [r for r in rows if r["p"][key] != v]
-            own = [r for r in rows if r["p"][key] == v and r["after"] == "lib"]
-            if not own or not any(r["after"] == "lib" for r in rest):
-                continue
-            a, span, _ = fit(rest)
-            pred = [a * (1.0 if span is None else max(0.0, 1 - r["bytes"] / span)) for r in own]
-            rms = np.sqrt(np.mean([(r["extra"] - q) ** 2 for r, q in zip(own, pred)]))
-            rms0 = np.sqrt(np.mean([r["extra"] ** 2 for r in own]))
-            out.append(f"leave {key}={v} out ({len(own)} kernels after a convolution): {a:.3f} us, span "
-                       f"{span or 0:.0f} B; its extras' rms {rms0:.2f} us (no law) -> {rms:.2f} us")
+            own = [r for r in rows if r["p"][key] == v]
+            c = fit(rest)
+            out.append(f"leave {key}={v} out ({len(own)} stages): bn_cold_us {c:.3f}; its stages' error "
+                       f"{errs(own, 0.0)} -> {errs(own, c)}")
     return out
 
 
@@ -164,35 +165,30 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_chain")
     ap.add_argument("--gpu", default="h200")
     ap.add_argument("--sweep", default=None)
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
+    ap.add_argument("--write", action="store_true", help="write the figure into the GPU's calibrated spec")
     a = ap.parse_args(argv)
     path = sweep_path("fit_chain", a.gpu, a.sweep, "cnn_chain.jsonl", "cnn_chain")
     if path is None:
         return 2
-    env, recs = read_sweep(path, "cnn_chain", ("kernels", "gap"))
-    base = dataclasses.replace(load_spec(calibrated_name(a.gpu)), after_conv_us=None, after_conv_bytes=None)
-    rows, _ = kernel_rows(recs, base)
-    if not any(r["after"] == "lib" for r in rows):
-        print(f"fit_chain: no kernel after a convolution in {path}", file=sys.stderr)
+    env, recs = read_sweep(path, "cnn_chain", ("kernels", "gap", "warm"))
+    spec = load_spec(calibrated_name(a.gpu))
+    pre, bn = predecessor_rows(recs), bn_rows(recs, spec)
+    if not bn:
+        print(f"fit_chain: no batch-norm stage in {path}", file=sys.stderr)
         return 2
-    us, span, rms = fit(rows)
-    law = dataclasses.replace(base, after_conv_us=us, after_conv_bytes=span)
-    _, chains = kernel_rows(recs, law)
-    lib = [r for r in rows if r["after"] == "lib"]
-    mem = [r for r in rows if r["after"] == "mem"]
-    lines = [f"{len(recs)} chains, {len(lib)} memory-bound kernels after a convolution, {len(mem)} after a "
-             f"memory-bound one: median extra (chain - gap) {statistics.median(r['extra'] for r in lib):+.2f} / "
-             f"{statistics.median(r['extra'] for r in mem):+.2f} us",
-             f"fit: after_conv_us = {us:.3f}, after_conv_bytes = {span or 0:.0f} (rms {rms:.2f} us)",
-             f"chain device time, median / p90 abs error: order-free laws {_errs(chains, 'pred')}; "
-             f"with the law {_errs(chains, 'pred_law')}"]
-    print("\n".join(lines + [""] + extras_table(rows) + [""] + lofo(rows)))
-    ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, {env.get('command', 'cnn_chain')}; fitted by "
-           f"python3 -m validation.fit.fit_chain --gpu {a.gpu} ({lines[0]}; {lines[2]})")
-    figs = [f'after_conv_us = {{ value = {us:.3f}, source = "measured", ref = "{ref}" }}']
-    if span:
-        figs.append(f'after_conv_bytes = {{ value = {span:.0f}, source = "measured", ref = "{ref}" }}')
-    emit_figures(load_spec(calibrated_name(a.gpu)).path, figs, FIGURES, a.write)
+    cold = fit(bn)
+    med = {w: statistics.median([r["extra"] for r in pre if r["after"] == w] or [0.0]) for w in ("conv", "mem")}
+    lines = [f"{len(recs)} chains; memory-bound kernels after a convolution: {sum(r['after'] == 'conv' for r in pre)}, "
+             f"median chain - gap {med['conv']:+.2f} us; after a memory-bound kernel: "
+             f"{sum(r['after'] == 'mem' for r in pre)}, {med['mem']:+.2f} us",
+             f"bn_cold_us = {cold:.3f} (median chain - warm over {len(bn)} batch-norm stages)",
+             f"batch-norm stage in the chain, gpusim median / p90 abs error: {errs(bn, 0.0)} -> {errs(bn, cold)}"]
+    print("\n".join(lines + [""] + predecessor_table(pre) + [""] + bn_table(bn, cold) + [""] + lofo(bn)))
+    ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.cnn_chain "
+           f"--budget-s 160 -> {'validation/results/' + a.gpu + '/cnn_chain.jsonl'}; fitted by python3 -m "
+           f"validation.fit.fit_chain --gpu {a.gpu} ({lines[1]}; {lines[2]})")
+    emit_figures(spec.path, [f'bn_cold_us = {{ value = {cold:.3f}, source = "measured", ref = "{ref}" }}'],
+                 FIGURES, a.write)
     return 0
 
 
