@@ -85,7 +85,10 @@ def mta(x: LawInput) -> KernelEstimate:
 def bn_eval(x: LawInput) -> KernelEstimate:
     """Eval batch norm: bytes at ``bn_eval_efficiency[_16bit]``, then the SM-cycle law of its
     planes (:func:`gpusim.cost.classes.bn_eval_law`: ``bn_plane_cycles``, ...) as a lower bound
-    and floor; without it, the stream times the small-plane padding."""
+    and floor; without it, the stream times the small-plane padding. Those figures were measured
+    with the parameters L2-resident; inside a model they are cold: ``bn_cold_us`` more (the chain
+    sweep's batch norms against the same kernels alone, warm; a 16-bit batch norm's prologue
+    kernels' share is carried by its main kernel)."""
     a, spec = x.a, x.spec
     eff = spec.bn_eval_efficiency_16bit if a["dtype"] in HALF_DTYPES else spec.bn_eval_efficiency
     contiguous = bn_input_contiguous(x.graph, x.kernel.ops[0])
@@ -97,7 +100,9 @@ def bn_eval(x: LawInput) -> KernelEstimate:
     else:
         sm_us, law_floor = fitted
         mem, floor = max(mem, sm_us), max(floor, law_floor)
-    return x.retimed(mem, x.est.compute_us, floor)
+    est = x.retimed(mem, x.est.compute_us, floor)
+    cold = spec.bn_cold_us or 0.0    # in a model: its parameters read cold (validation/fit/fit_chain.py)
+    return replace(est, us=est.us + cold, fixed_us=est.fixed_us + cold) if cold else est
 
 
 def _cuda_core_depthwise(x: LawInput) -> KernelEstimate:

@@ -94,6 +94,11 @@ OPTIONAL_MODEL += KLOOP_FIGURES
 CONV_GEMM_FIGURES = ("conv_gemm_us", "conv_gemm_efficiency")
 OPTIONAL_MODEL += CONV_GEMM_FIGURES
 FRACTIONS += ("conv_gemm_efficiency",)
+#: an eval batch norm inside a model, whose per-channel parameters the model leaves cold in L2
+#: (validation/fit/fit_chain.py on validation/results/<gpu>/cnn_chain.jsonl): without it the
+#: batch-norm law as its sweeps measured it (parameters L2-resident)
+CHAIN_FIGURES = ("bn_cold_us",)
+OPTIONAL_MODEL += CHAIN_FIGURES
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices every mask at attention_mask_efficiency

@@ -210,6 +210,8 @@ class GPUSpec(TransformerFigures):
     # 1x1 conv run by cuBLAS over NCHW: fixed µs, fraction of bandwidth (fit_conv_gemm); None: conv law
     conv_gemm_us: float | None = None
     conv_gemm_efficiency: float | None = None
+    # eval batch norm's cold-parameter µs inside a model (fit_chain); None: none
+    bn_cold_us: float | None = None
     # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)
     triton_mem_efficiency: float | None = None   # pointwise / persistent streams, of DRAM bandwidth
     triton_red_efficiency: float | None = None   # looped reductions (triton_red_), of DRAM bandwidth

@@ -106,8 +106,11 @@ def point_graph(p: dict):
 
 
 def predicted_bn_us(g, spec) -> float:
+    """The batch-norm kernel as the sweep runs it: alone, its parameters L2-resident, so without
+    the in-model cold-parameter term ``bn_cold_us`` (validation/fit/fit_chain.py)."""
     from gpusim.cost.kernel import estimate_kernel
     from gpusim.predict.pipeline import lower
+    spec = dataclasses.replace(spec, bn_cold_us=None)
     ks = [k for k in lower(g, "eager", spec=spec).kernels if k.variant == "bn_eval"]
     return estimate_kernel(g, ks[0], spec).us
 

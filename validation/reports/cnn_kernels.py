@@ -62,22 +62,27 @@ def fine_class(name: str) -> str:
     return next((c for c, p in FINE if re.search(p, name)), "other")
 
 
+def matched_indices(rec: dict, g, ks) -> dict:
+    """``{measured index: predicted index}`` of one record's kernels lined up in launch order
+    (difflib over the broad fit's coarse classes)."""
+    pc = [kernel_class(g, k) for k in ks]
+    mc = [measured_class(k["name"]) for k in rec["kernels"]]
+    sm = difflib.SequenceMatcher(None, mc, pc, autojunk=False)
+    return {b.a + j: b.b + j for b in sm.get_matching_blocks() for j in range(b.size)}
+
+
 def pairs(rec: dict, spec) -> tuple[list, list, list]:
     """``(matched, meas_only, pred_only)`` for one record: matched ``(meas_kernel, variant, pred_us)``
     triples; measured kernels no predicted one matched; ``(variant, us)`` of unmatched predictions."""
     g = record_graph(rec)
     ks = lower(g, "eager", spec=spec).kernels
     est = [estimate_kernel(g, k, spec) for k in ks]
-    pc = [kernel_class(g, k) for k in ks]
-    mc = [measured_class(k["name"]) for k in rec["kernels"]]
-    sm = difflib.SequenceMatcher(None, mc, pc, autojunk=False)
     matched, mi, pi = [], set(), set()
-    for b in sm.get_matching_blocks():
-        for j in range(b.size):
-            m, k = rec["kernels"][b.a + j], ks[b.b + j]
-            matched.append((m, f"{k.role}:{k.variant}", est[b.b + j].us))
-            mi.add(b.a + j)
-            pi.add(b.b + j)
+    for a, b in sorted(matched_indices(rec, g, ks).items()):
+        m, k = rec["kernels"][a], ks[b]
+        matched.append((m, f"{k.role}:{k.variant}", est[b].us))
+        mi.add(a)
+        pi.add(b)
     meas_only = [m for i, m in enumerate(rec["kernels"]) if i not in mi]
     pred_only = [(f"{k.role}:{k.variant}", est[i].us) for i, k in enumerate(ks) if i not in pi]
     return matched, meas_only, pred_only
