@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from gpusim.capture.tracing import capture
 from gpusim.cost.kernel import estimate_kernel
 from gpusim.hw.spec import calibrated_name, load_spec
+from gpusim.hw.spec_io import figure_line
 from gpusim.predict.pipeline import lower
 from validation.fit.fit_triton import emit_figures, read_sweep, sweep_path
 
@@ -187,7 +188,7 @@ def main(argv=None) -> int:
     ref = (f"{env.get('gpu_name', a.gpu)}, {(env.get('utc') or '')[:10]}, python3 -m validation.measure.cnn_chain "
            f"--budget-s 160 -> {'validation/results/' + a.gpu + '/cnn_chain.jsonl'}; fitted by python3 -m "
            f"validation.fit.fit_chain --gpu {a.gpu} ({lines[1]}; {lines[2]})")
-    emit_figures(spec.path, [f'bn_cold_us = {{ value = {cold:.3f}, source = "measured", ref = "{ref}" }}'],
+    emit_figures(spec.path, [figure_line("bn_cold_us", cold, "measured", ref, ".3f")],
                  FIGURES, a.write)
     return 0
 
