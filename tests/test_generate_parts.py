@@ -36,3 +36,14 @@ def test_per_token_splits_at_the_processors():
     (t,) = per_token(ev)
     assert t["token"] == pytest.approx(20.0) and t["call"] == pytest.approx(10.0) and t["tree"] == pytest.approx(8.0)
     assert t["loop"] == pytest.approx(20.0 - 1 - 3 - 2 - 10)
+
+
+def test_token_parts_groups_the_pieces():
+    from validation.score.token_parts import measured_parts
+    r = {"parts": {"token": 1500, "prep": 400, "call": 340, "fx": 200, "replay": 30, "update": 50, "procs": 200,
+                   "crit": 60, "loop": 150, "stop": 300}, "graph_device_us": 700}
+    m = measured_parts(r)
+    assert m["dynamo"] == 140 and m["tree"] == 170 and m["replay"] == 30 and m["graph"] == 700
+    assert m["tail"] == 50 + 200 + 60 + 150
+    assert m["prep"] + m["call"] + m["tail"] + m["stop"] == r["parts"]["token"]   # the loop closes the token
+    assert "dynamo" not in measured_parts({"parts": {"call": 5}})                   # eager: no split
