@@ -17,9 +17,10 @@ monotone wherever the sampled times are. Contexts whose step arguments have one 
 (a full-attention static cache: same shapes, the context only in tensor values) trace to one
 graph and are captured once (:mod:`gpusim.predict.reuse`).
 
-**The compiled call.** generate enters its compiled forward through Dynamo, whose guards check
-every tensor input (weights and cache too) on every call, then the CUDA graph tree replays: the
-host's compiled-mode call and per-input figures are added to the replay (:func:`dynamo_entry_us`).
+**The compiled call.** generate enters its compiled forward (``mode="reduce-overhead"``) through
+Dynamo, whose guards check every tensor input (weights and cache too) on every call, then the CUDA
+graph tree checks the static inputs, copies the others in and replays: the host's reduce-overhead
+call (the timeline's replay) and per-input figures price it (:func:`dynamo_entry_us`).
 
 **Warm or cold.** A prediction is the steady state: the process has run these lengths before
 (a server, a measurement after warm-up calls). ``warm=False`` predicts the first call at them,
