@@ -47,3 +47,30 @@ def test_token_parts_groups_the_pieces():
     assert m["tail"] == 50 + 200 + 60 + 150
     assert m["prep"] + m["call"] + m["tail"] + m["stop"] == r["parts"]["token"]   # the loop closes the token
     assert "dynamo" not in measured_parts({"parts": {"call": 5}})                   # eager: no split
+
+
+def test_model_call_figure_prices_beyond_the_reduce_overhead_probe():
+    # calibrate's tiny-decoder probe: its call less the tree's call and per-input figures; a failed
+    # probe (no transformers, no CUDA graph) gives no figure rather than a wrong one
+    from validation.measure.model_call_probe import model_call_figure, model_call_probe
+    fitted = {"cudagraph_tree_call_us": 80.0, "cudagraph_tree_input_us": 1.0}
+    assert model_call_figure({"call_us": 300.0, "inputs": 21, "copied": 3}, fitted) == 200.0
+    assert model_call_figure({"call_us": 50.0, "inputs": 21}, fitted) == 0.0
+    assert model_call_figure({"error": "x"}, fitted) is None and model_call_figure({}, fitted) is None
+    assert model_call_figure({"call_us": 300.0, "inputs": 21}, {"cudagraph_tree_call_us": None}) is None
+    assert model_call_probe("cpu") == {}          # no compiled call on the CPU: no figure, no error
+
+
+def test_dynamo_entry_adds_the_model_call_figure():
+    import dataclasses
+
+    import gpusim
+    from gpusim.hw.host import load_host
+    from gpusim.predict.generate import dynamo_entry_us
+    from tests.test_generate import tiny_llama
+    r = gpusim.generate(tiny_llama(), batch=1, prompt=32, new=3, gpu="h100", cache="static", mode="compiled")
+    step = r.parts["steps"][r.sample_contexts[0]]
+    h = load_host().replace(cudagraph_tree_call_us=50.0, cudagraph_tree_input_us=0.5, compiled_model_call_us=None)
+    base = dynamo_entry_us(dataclasses.replace(step, host=h))
+    h2 = h.replace(compiled_model_call_us=120.0)
+    assert dynamo_entry_us(dataclasses.replace(step, host=h2)) == base + 120.0

@@ -51,12 +51,12 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "fsdp_hook_call_us", "fsdp_unit_us", "fsdp_unit_sync_us", "fsdp_unit_sync_doubling_us",
             "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
             "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
-            "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor")
+            "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor", "compiled_model_call_us")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
 MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us", "fsdp_unit_sync_doubling_us",
-               "compiled_param_us", "cudagraph_launch_node_us")
+               "compiled_param_us", "cudagraph_launch_node_us", "compiled_model_call_us")
 
 
 class HostError(GpusimError):
@@ -120,6 +120,10 @@ class HostProfile:
     # validation/fit/train_host.py). None: the backward is priced like the forward (eager_forward_factor, and
     # the model's Python spread over every kernel)
     eager_backward_factor: float | None = None
+    # a whole decoder's reduce-overhead compiled call beyond what cudagraph_tree_call_us and
+    # cudagraph_tree_input_us price (Dynamo's guards over a module tree, its keyword arguments and output
+    # object, the tree's bookkeeping, the copy-in): calibrate's tiny-decoder probe; None: 0
+    compiled_model_call_us: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

@@ -189,6 +189,8 @@ def dynamo_entry_us(pred: Prediction) -> float:
     input, here. The default mode's figures (``compiled_call_us`` + ``compiled_input_us`` per input,
     Inductor's wrapper checking each input's size and stride) priced it before: a replay skips that
     wrapper, and they read the records' compiled calls 2x high for 370-420 inputs (docs/static_token.md).
+    A whole decoder's call costs more than that probe's one matmul, little of it per input: the host's
+    ``compiled_model_call_us`` (calibrate's tiny-decoder probe) where it has one.
     A host without the reduce-overhead figures (the machine kinds' profiles) keeps the default
     mode's. 0 for an eager forward."""
     if pred.mode != "cudagraph" or pred.host is None:
@@ -196,7 +198,7 @@ def dynamo_entry_us(pred: Prediction) -> float:
     h, inputs = pred.host, pred.graph.meta.get("inputs", 0)
     if h.cudagraph_tree_input_us is None or h.cudagraph_tree_call_us is None:
         return h.compiled_call_us + inputs * (h.compiled_input_us or 0.0)
-    return max(inputs - 1, 0) * h.cudagraph_tree_input_us
+    return max(inputs - 1, 0) * h.cudagraph_tree_input_us + (h.compiled_model_call_us or 0.0)
 
 
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",
