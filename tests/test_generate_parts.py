@@ -40,13 +40,13 @@ def test_per_token_splits_at_the_processors():
 
 def test_token_parts_groups_the_pieces():
     from validation.score.token_parts import measured_parts
-    r = {"parts": {"token": 1500, "prep": 400, "call": 340, "fx": 200, "replay": 30, "update": 50, "procs": 200,
-                   "crit": 60, "loop": 150, "stop": 300}, "graph_device_us": 700}
+    r = {"parts": {"token": 1500, "prep": 400, "call": 340, "tree": 200, "node": 60, "replay": 30, "update": 50,
+                   "procs": 200, "crit": 60, "loop": 150, "stop": 300}, "graph_device_us": 700}
     m = measured_parts(r)
-    assert m["dynamo"] == 140 and m["tree"] == 170 and m["replay"] == 30 and m["graph"] == 700
+    assert m["outside"] == 140 and m["tree"] == 170 and m["replay"] == 30 and m["graph"] == 700
     assert m["tail"] == 50 + 200 + 60 + 150
     assert m["prep"] + m["call"] + m["tail"] + m["stop"] == r["parts"]["token"]   # the loop closes the token
-    assert "dynamo" not in measured_parts({"parts": {"call": 5}})                   # eager: no split
+    assert "outside" not in measured_parts({"parts": {"call": 5}})                  # eager: no split
 
 
 def test_model_call_figure_prices_beyond_the_reduce_overhead_probe():
@@ -74,3 +74,19 @@ def test_dynamo_entry_adds_the_model_call_figure():
     base = dynamo_entry_us(dataclasses.replace(step, host=h))
     h2 = h.replace(compiled_model_call_us=120.0)
     assert dynamo_entry_us(dataclasses.replace(step, host=h2)) == base + 120.0
+
+
+def test_model_call_law_in_units_of_the_tree_call():
+    # lease n measured a decoder's call beyond the reduce-overhead figures; another host gets it in units of
+    # its own cudagraph_tree_call_us, derived, naming lease n; no tree figure, no law
+    from gpusim.hw.host import load_host
+    from validation.measure.host_bench import python_law
+    from validation.measure.model_call_probe import LAW_HOST, model_call_law
+    n = load_host(LAW_HOST)
+    vals, prov = model_call_law(2 * n.cudagraph_tree_call_us)
+    assert vals["compiled_model_call_us"] == pytest.approx(2 * n.compiled_model_call_us)
+    assert prov["compiled_model_call_us"][0] == "derived" and "lease-n" in prov["compiled_model_call_us"][1]
+    assert model_call_law(None) == ({}, {})
+    law, _ = python_law(1.0, n.cudagraph_tree_call_us)      # calibrate derives it with the model's Python law
+    assert law["compiled_model_call_us"] == pytest.approx(n.compiled_model_call_us)
+    assert "compiled_model_call_us" not in python_law(1.0)[0]

@@ -28,7 +28,6 @@ from validation.measure import timing as measure
 from validation.measure.microbench import run_sweeps
 from validation.measure.aten_bench import aten_microbenchmarks, fit_aten
 from validation.measure.host_bench import fastest_rounds, host_microbenchmarks, python_law
-from validation.measure.model_call_probe import model_call_figure, model_call_probe
 from validation.measure.reference_forwards import (compiled_reference_walls, fastest_walls, fit_forward,
                                                   reference_walls)
 from gpusim.report.viz import check_target
@@ -163,9 +162,6 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
         (k0, w0), (k1, w1) = pts[0], pts[-1]
         out["cudagraph_launch_node_us"] = float(max(0.0, (w1 - w0) / (k1 - k0)))
         diag["cudagraph_launch"] = gl
-    mc = model_call_figure(h.get("model_call"), out)
-    if mc is not None:
-        out["compiled_model_call_us"], diag["model_call"] = mc, h["model_call"]
     st = h.get("stream")
     if st and st.get("kernel_sum_us"):
         # a full stream's wall over its kernel sum; never below 1 (a kernel cannot run
@@ -327,7 +323,6 @@ COMMENTS = {
     "cudagraph_tree_call_us": "torch.compile(mode='reduce-overhead') of one matmul+relu: replay wall less inputs",
     "cudagraph_tree_input_us": "same with 16 vs 1 tensor inputs: wall per extra input",
     "cudagraph_launch_node_us": "host time of one graph.replay() (cudaGraphLaunch, stream drained before each) of 256 vs 1 tiny in-place adds: per extra node",
-    "compiled_model_call_us": "a tiny Hugging Face Llama's (2 layers, bf16) static-cache generate, its compiled reduce-overhead call per token (validation/measure/model_call_probe.py) less cudagraph_tree_call_us and cudagraph_tree_input_us per further input",
     "compiled_triton_us": "torch.compile'd chain of k sin+1 steps, each a graph output, fusion off (max_fusion_size=1), k = 1 and 16: wall per extra Triton kernel the profiler saw",
     "compiled_extern_us": "torch.compile'd chain of k 16x16 matmuls with one weight (extern_kernels.mm, no Triton), k = 1 and 16: wall per extra kernel the profiler saw",
     "compiled_param_us": "torch.compile'd nn.Module stacking and summing its 16 vs 1 parameters: wall per extra parameter, extra launches at the Triton figure",
@@ -403,7 +398,7 @@ def host_profile(changes: dict, name: str, diag: dict, command: str,
             continue
         vals[k] = v
         prov[k] = ("measured", f"{machine}, {day}, {command}: {COMMENTS.get(k, k)}")
-    law, law_prov = python_law(vals.get("eager_module_us"))
+    law, law_prov = python_law(vals.get("eager_module_us"), vals.get("cudagraph_tree_call_us"))
     vals.update(law)
     prov.update(law_prov)
     return HostProfile(name=name, description=f"{machine} (gpusim {command or 'calibrate'}, {day})",
@@ -421,7 +416,6 @@ def calibrate_host(out_path: str, base_name: str | None = None, rounds: int = 3)
     runs = [host_microbenchmarks() for _ in range(max(1, rounds))]
     raw = ({"env": measure.env_info(), "host": runs[0]} if len(runs) == 1 else
            {"env": measure.env_info(), "host": fastest_rounds(runs), "host_rounds": runs})
-    raw["host"]["model_call"] = model_call_probe()      # once: it compiles a tiny decoder
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     cmd = "gpusim calibrate --host-only"

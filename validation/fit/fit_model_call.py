@@ -1,7 +1,7 @@
 """The compiled call of a whole decoder, piece by piece, against the reduce-overhead figures of its lease's
 host profile (issue 34): validation/measure/generate_parts.py's static records stamp the call that
 ``generate()`` makes each token (Dynamo's guards and frame, AOTAutograd's wrapper, Inductor's
-``CompiledFxGraph``, the CUDA-graph tree's manager and node, the replay). gpusim prices that call as
+the CUDA-graph tree's manager and node, the replay; ``outside``: the call less the tree manager's run). gpusim prices that call as
 ``cudagraph_tree_call_us`` (a one-input, one-matmul reduce-overhead call: calibrate's probe) +
 ``cudagraph_tree_input_us`` per further tensor input + ``cudagraph_launch_node_us`` per graph node
 (:func:`gpusim.predict.generate.dynamo_entry_us` and the timeline's replay). What a decoder's call costs
@@ -17,7 +17,7 @@ import statistics
 import sys
 
 from validation.records.jsonl import env_records
-from validation.score.generate_accuracy import GPUS, ROOT
+from validation.score.generate_accuracy import CONTENDED, GPUS, ROOT
 
 
 def rows(path: str, host: str) -> list[dict]:
@@ -25,7 +25,9 @@ def rows(path: str, host: str) -> list[dict]:
     from gpusim.predict.generate import generate_runs
     h = load_host(host)
     out = []
-    for env, r, _ in env_records(path, "generate", ROOT):
+    recs = env_records(path, "generate", ROOT)
+    quiet = min(p for _, r, _ in recs for p in r.get("python_us_reps") or [float("inf")])
+    for env, r, _ in recs:
         if r.get("mode") != "compiled" or not r.get("parts"):
             continue
         (g,) = generate_runs(r["model"], [("static", "compiled")], r["batch"], r["prompt"], r["new"],
@@ -38,9 +40,9 @@ def rows(path: str, host: str) -> list[dict]:
         out.append({"model": r["model"], "batch": r["batch"], "inputs": inputs, "nodes": nodes,
                     "tree_inputs": r.get("tree_inputs"), "copied": r.get("tree_non_static"),
                     "call": p.get("call", 0.0), "priced": priced, "residual": p.get("call", 0.0) - priced,
-                    "dynamo": p.get("call", 0.0) - p.get("fx", 0.0), "fx_own": p.get("fx", 0.0) - p.get("tree", 0.0),
-                    "manager": p.get("tree", 0.0) - p.get("node", 0.0), "node": p.get("node", 0.0) - p.get("replay", 0.0),
-                    "replay": p.get("replay", 0.0), "replay_priced": nodes * (h.cudagraph_launch_node_us or 0.0)})
+                    "outside": p.get("call", 0.0) - p.get("tree", 0.0), "manager": p.get("tree", 0.0) - p.get("node", 0.0), "node": p.get("node", 0.0) - p.get("replay", 0.0),
+                    "replay": p.get("replay", 0.0), "replay_priced": nodes * (h.cudagraph_launch_node_us or 0.0),
+                    "host_x": round(min(r.get("python_us_reps") or [quiet]) / quiet, 2)})
     return out
 
 
@@ -49,17 +51,20 @@ def main(argv=None) -> int:
     a = argv if argv is not None else sys.argv[1:]
     path, host = a[0], a[1]
     rs = rows(path, host)
-    keys = ("model", "batch", "inputs", "nodes", "copied", "call", "priced", "residual", "dynamo", "fx_own",
-            "manager", "node", "replay", "replay_priced")
+    keys = ("model", "batch", "inputs", "nodes", "copied", "call", "priced", "residual", "outside",
+            "manager", "node", "replay", "replay_priced", "host_x")
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
     for r in rs:
-        print("| " + " | ".join(f"{r[k]:.0f}" if isinstance(r[k], float) else str(r[k]) for k in keys) + " |")
+        print("| " + " | ".join(f"{r[k]:.2f}" if k == "host_x" else f"{r[k]:.0f}" if isinstance(r[k], float) else str(r[k])
+                                for k in keys) + " |")
     if rs:
         h = load_host(host)
-        med = statistics.median(r["residual"] for r in rs)
-        print(f"\nresidual: median {med:.0f} us over {len(rs)} calls = {med / h.cudagraph_tree_call_us:.3f} x this "
-              f"host's cudagraph_tree_call_us {h.cudagraph_tree_call_us:.1f}")
+        ok = [r for r in rs if r["host_x"] <= CONTENDED]
+        med = statistics.median(r["residual"] for r in ok)
+        print(f"\nresidual: median {med:.1f} us over the {len(ok)} of {len(rs)} calls whose probes were quiet (host_x: the "
+              f"record's quietest pure-Python probe over the file's, at most {CONTENDED}) = {med / h.cudagraph_tree_call_us:.4f} "
+              f"x this host's cudagraph_tree_call_us {h.cudagraph_tree_call_us:.2f}")
     return 0
 
 

@@ -1,17 +1,45 @@
-"""Calibrate's probe of a whole decoder's compiled call (issue 34): a tiny Hugging Face Llama (two layers,
-bf16) generating with a static cache, which ``generate()`` compiles (``mode="reduce-overhead"``: CUDA graph
-trees), the host time of its compiled call per token stamped as validation/measure/generate_parts.py does.
-A decoder's call runs more than calibrate's one-matmul reduce-overhead probe (``reduce_overhead``): Dynamo's
-guards over a module tree, the keyword arguments and the output object, the tree's bookkeeping for a graph
-that mutates its cache, the copy-in of the inputs it does not own; what it costs beyond that probe is
-``compiled_model_call_us`` (:func:`model_call_figure`), which ``gpusim.generate`` adds to every compiled
-token. Needs transformers; {} without it or on any failure (the host profile then lacks the figure)."""
+"""A whole decoder's compiled call beyond calibrate's reduce-overhead probe (issue 34): ``compiled_model_call_us``.
+
+A decoder's ``generate()`` call (``mode="reduce-overhead"``: CUDA graph trees) runs more than calibrate's
+one-matmul probe (``reduce_overhead``: ``cudagraph_tree_call_us`` and ``cudagraph_tree_input_us``):
+Dynamo's guards over a module tree, the keyword arguments and the output object, the tree manager's
+bookkeeping (its run outside the node: 200-400 µs on lease n), the copy-in of the inputs it does not own.
+Lease n stamped that call for three decoders (validation/measure/generate_parts.py,
+validation/fit/fit_model_call.py): beyond what the probe's figures price it costs 294-455 µs, little of it per
+input, which that lease's host profile holds as measured. :func:`model_call_law` carries it to other hosts in
+units of their own ``cudagraph_tree_call_us`` (the probe of the same kind of call: Python and C++ of Dynamo,
+AOTAutograd and the tree), as calibrate derives the model's Python law (:func:`validation.measure.host_bench.python_law`).
+
+:func:`model_call_probe` (a tiny Hugging Face Llama's static-cache generate, its call stamped) is a candidate
+probe to measure the figure on every host directly; it has not run on a GPU yet, so calibrate does not call it."""
 
 from __future__ import annotations
 
+import os
 import statistics
 
 import torch
+
+#: the host profile whose measured ``compiled_model_call_us`` the law carries to other hosts
+LAW_HOST = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "validation", "results", "generate", "lease-n", "host.toml")
+
+
+def model_call_law(tree_call_us: float | None) -> tuple[dict, dict]:
+    """``compiled_model_call_us`` for a host whose ``cudagraph_tree_call_us`` is ``tree_call_us``: lease n's
+    measured figure in units of lease n's ``cudagraph_tree_call_us``. ``({}, {})`` without either."""
+    from gpusim.hw.host import load_host
+    if not tree_call_us or not os.path.exists(LAW_HOST):
+        return {}, {}
+    ref = load_host(LAW_HOST)
+    if not ref.compiled_model_call_us or not ref.cudagraph_tree_call_us:
+        return {}, {}
+    units = ref.compiled_model_call_us / ref.cudagraph_tree_call_us
+    return ({"compiled_model_call_us": units * tree_call_us},
+            {"compiled_model_call_us": ("derived", f"{units:.4f} x this host's cudagraph_tree_call_us {tree_call_us:.2f}: "
+                                        f"lease n's compiled_model_call_us in units of its cudagraph_tree_call_us "
+                                        f"(validation/results/generate/lease-n/host.toml: "
+                                        f"{ref.provenance['compiled_model_call_us'][1]})")})
 
 _MODEL: dict = {}
 

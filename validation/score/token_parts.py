@@ -7,9 +7,11 @@ of the same token in the same pieces, on the record's host profile (its lease's 
 
 Measured groups (µs, medians over the tokens of the fastest stamped call): ``prep``
 (``prepare_inputs_for_generation``), ``call`` (the compiled call, or ``__call__`` eager) and inside it
-``dynamo`` (the call less Inductor's ``CompiledFxGraph.__call__``: guards, Dynamo's frame and
-AOTAutograd's wrapper), ``tree`` (the CUDA-graph tree manager's and node's Python, the copy-in and
-output reconstruction: ``fx`` less ``replay``), ``replay`` (``cudaGraphLaunch``); ``tail`` (generate's
+``outside`` (the call less the CUDA-graph tree manager's run: Dynamo's guards and frame, AOTAutograd's
+and Inductor's wrappers, the output), ``tree`` (the tree manager's and node's Python, the static-input
+check, the copy-in and the output reconstruction: its run less the replay), ``replay``
+(``cudaGraphLaunch``; Inductor's ``CompiledFxGraph.__call__``, also stamped, does not enclose the tree's
+run in torch 2.11 and is not used); ``tail`` (generate's
 own host work after the call: ``update`` + ``procs`` + ``crit`` + ``loop``), ``stop`` (the stop check,
 its wait for the GPU included), and ``graph`` (the replayed graph's device span)."""
 
@@ -21,7 +23,7 @@ import sys
 
 from validation.score.generate_accuracy import GPUS, RECORDS, ROOT, pct
 
-DEFAULT = os.path.join(RECORDS, "h200-2026-11-29n-parts.jsonl")
+DEFAULT = os.path.join(RECORDS, "h200-2026-11-28n-parts.jsonl")
 
 
 def measured_parts(r: dict) -> dict:
@@ -30,9 +32,9 @@ def measured_parts(r: dict) -> dict:
     g = lambda k: p.get(k, 0.0)
     out = {"token": g("token"), "prep": g("prep"), "call": g("call"),
            "tail": g("update") + g("procs") + g("crit") + g("loop"), "stop": g("stop")}
-    if "fx" in p:
-        out["dynamo"] = g("call") - g("fx")
-        out["tree"] = g("fx") - g("replay")
+    if "tree" in p:
+        out["outside"] = g("call") - g("tree")
+        out["tree"] = g("tree") - g("replay")
         out["replay"] = g("replay")
     if r.get("graph_device_us") is not None:
         out["graph"] = r["graph_device_us"]
@@ -55,7 +57,7 @@ def table(paths: list[str]) -> str:
     from validation.records.jsonl import env_records
     leases = json.load(open(os.path.join(RECORDS, "lease_hosts.json")))
     rows = ["| model | batch | cache, mode | " + " | ".join(f"{k} µs (pred / meas)" for k in
-                                                         ("token", "prep", "call", "tail", "graph")) + " | inside the call (meas: dynamo, tree, replay) | stop (meas) |",
+                                                         ("token", "prep", "call", "tail", "graph")) + " | inside the call (meas: outside the tree, tree, replay) | stop (meas) |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for path in paths:
         host = os.path.join(ROOT, leases.get(os.path.basename(path), "")) if os.path.basename(path) in leases else None
@@ -68,7 +70,7 @@ def table(paths: list[str]) -> str:
             m, p = measured_parts(r), predicted_parts(g)
             cells = [f"{p[k]:.0f} / {m[k]:.0f} ({pct(p[k], m[k])})" if k in m else f"{p[k]:.0f} / -"
                      for k in ("token", "prep", "call", "tail", "graph")]
-            inner = ", ".join(f"{m[k]:.0f}" for k in ("dynamo", "tree", "replay") if k in m) or "-"
+            inner = ", ".join(f"{m[k]:.0f}" for k in ("outside", "tree", "replay") if k in m) or "-"
             rows.append(f"| {r['model']} | {r['batch']} | {r['cache']}, {mode} | " + " | ".join(cells)
                         + f" | {inner} | {m['stop']:.0f} |")
     return "\n".join(rows)
