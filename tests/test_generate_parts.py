@@ -14,7 +14,9 @@ def test_dry_run_records_every_piece_and_restores(tmp_path):
     from transformers.generation.utils import StopCheck
 
     from validation.measure import generate_parts
-    before = (LogitsProcessorList.__call__, StoppingCriteriaList.__call__, StopCheck.__call__)
+    from torch._inductor import cudagraph_trees as ct
+    before = (LogitsProcessorList.__call__, StoppingCriteriaList.__call__, StopCheck.__call__,
+              ct.CUDAGraphTreeManager.run, ct.CUDAGraphNode.run, ct.CUDAGraphNode.run_graph)
     out = tmp_path / "parts.jsonl"
     assert generate_parts.main(["--tiny", "--out", str(out), "--reps", "1", "--stamped", "1"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -26,7 +28,8 @@ def test_dry_run_records_every_piece_and_restores(tmp_path):
         # the token is its pieces plus the loop, by construction
         assert r["parts"]["token"] > 0 and r["statistic"] == "fastest rep"
         assert len(r["token_ms_reps"][0]) == r["new"] - 1 and len(r["forward_host_ms"]) == r["new"] - 1
-    assert (LogitsProcessorList.__call__, StoppingCriteriaList.__call__, StopCheck.__call__) == before
+    assert (LogitsProcessorList.__call__, StoppingCriteriaList.__call__, StopCheck.__call__,
+            ct.CUDAGraphTreeManager.run, ct.CUDAGraphNode.run, ct.CUDAGraphNode.run_graph) == before
 
 
 def test_per_token_splits_at_the_processors():
