@@ -271,13 +271,19 @@ def test_library_frames_count_only_transformers_code():
 
 
 def test_dynamo_entry_prices_every_tensor_input(static):
+    # generate's compiled call is a reduce-overhead call: the tree's call figure (the timeline's
+    # replay) covers one input, each further tensor input (weights and cache too) costs the tree's
+    # per-input figure; a host without those figures keeps the default mode's call and per-input
     from dataclasses import replace
     from gpusim.predict.generate import dynamo_entry_us
     step = static.parts["steps"][256]
-    h = step.host.replace(compiled_call_us=10.0, compiled_input_us=3.0, compiled_param_us=1.0)
     n_in = step.graph.meta["inputs"]
-    assert len(step.graph.meta["params"]) > 0
-    assert dynamo_entry_us(replace(step, host=h)) == pytest.approx(10.0 + n_in * 3.0)
+    assert len(step.graph.meta["params"]) > 0 and n_in > len(step.graph.meta["params"])
+    h = step.host.replace(compiled_call_us=10.0, compiled_input_us=3.0, cudagraph_tree_call_us=50.0,
+                          cudagraph_tree_input_us=0.5)
+    assert dynamo_entry_us(replace(step, host=h)) == pytest.approx((n_in - 1) * 0.5)
+    h0 = h.replace(cudagraph_tree_input_us=None)
+    assert dynamo_entry_us(replace(step, host=h0)) == pytest.approx(10.0 + n_in * 3.0)
     assert dynamo_entry_us(static.parts["prep"]) == 0.0      # eager: no Dynamo
 
 

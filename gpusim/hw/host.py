@@ -52,12 +52,12 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
             "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
             "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor", "ranks_host_factor",
-            "ranks_python_factor")
+            "ranks_python_factor", "compiled_model_call_us")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
 MAY_BE_ZERO = ("compiled_input_us", "cudagraph_tree_input_us", "fsdp_unit_sync_doubling_us",
-               "compiled_param_us", "cudagraph_launch_node_us")
+               "compiled_param_us", "cudagraph_launch_node_us", "compiled_model_call_us")
 
 
 class HostError(GpusimError):
@@ -128,6 +128,10 @@ class HostProfile:
     # applied to the model's Python (python_module_call_us, python_torch_call_us, eager_module_us); None: as
     # ranks_host_factor
     ranks_python_factor: float | None = None
+    # a whole decoder's reduce-overhead compiled call beyond what cudagraph_tree_call_us and
+    # cudagraph_tree_input_us price (Dynamo's guards over a module tree, its keyword arguments and output
+    # object, the tree's bookkeeping, the copy-in): calibrate's tiny-decoder probe; None: 0
+    compiled_model_call_us: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

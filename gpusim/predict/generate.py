@@ -17,9 +17,10 @@ monotone wherever the sampled times are. Contexts whose step arguments have one 
 (a full-attention static cache: same shapes, the context only in tensor values) trace to one
 graph and are captured once (:mod:`gpusim.predict.reuse`).
 
-**The compiled call.** generate enters its compiled forward through Dynamo, whose guards check
-every tensor input (weights and cache too) on every call, then the CUDA graph tree replays: the
-host's compiled-mode call and per-input figures are added to the replay (:func:`dynamo_entry_us`).
+**The compiled call.** generate enters its compiled forward (``mode="reduce-overhead"``) through
+Dynamo, whose guards check every tensor input (weights and cache too) on every call, then the CUDA
+graph tree checks the static inputs, copies the others in and replays: the host's reduce-overhead
+call (the timeline's replay) and per-input figures price it (:func:`dynamo_entry_us`).
 
 **Warm or cold.** A prediction is the steady state: the process has run these lengths before
 (a server, a measurement after warm-up calls). ``warm=False`` predicts the first call at them,
@@ -179,19 +180,25 @@ def library_python_us(p: Prediction) -> float:
 
 
 def dynamo_entry_us(pred: Prediction) -> float:
-    """generate calls its compiled forward through Dynamo (``get_compiled_call``): every call
-    evaluates the guards on each tensor input (weights and cache included) before the CUDA
-    graph tree replays. The ``cudagraph`` mode's figures price a bare ``graph.replay()``; the
-    host's compiled-mode figures price that entry: ``compiled_call_us`` and
-    ``compiled_input_us`` per tensor input, parameters included (pricing them at
-    ``compiled_param_us`` instead, as a compiled forward is, reads the records' compiled calls
-    worse: 46% median error against 35%, docs/llm.md; what grows with the model there is
-    also the graph launch's host time per node, ``cudagraph_launch_node_us``, not yet
-    measured on those hosts). 0 for an eager forward."""
+    """generate calls its compiled forward (``torch.compile(mode="reduce-overhead")``: CUDA graph
+    trees) through Dynamo (``get_compiled_call``) on every token: the guards check each tensor input
+    (weights and cache too), AOTAutograd's wrapper passes them on, and the tree checks the static
+    inputs' addresses before the replay. The host's ``reduce-overhead`` figures price that call:
+    ``cudagraph_tree_call_us`` (the whole call of a one-input graph, Dynamo's entry included: the
+    timeline's replay, :mod:`gpusim.sim.timeline`) and ``cudagraph_tree_input_us`` per further tensor
+    input, here. The default mode's figures (``compiled_call_us`` + ``compiled_input_us`` per input,
+    Inductor's wrapper checking each input's size and stride) priced it before: a replay skips that
+    wrapper, and they read the records' compiled calls 2x high for 370-420 inputs (docs/static_token.md).
+    A whole decoder's call costs more than that probe's one matmul, little of it per input: the host's
+    ``compiled_model_call_us`` (calibrate's tiny-decoder probe) where it has one.
+    A host without the reduce-overhead figures (the machine kinds' profiles) keeps the default
+    mode's. 0 for an eager forward."""
     if pred.mode != "cudagraph" or pred.host is None:
         return 0.0
-    h = pred.host
-    return h.compiled_call_us + pred.graph.meta.get("inputs", 0) * (h.compiled_input_us or 0.0)
+    h, inputs = pred.host, pred.graph.meta.get("inputs", 0)
+    if h.cudagraph_tree_input_us is None or h.cudagraph_tree_call_us is None:
+        return h.compiled_call_us + inputs * (h.compiled_input_us or 0.0)
+    return max(inputs - 1, 0) * h.cudagraph_tree_input_us + (h.compiled_model_call_us or 0.0)
 
 
 def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100",

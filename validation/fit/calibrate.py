@@ -398,7 +398,7 @@ def host_profile(changes: dict, name: str, diag: dict, command: str,
             continue
         vals[k] = v
         prov[k] = ("measured", f"{machine}, {day}, {command}: {COMMENTS.get(k, k)}")
-    law, law_prov = python_law(vals.get("eager_module_us"))
+    law, law_prov = python_law(vals.get("eager_module_us"), vals.get("cudagraph_tree_call_us"))
     vals.update(law)
     prov.update(law_prov)
     return HostProfile(name=name, description=f"{machine} (gpusim {command or 'calibrate'}, {day})",

@@ -273,15 +273,18 @@ def host_probe(modules: bool = True) -> dict:
     return {"eager_op_us": op, "module_us": (mc[64] - mc[1]) / 63}
 
 
-def python_law(eager_module_us: float | None) -> tuple[dict, dict]:
+def python_law(eager_module_us: float | None, tree_call_us: float | None = None) -> tuple[dict, dict]:
     """The model's Python per call for a host whose bare nn.Module call costs
     ``eager_module_us``: the reference host's law (``python_module_call_us``,
     ``python_torch_call_us``, fitted by ``validation/score/host_accuracy.py --fit`` in units of
-    its ``eager_module_us``) scaled to this host's probe. Returns (fields, provenance)."""
+    its ``eager_module_us``) scaled to this host's probe; and, given the host's
+    ``cudagraph_tree_call_us``, a whole decoder's compiled call beyond it
+    (:func:`validation.measure.model_call_probe.model_call_law`). Returns (fields, provenance)."""
+    from validation.measure.model_call_probe import model_call_law
+    out, prov = model_call_law(tree_call_us)
     ref = load_host()
     if not eager_module_us or not ref.eager_module_us:
-        return {}, {}
-    out, prov = {}, {}
+        return out, prov
     for k in ("python_module_call_us", "python_torch_call_us"):
         if getattr(ref, k) is None:
             continue

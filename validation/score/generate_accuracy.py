@@ -132,7 +132,7 @@ def generate_table(preds: dict) -> tuple[str, dict, dict]:
                     f"| {_ms(g.ttft_us)} / {_ms(ttft)} ({pct(g.ttft_us, ttft)}) "
                     f"| {_ms(g.tpot_us)} / {_ms(m_tpot)} ({pct(g.tpot_us, m_tpot)}) "
                     f"| {_ms(g.total_us)} / {_ms(total)} ({pct(g.total_us, total)}) "
-                    f"| {p_peak / 1e9:.3f} / {peak / 1e9 if peak else float('nan'):.3f} ({pct1(p_peak, peak or 0)}) "
+                    f"| {p_peak / 1e9:.3f} / {f'{peak / 1e9:.3f}' if peak else '-'} ({pct1(p_peak, peak or 0)}) "
                     f"| {g.kv_cache_bytes} / {kv} ({'exact' if kv == g.kv_cache_bytes else pct(g.kv_cache_bytes, kv or 0)}) |")
     return "\n".join(rows), errs, tpot
 
