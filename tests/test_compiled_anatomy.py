@@ -1,0 +1,112 @@
+"""Where a compiled call's host time goes: the profiled host events of a compiled zoo record split
+by part (validation.score.compiled_profile) and the unprofiled anatomy records
+(validation.measure.compiled_anatomy, scored by validation.score.compiled_anatomy). On recorded
+and synthetic data: nothing is clocked here."""
+
+import gzip
+import json
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from validation.measure.compiled_anatomy import WRAPPER_PATTERNS, top_functions, wrapper_counts
+from validation.score import compiled_anatomy as anat
+from validation.score.compiled_profile import PARTS, breakdown, counts, part_of
+
+CF2 = "validation/results/h200/host/2026-11-28-cf2-holdout-compiled-profile.jsonl.gz"
+
+
+def test_events_go_to_their_part():
+    assert part_of("TorchDynamo Cache Lookup") == "dynamo"
+    assert part_of("Torch-Compiled Region: 0/0") == "dynamo"
+    assert part_of("AOTDispatcher Runtime Wrapper Prologue") == "aot"
+    assert part_of("## Call CompiledFxGraph abc ##") == "wrapper"
+    assert part_of("triton_per_fused_add_native_layer_norm_view_3") == "launcher"
+    assert part_of("cuLaunchKernel") == "cu_triton"
+    assert part_of("cuLaunchKernelEx") == "cu_library"
+    assert part_of("aten::addmm") == "matmul"
+    assert part_of("aten::_cudnn_attention_forward") == "attention"
+    assert part_of("aten::cudnn_convolution") == "conv"
+    assert part_of("aten::empty_strided") == "alloc"
+    assert part_of("cudaMemsetAsync") == "cuda_other"
+    assert part_of("Activity Buffer Request") is None        # the profiler's own
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from(["TorchDynamo Cache Lookup", "aten::addmm", "cuLaunchKernel",
+                                        "Activity Buffer Request", "## Call CompiledFxGraph x ##",
+                                        "triton_poi_x", "aten::weird"]),
+                       st.floats(0.1, 1e4), min_size=2),
+       st.floats(100, 1e5))
+def test_the_parts_share_the_unprofiled_wall(ev, wall):
+    """The parts sum to the unprofiled wall (the profiler's own events left out of the shares)."""
+    if set(ev) == {"Activity Buffer Request"}:
+        return
+    rec = {"wall_us": wall, "host_profile": {"self_cpu_us_per_call": ev,
+                                             "cpu_us_per_call": sum(ev.values())}}
+    b = breakdown(rec)
+    assert sum(b[p] for p in PARTS) == pytest.approx(wall)
+    assert b["_profiler_us"] == pytest.approx(ev.get("Activity Buffer Request", 0.0))
+
+
+def test_the_recorded_profiles_split():
+    """The cf2 lease's profiled compiled cases: every part non-negative, counts from the record."""
+    with gzip.open(CF2, "rt") as f:
+        recs = [json.loads(ln) for ln in f]
+    for r in recs:
+        b = breakdown(r)
+        assert all(b[p] >= 0 for p in PARTS)
+        assert b["wrapper"] > 0 and b["matmul"] > 0
+        c = counts(r)
+        assert c["matmul"] + c["attention"] + c["conv"] == r["host"]["aten_ops_top"]
+
+
+def test_wrapper_counts_read_the_generated_call():
+    class G:
+        source_code = ("import x\nbuf = empty_strided_cuda((4,), (1,))\n"
+                       "def call(args):\n    a, = args\n    args.clear()\n"
+                       "    assert_size_stride(a, (4,), (1,))\n"
+                       "    buf0 = empty_strided_cuda((4,), (1,), torch.float32)\n"
+                       "    extern_kernels.mm(a, a, out=buf0)\n"
+                       "    triton_poi_0.run(buf0, 4, stream=s)\n"
+                       "    del a\n    return (reinterpret_tensor(buf0, (2, 2), (2, 1), 0), )\n")
+    c = wrapper_counts([G()])
+    assert set(WRAPPER_PATTERNS) <= set(c)
+    assert (c["alloc"], c["extern"], c["launches"], c["del"], c["reinterpret"],
+            c["assert_size_stride"]) == (1, 1, 1, 1, 1, 1)
+
+
+def test_top_functions_per_call():
+    import cProfile
+
+    def work():
+        return sum(i * i for i in range(2000))
+    p = cProfile.Profile()
+    for _ in range(4):
+        p.enable()
+        work()
+        p.disable()
+    top = top_functions(p, 4)
+    assert any(r["fn"].endswith(":work") and r["calls"] == 1.0 for r in top)
+    assert all(r["tottime_us"] >= 0 for r in top)
+
+
+def _rec(model, p, host, inside, wall, g):
+    return {"model": model, "pass": p, "sizes": {"batch": 1, "hw": 64}, "dtype": "float16",
+            "host_us": host, "inductor_us": inside, "outside_us": host - inside, "wall_us": wall,
+            "state_before": {"gpt2_wall_us": g}, "state_after": {"gpt2_wall_us": g}}
+
+
+def test_anatomy_rows_gauge_the_state(tmp_path):
+    recs = [_rec("a", 0, 1000, 800, 1100, 1000.0), _rec("a", 1, 2000, 1600, 2100, 2000.0),
+            _rec("b", 0, 900, 700, 950, 1000.0)]
+    path = os.path.join(tmp_path, "x.jsonl")
+    with open(path, "w") as f:
+        for r in recs + [{"model": "c", "failed": "boom"}]:
+            f.write(json.dumps(r) + "\n")
+    rs = anat.rows(anat.load(path))
+    assert [r["model"] for r in rs] == ["a", "a", "b"]
+    assert [r["state"] for r in rs] == [1.0, 2.0, 1.0]
+    assert "| a | 1 | x2.00 | 2000 | 1600 | 400 |" in anat.markdown(rs)
