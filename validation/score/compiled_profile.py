@@ -24,6 +24,11 @@ import sys
 PARTS = ("dynamo", "aot", "wrapper", "launcher", "cu_triton", "cu_library", "matmul", "attention",
          "conv", "alloc", "cuda_other", "other")
 
+#: the table's groups of parts
+GROUPS = {"Dynamo+AOT": ("dynamo", "aot"), "wrapper Python": ("wrapper",),
+          "Triton": ("launcher", "cu_triton"), "library": ("matmul", "attention", "conv", "cu_library"),
+          "alloc/views": ("alloc",), "other": ("cuda_other", "other")}
+
 _EXACT = {"TorchDynamo Cache Lookup": "dynamo", "Pregraph bytecode": "dynamo",
           "cuLaunchKernel": "cu_triton", "cuLaunchKernelEx": "cu_library",
           "cudaLaunchKernel": "cu_library", "cudaLaunchKernelExC": "cu_library",
@@ -122,13 +127,16 @@ def rows(records: list[dict], spec=None, host=None) -> list[dict]:
 
 
 def markdown(rs: list[dict]) -> str:
-    lines = ["Measured host µs per call by part (profiled shares x unprofiled wall):", "",
-             "| case | wall | kernels (Triton/GEMM/attn/conv) | " + " | ".join(PARTS) + " |",
-             "|---|---|---|" + "---|" * len(PARTS)]
+    lines = ["Measured host µs per call by part (profiled shares x unprofiled wall; Triton = its launchers + "
+             "cuLaunchKernel; library = the extern aten calls' self time + cuLaunchKernelEx/cudaLaunchKernel):", "",
+             "| case | wall | kernels (Triton/GEMM/attn/conv) | " + " | ".join(GROUPS) + " |",
+             "|---|---|---|" + "---|" * len(GROUPS)]
     for r in rs:
         c, m = r["counts"], r["measured"]
         lines.append(f"| {r['case']} | {r['wall_us']:.0f} | {c['kernels']} ({c['triton']}/{c['matmul']}/"
-                     f"{c['attention']}/{c['conv']}) | " + " | ".join(f"{m[p]:.0f}" for p in PARTS) + " |")
+                     f"{c['attention']}/{c['conv']}) | " +
+                     " | ".join(f"{sum(m[p] for p in ps):.0f} ({sum(m[p] for p in ps) / r['wall_us'] * 100:.0f}%)"
+                                for ps in GROUPS.values()) + " |")
     lines += ["", "Per launch (µs): wrapper Python per kernel; library call (aten self + its driver launch) "
               "per extern call; Triton (launcher + cuLaunchKernel) per Triton kernel; Dynamo+AOT per call:", "",
               "| case | wrapper/kernel | extern/call | Triton/kernel | Dynamo+AOT |", "|---|---|---|---|---|"]
