@@ -3,8 +3,8 @@
 The profiled host events of the compiled zoo cases (``zoo_run --host-profile``) split a call's
 self CPU by event, but the profiler slows the host 1.4-2x, lumps the generated wrapper's own
 Python into one event and cannot say whether two models were timed in the same host state. So
-this times, per model, in the same process and interleaved (two passes, the second in reverse
-order, each model compiled afresh), with gpusim's eager reference GPT-2 timed beside each model
+this times, per model, in the same process and interleaved (two passes in the same order, the
+most telling pairs first, each model compiled afresh), with gpusim's eager reference GPT-2 timed beside each model
 as the host's state gauge:
 
 - ``host_us``: the host's time to issue one compiled call while the GPU is held by a sleep
@@ -26,7 +26,7 @@ as the host's state gauge:
   graph's inputs per call.
 
     python3 -m validation.measure.compiled_anatomy --out $OUT/anatomy.jsonl [--models A,B]
-        [--deadline-s 240] [--cpu-dry-run]
+        [--deadline-s 270] [--cpu-dry-run]
 
 One JSON line per (model, pass), appended as measured. ``--cpu-dry-run``: tiny sizes on the CPU
 (Inductor's C++ backend; no sleep kernel), exercising every record path, no meaningful timings.
@@ -323,8 +323,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.measure.compiled_anatomy")
     ap.add_argument("--out", required=True, help="JSON lines, one per (model, pass), appended")
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
-    ap.add_argument("--passes", type=int, default=2, help="passes over the models (even: reversed)")
-    ap.add_argument("--deadline-s", type=float, default=240.0, help="start no model after this")
+    ap.add_argument("--passes", type=int, default=2, help="passes over the models, in the same order")
+    ap.add_argument("--deadline-s", type=float, default=270.0, help="start no model after this")
     ap.add_argument("--cpu-dry-run", action="store_true", help="tiny sizes on the CPU, no timings")
     a = ap.parse_args(argv)
     import torch
@@ -339,7 +339,7 @@ def main(argv=None) -> int:
     built: dict = {}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     for p in range(a.passes):
-        for name in (models if p % 2 == 0 else models[::-1]):
+        for name in models:
             if time.time() - t_start > a.deadline_s:
                 print(f"deadline: {name} pass {p} not reached", flush=True)
                 continue
