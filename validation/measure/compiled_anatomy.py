@@ -183,8 +183,20 @@ def threads() -> int:
         return threading.active_count()
 
 
+def busy_jiffies() -> int | None:
+    """The machine's busy CPU time so far (``/proc/stat``: all CPUs, idle and iowait left out),
+    in clock ticks; None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v) - v[3] - (v[4] if len(v) > 4 else 0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def wall_cpu(fn, args, cuda: bool, min_time_s: float = 0.1, batches: int = 3) -> dict:
-    """Back-to-back wall per call (median of ``batches``) and the process CPU over that wall."""
+    """Back-to-back wall per call (median of ``batches``), the process CPU over that wall and the
+    whole machine's busy CPUs over it (``machine_busy_cpus``: other processes' spinning shows)."""
     import torch
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     fn(*args)
@@ -193,18 +205,23 @@ def wall_cpu(fn, args, cuda: bool, min_time_s: float = 0.1, batches: int = 3) ->
     fn(*args)
     sync()
     n = int(min(max(min_time_s / max(time.perf_counter() - t0, 1e-6), 3), 2000))
-    walls, ratios = [], []
+    walls, ratios, busy = [], [], []
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     for _ in range(batches):
         sync()
-        c0, t0 = time.process_time(), time.perf_counter()
+        j0, c0, t0 = busy_jiffies(), time.process_time(), time.perf_counter()
         for _ in range(n):
             fn(*args)
         sync()
         dt = time.perf_counter() - t0
+        j1 = busy_jiffies()
         walls.append(dt / n * 1e6)
         ratios.append((time.process_time() - c0) / dt)
+        if j0 is not None and j1 is not None:
+            busy.append((j1 - j0) / tick / dt)
     return {"wall_us": round(statistics.median(walls), 1), "walls_us": [round(w, 1) for w in walls],
             "calls_per_batch": n, "cpu_per_wall": round(statistics.median(ratios), 3),
+            "machine_busy_cpus": round(statistics.median(busy), 2) if busy else None,
             "threads": threads()}
 
 
