@@ -110,3 +110,45 @@ def test_anatomy_rows_gauge_the_state(tmp_path):
     assert [r["model"] for r in rs] == ["a", "a", "b"]
     assert [r["state"] for r in rs] == [1.0, 2.0, 1.0]
     assert "| a | 1 | x2.00 | 2000 | 1600 | 400 |" in anat.markdown(rs)
+
+
+def test_compiled_reference_walls_keep_each_forwards_fastest_window(monkeypatch):
+    """calibrate's compiled reference forwards: timed in windows, the forwards taking turns, the
+    fastest window of each kept (a slow episode in one window does not reach the factor); a forward
+    that fails to compile is left out with its error. torch.compile and the clock are stand-ins."""
+    import torch
+
+    from validation.measure import reference_forwards as rf
+    seq = iter([2532.0, 4536.0, 1666.0, 3321.0, 1900.0, 5000.0])
+    calls = []
+
+    def fake_wall(fn, args, **kw):
+        calls.append(fn.name)
+        return {"median_us": next(seq)}
+
+    class Fwd:
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, *a):
+            return None
+    monkeypatch.setattr(rf, "reference_forwards",
+                        lambda device: [("gpt2", Fwd("gpt2"), ()), ("resnet50", Fwd("resnet50"), ())])
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: m)
+    monkeypatch.setattr(rf.measure, "time_wall", fake_wall)
+    monkeypatch.setattr(rf, "host_profile", lambda fn, args: {"kernels_per_call": 1.0})
+    out = rf.compiled_reference_walls("cpu", windows=3)
+    assert calls == ["gpt2", "resnet50"] * 3
+    assert (out["gpt2"], out["resnet50"]) == (1666.0, 3321.0)
+    assert out["windows"] == {"gpt2": [2532.0, 1666.0, 1900.0], "resnet50": [4536.0, 3321.0, 5000.0]}
+    assert rf.fastest_walls([out]) == {"gpt2": 1666.0, "resnet50": 3321.0}
+
+    def broken(m, **kw):
+        if m.name == "resnet50":
+            raise RuntimeError("no compiler")
+        return m
+    monkeypatch.setattr(torch, "compile", broken)
+    seq = iter([1500.0, 1400.0])
+    out = rf.compiled_reference_walls("cpu", windows=2)
+    assert out["gpt2"] == 1400.0 and "resnet50" not in out
+    assert "no compiler" in out["failed"]["resnet50"]
