@@ -152,3 +152,20 @@ def test_compiled_reference_walls_keep_each_forwards_fastest_window(monkeypatch)
     out = rf.compiled_reference_walls("cpu", windows=2)
     assert out["gpt2"] == 1400.0 and "resnet50" not in out
     assert "no compiler" in out["failed"]["resnet50"]
+
+
+def test_the_recorded_anatomy_in_units_of_a_trivial_call():
+    """Lease ca's anatomy records: per call of each class in units of the same process's
+    _reinterpret_tensor, an extern GEMM of the transformers lands in 13-18 units in every row
+    whatever the unit's own speed (0.95-2.5 us): the composition is the model's, the unit the host's."""
+    recs = anat.load("validation/results/h200/host/2026-11-28-compiled-anatomy.jsonl")
+    assert len(recs) == 14
+    units, gemm = [], []
+    for r in recs:
+        pc = anat.per_call(r)
+        units.append(pc["unit"])
+        if r["model"].startswith("hf:"):
+            gemm.append(pc["addmm"] / pc["unit"])
+    assert max(units) / min(units) > 2
+    assert all(13 < g < 18 for g in gemm)
+    assert "| hf:opus-mt-en-de | 1 | 2.11 |" in anat.units_markdown(recs)

@@ -24,6 +24,44 @@ def gauge(rec: dict) -> float | None:
     return sum(w) / len(w) if w else None
 
 
+#: cProfile entries per call (own time) of each class, by a piece of the function's label
+PROFILED = {"addmm": "torch.addmm>", "mm": "torch.mm>", "attention": "torch._ops.aten.>",
+            "conv": "torch.convolution>", "unit": "_reinterpret_tensor>"}
+
+
+def per_call(rec: dict) -> dict:
+    """µs of own time per call of each :data:`PROFILED` class in the record's cProfile, the
+    Triton launch's (``triton_heuristics ... run``, cumulative) and the generated ``call``'s own
+    time per kernel. ``unit``: the trivial ``_reinterpret_tensor``, the process's speed."""
+    out = {}
+    for c in rec.get("cprofile") or []:
+        fn, calls = c["fn"], max(c["calls"], 1e-9)
+        for k, tag in PROFILED.items():
+            if fn.endswith(tag) and k not in out:
+                out[k] = c["tottime_us"] / calls
+        if "triton_heuristics.py" in fn and fn.endswith(":run") and "triton" not in out:
+            out["triton"] = c["cumtime_us"] / calls
+        if fn.endswith(":call") and c["calls"] == 1.0 and "call_own" not in out:
+            w = rec.get("wrapper") or {}
+            out["call_own"] = c["tottime_us"] / max(w.get("launches", 0) + w.get("extern", 0), 1)
+    return out
+
+
+def units_markdown(recs: list[dict]) -> str:
+    """Each class's cost per call in units of the same process's trivial call (:func:`per_call`)."""
+    keys = ("addmm", "mm", "attention", "conv", "triton", "call_own")
+    lines = ["| model | pass | unit us | " + " | ".join(f"{k} (units)" for k in keys) + " |",
+             "|---|---|---|" + "---|" * len(keys)]
+    for r in recs:
+        pc = per_call(r)
+        u = pc.get("unit")
+        if not u:
+            continue
+        lines.append(f"| {r['model']} | {r.get('pass')} | {u:.2f} | " +
+                     " | ".join(f"{pc[k] / u:.1f}" if k in pc else "-" for k in keys) + " |")
+    return "\n".join(lines)
+
+
 def load(path: str) -> list[dict]:
     with open(path) as f:
         return [r for r in (json.loads(ln) for ln in f if ln.strip()) if not r.get("failed")]
@@ -88,7 +126,10 @@ def main(argv=None) -> int:
         from gpusim.hw.spec import calibrated_name, load_spec
         from validation.score.zoo_accuracy import lease_setup
         spec, host = lease_setup(load_spec(calibrated_name(a.gpu)), a.host)
-    print(markdown(rows(load(a.records), spec, host)))
+    recs = load(a.records)
+    print(markdown(rows(recs, spec, host)))
+    print()
+    print(units_markdown(recs))
     return 0
 
 
