@@ -169,3 +169,23 @@ def test_the_recorded_anatomy_in_units_of_a_trivial_call():
     assert max(units) / min(units) > 2
     assert all(13 < g < 18 for g in gemm)
     assert "| hf:opus-mt-en-de | 1 | 2.11 |" in anat.units_markdown(recs)
+
+
+def test_window_factors_compare_one_timing_a_round_with_the_fastest_window():
+    from gpusim.hw.host import load_host
+    from gpusim.hw.spec import load_spec
+    from validation.score.compiled_forward import window_factors
+    spec, host = load_spec("h200-sxm-calibrated"), load_host("h200-sxm-host")
+    raw = {"compiled_reference_walls_rounds": [
+        {"gpt2": 1666.0, "resnet50": 3321.0,
+         "windows": {"gpt2": [2532.0, 1666.0, 1900.0], "resnet50": [4536.0, 3321.0, 5000.0]}},
+        {"gpt2": 1700.0, "resnet50": 3500.0,
+         "windows": {"gpt2": [1800.0, 1700.0, 1750.0], "resnet50": [3600.0, 3500.0, 3550.0]}}]}
+    wf = window_factors(raw, spec, host)
+    assert wf["first_window"] > wf["fastest_window"] > 0
+    # the fastest window's factor is the one calibrate fits from the same walls
+    from validation.measure.reference_forwards import fastest_walls, forward_factor
+    assert wf["fastest_window"] == pytest.approx(forward_factor(
+        fastest_walls(raw["compiled_reference_walls_rounds"]), spec,
+        host.replace(compiled_forward_factor=None), mode="compiled")[0])
+    assert window_factors({"compiled_reference_walls_rounds": [{"gpt2": 1.0}]}, spec, host) is None
