@@ -122,6 +122,22 @@ def markdown(rows: list[dict], host) -> str:
     return "\n".join(lines)
 
 
+def window_factors(raw_host: dict, spec, host) -> dict | None:
+    """``compiled_forward_factor`` of a calibration whose compiled reference forwards were timed in
+    windows (``reference_forwards.compiled_reference_walls``): from each round's first window
+    only (one timing a round, as calibrate timed them before the windows) and from the fastest
+    window (what calibrate fits); None when the raw timings hold no windows."""
+    from validation.measure.reference_forwards import fastest_walls, forward_factor
+    rounds = [r for r in raw_host.get("compiled_reference_walls_rounds") or [] if r.get("windows")]
+    if not rounds:
+        return None
+    first = [{k: v[0] for k, v in r["windows"].items()} for r in rounds]
+    plain = host.replace(compiled_forward_factor=None)
+    return {"first_window": forward_factor(fastest_walls(first), spec, plain, mode="compiled")[0],
+            "fastest_window": forward_factor(fastest_walls(rounds), spec, plain, mode="compiled")[0],
+            "windows": [r["windows"] for r in rounds]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m validation.score.compiled_forward")
     ap.add_argument("--records", required=True, help="a zoo_run records file (.jsonl.gz)")
@@ -131,9 +147,14 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     spec, host = lease_setup(load_spec(calibrated_name(a.gpu)), a.host)
     with open(a.host + ".raw.json") as f:
-        cal = (json.load(f).get("host") or {}).get("reference_walls") or {}
+        raw_host = json.load(f).get("host") or {}
+    cal = raw_host.get("reference_walls") or {}
     rows = case_rows(read_records(a.records), spec, host, cal)
     print(markdown(rows, host))
+    wf = window_factors(raw_host, spec, host)
+    if wf:
+        print(f"\ncompiled_forward_factor from each round's first window {wf['first_window']:.3f}, "
+              f"from the fastest window {wf['fastest_window']:.3f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": rows, "summary": summary(rows)}, f, indent=1)
