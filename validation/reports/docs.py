@@ -234,8 +234,8 @@ def accuracy_page(full: str, holdout: str | None, published: str | None = None,
 
 
 def stored_sections(broad: str | None, published: str | None, dist: str | None = None) -> list[str]:
-    """The page's last sections, the ones stored predictions decide (broad sample, published, collectives, then
-    training steps across GPUs), as lines to join after the rest."""
+    """The page's last sections, the ones stored predictions decide (broad sample, published, LLM inference,
+    collectives, then training steps across GPUs), as lines to join after the rest."""
     from validation.reports.dist_page import DIST_HEAD, dist_markdown
     dist = dist_markdown() if dist is None else dist
     parts = []
@@ -243,6 +243,10 @@ def stored_sections(broad: str | None, published: str | None, dist: str | None =
         parts += ["", BROAD_HEAD, broad]
     if published:
         parts += ["", PUBLISHED_HEAD, published]
+    from validation.reports.llm_page import LLM_HEAD, llm_markdown
+    llm = llm_markdown()
+    if llm:
+        parts += ["", LLM_HEAD, llm]
     from validation.reports.collectives_page import collectives_markdown
     coll = collectives_markdown()
     if coll:

@@ -3,7 +3,8 @@
 cache and static cache compiled), the speed-up of the static compiled path, total, peak memory and
 KV-cache bytes; the prefill records (kernels, device time, wall) and the decode-host records (one
 eager step's wall against its predicted host). Each record is predicted on its GPU's calibrated spec
-and the host profile of the machine kind that measured it. Rewrites the generated block in docs/llm.md.
+and the host profile of the machine kind that measured it. Rewrites the generated block in docs/llm.md and
+stores the per-record figures in validation/results/generate/predictions.json (docs/accuracy.md's LLM section).
 
     python3 -m validation.score.generate_accuracy [--no-doc] [--part decode|prefill]"""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import statistics
 import sys
@@ -26,6 +28,12 @@ BEGIN, END = "<!-- generated: python3 -m validation.score.generate_accuracy -->"
 
 #: record file -> the host profile its own lease measured (``gpusim calibrate --host-only`` before the runs)
 LEASE_HOSTS = os.path.join(RECORDS, "lease_hosts.json")
+
+#: what docs/accuracy.md's LLM section reads (validation/reports/llm_page.py), written with docs/llm.md
+STORED = os.path.join(RECORDS, "predictions.json")
+
+#: per record / case, filled by the tables as they are built: "generate", "prefill", "decode_step"
+_STORE: dict = {"generate": [], "prefill": [], "decode_step": []}
 
 #: a call ran in one of the shared host's contention episodes when the pure-Python probe right before it
 #: (``python_us_reps``) took more than this many times its lease's quietest probe: the probe's quiet samples span
@@ -128,6 +136,12 @@ def generate_table(preds: dict) -> tuple[str, dict, dict]:
         if peak:
             errs["peak"].append(abs(p_peak / peak - 1) * 100)
         mark = f" (host x{slow:.2f})" if slow and slow > CONTENDED else ""
+        _STORE["generate"].append(dict(
+            gpu=env["gpu"], host=hname, lease_profile=bool(env["_lease"]), model=r["model"], batch=r["batch"],
+            prompt=r["prompt"], new=r["new"], cache=cache, mode=mode, fastest_rep=bool(fastest),
+            contended=bool(slow and slow > CONTENDED), pred_ttft_us=g.ttft_us, meas_ttft_us=ttft,
+            pred_tpot_us=g.tpot_us, meas_tpot_us=m_tpot, pred_total_us=g.total_us, meas_total_us=total,
+            pred_peak_bytes=p_peak, meas_peak_bytes=peak, pred_kv_bytes=g.kv_cache_bytes, meas_kv_bytes=kv))
         rows.append(f"| {env['gpu']} | {hname} | {r['model']} | {r['batch']} | {cache}, {mode}{mark} "
                     f"| {_ms(g.ttft_us)} / {_ms(ttft)} ({pct(g.ttft_us, ttft)}) "
                     f"| {_ms(g.tpot_us)} / {_ms(m_tpot)} ({pct(g.tpot_us, m_tpot)}) "
@@ -291,6 +305,8 @@ def prefill_table() -> str:
         p = _on(env, lambda ids, cache: m(ids, past_key_values=cache, use_cache=True, logits_to_keep=1),
                 (ids, DynamicCache(config=m.config)))
         dev, wall = r["kernel_sum_us"], _med(r["wall_us"])
+        _STORE["prefill"].append(dict(gpu=env["gpu"], model=r["model"], batch=r["batch"], prompt=r["prompt"],
+                                      pred_device_us=p.device_us, meas_device_us=dev))
         rows.append(f"| {env['gpu']} | {r['model']} | {r['batch']} | {r['prompt']} | {p.kernel_count} / {r['kernel_count']} "
                     f"| {p.device_us:.0f} / {dev:.0f} ({pct(p.device_us, dev)}) "
                     f"| {p.end_to_end_us:.0f} / {wall:.0f} ({pct(p.end_to_end_us, wall)}) |")
@@ -345,6 +361,9 @@ def decode_host_table() -> str:
     for env, r in records("decode_host"):
         p = host_step(env, r)
         dev_err.setdefault(env["gpu"], []).append(abs(p.device_us / r["kernel_sum_us"] - 1) * 100)
+        _STORE["decode_step"].append(dict(gpu=env["gpu"], model=r["model"], variant=r.get("variant", "bare"),
+                                          batch=r["batch"], context=r["context"], pred_device_us=p.device_us,
+                                          meas_device_us=r["kernel_sum_us"]))
         wall = _med(r["wall_us"])
         c = cold(seen, env, r)
         pw = p.end_to_end_us + (plan_build_us(p) if c else 0.0)
@@ -407,8 +426,13 @@ def main(argv=None) -> int:
     if a.part != "all":
         print(decode_host_table() if a.part == "decode" else prefill_table())
         return 0
+    for v in _STORE.values():
+        v.clear()
     text = report()
     print(text)
+    with open(STORED, "w") as f:        # always: the accuracy page's LLM section reads it
+        json.dump({"command": "python3 -m validation.score.generate_accuracy", **_STORE}, f, indent=1, sort_keys=True, default=float)
+        f.write("\n")
     if not a.no_doc:
         doc = open(DOC).read()
         block = BEGIN + "\n\n" + text + "\n\n" + END
