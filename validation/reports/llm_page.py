@@ -17,12 +17,12 @@ STORED = os.path.join(ROOT, "validation", "results", "generate", "predictions.js
 
 LLM_HEAD = """## LLM inference: prefill, decode steps and whole generate() calls
 
-Hugging Face decoders (Llama-3.2-1B, Qwen2-0.5B, Phi-1.5, Gemma-2B, Mistral-7B; random weights, bf16) on H100 and
-H200 leases (`validation/measure/generate_run.py`, `validation/results/generate/`), predicted by
+Hugging Face decoders (Llama-3.2-1B, Qwen2-0.5B, Phi-1.5, Gemma-2B; the decode steps also Mistral-7B and GPT-2;
+random weights, bf16) on H100 and H200 leases (`validation/measure/generate_run.py`, `validation/results/generate/`), predicted by
 `python3 -m validation.score.generate_accuracy` (stored in `validation/results/generate/predictions.json`, read
 here). Device time: the prefill (one forward over the prompt filling a DynamicCache) and one eager decode step
 against the sum of their profiled kernels. Time per output token: whole `generate()` calls on the records timed
-call by call (`statistic: fastest rep`) on their lease's own host profile. Every record's row, the machine kinds'
+call by call (`statistic: fastest rep`: H200 leases j, m and n) on their lease's own host profile. Every record's row, the machine kinds'
 profiles, the compiled call's split and what is still off: [llm.md](llm.md)."""
 
 
