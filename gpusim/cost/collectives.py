@@ -158,8 +158,13 @@ def ll_channels(nbytes: float, world: int, link: LinkSpec) -> int | None:
     p = link.nccl_coll
     if not p:
         return None
-    per = p["ll_max_threads"] * p["ll_thread_threshold"] * world
-    return max(1, min(p["coll_channels"], int(nbytes // per)))
+    return _enqueue_channels(nbytes, p["ll_max_threads"] * p["ll_thread_threshold"] * world, p)
+
+
+def _enqueue_channels(nbytes: float, per_channel: float, p: dict) -> int:
+    """src/enqueue.cc's rule: one channel fewer while ``bytes < channels x per_channel``, between 1 and the
+    link's ring channels (``per_channel``: the protocol's threads x its per-thread threshold)."""
+    return max(1, min(p["coll_channels"], int(nbytes // per_channel)))
 
 
 def ll_channel_gbs(link: LinkSpec) -> float:
@@ -185,7 +190,7 @@ def kernel_channels(collective: str, nbytes: float, world: int, link: LinkSpec) 
         return None
     if "simple_max_threads" not in p:
         return p["coll_channels"]
-    return max(1, min(p["coll_channels"], int(nbytes // (p["simple_max_threads"] * p["simple_thread_threshold"]))))
+    return _enqueue_channels(nbytes, p["simple_max_threads"] * p["simple_thread_threshold"], p)
 
 
 def sm_share_factor(channels: int | None, sm_count: int) -> float:
