@@ -130,7 +130,8 @@ class HostProfile:
     ranks_python_factor: float | None = None
     # a whole decoder's reduce-overhead compiled call beyond what cudagraph_tree_call_us and
     # cudagraph_tree_input_us price (Dynamo's guards over a module tree, its keyword arguments and output
-    # object, the tree's bookkeeping, the copy-in): calibrate's tiny-decoder probe; None: 0
+    # object, the tree's bookkeeping, the copy-in): measured from stamped generate calls (fit_model_call) or
+    # derived from cudagraph_tree_call_us (model_call_law); None: 0
     compiled_model_call_us: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(

@@ -190,7 +190,9 @@ def dynamo_entry_us(pred: Prediction) -> float:
     Inductor's wrapper checking each input's size and stride) priced it before: a replay skips that
     wrapper, and they read the records' compiled calls 2x high for 370-420 inputs (docs/static_token.md).
     A whole decoder's call costs more than that probe's one matmul, little of it per input: the host's
-    ``compiled_model_call_us`` (calibrate's tiny-decoder probe) where it has one.
+    ``compiled_model_call_us`` where it has one (measured from a lease's stamped generate calls,
+    validation/fit/fit_model_call.py; elsewhere derived from the host's ``cudagraph_tree_call_us``
+    by ``validation.measure.model_call_probe.model_call_law``).
     A host without the reduce-overhead figures (the machine kinds' profiles) keeps the default
     mode's. 0 for an eager forward."""
     if pred.mode != "cudagraph" or pred.host is None:
