@@ -16,6 +16,13 @@ gathered output, reduce-scatter's full input) with protocol ``p``::
   has ``share_us`` instead, the latency grows as ``factor_c(n) x share_us``: the graph-replay records' device time
   (H200, 2-4 ranks, 8 KiB and below: +1.3-2.8 us from 2 to 3 ranks, +0.1-1.0 from 3 to 4, broadcast and
   send/recv flat) grows as the fraction of the buffer each rank sends, not as NCCL's tuner's steps x hwLat;
+- at 2 ranks an all-reduce, all-gather or reduce-scatter (:data:`PAIRED`) whose regime has ``pair_us`` takes that
+  latency in place of its own, plus NCCL's per-step latency for each step past its first (all-reduce: one): the
+  broadcast's latency, fitted on the other world sizes. At 2 ranks the ring's two neighbours are one GPU and each
+  step is one transfer each way, as a broadcast's hop is; from 3 ranks the chain is a cycle through distinct GPUs.
+  NCCL itself has no 2-rank branch there (same Ring / LL / one channel at 2-4 ranks in its logs); the H200 graph
+  records show it: at 8 KiB and below all-gather 10.3, reduce-scatter 10.9, broadcast 10.9, all-reduce 11.1 us at
+  2 ranks (medians), broadcast 11.0-11.3 at 3-4 while the others rise to 12.2-14.9;
 - ``factor`` is nccl-tests' bus-bandwidth factor (all-reduce 2(n-1)/n; all-gather and reduce-scatter (n-1)/n;
   broadcast and send/recv 1): the bytes each rank moves over its link, so ``bw = link_gbs`` is one figure of the
   link (one direction of one GPU's NVLink), shared by every collective and world size; an LL regime with
@@ -60,6 +67,10 @@ RING_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1
 #: the steps NCCL's tuner charges its per-step latency for (tuning.cc: a broadcast on rings that share channels pays
 #: one hop, whatever n)
 TUNER_STEPS = {**RING_STEPS, "broadcast": lambda n: 1}
+#: the ring collectives whose chain is a cycle through every rank (each waits on data its neighbour forwarded or
+#: reduced in the same call); at 2 ranks both neighbours are one GPU and the chain is one transfer each way per step,
+#: priced from the broadcast's latency where the regime has ``pair_us`` (:func:`law_us`)
+PAIRED = ("all_reduce", "all_gather", "reduce_scatter")
 #: NCCL's NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc): a send/recv of up to this many bytes per channel uses LL;
 #: below 64 KiB (its smallest part, p2pChunkSize / 8) it runs on one channel
 P2P_LL_THRESHOLD = 16384
@@ -219,10 +230,13 @@ def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: Lin
         else:
             nch = ll_channels(nbytes, world, link) if regime.protocol == "ll" else None
         bw = bw if nch is None else min(bw, nch * regime.channel_gbs)
-    lat = (BUSBW_FACTOR[collective](world) * regime.share_us if regime.share_us is not None
-           else RING_STEPS[collective](world) * hop)
-    return (regime.base_us + (world - 1) * (regime.rank_us or 0.0) + lat
-            + nbytes * BUSBW_FACTOR[collective](world) / (bw * 1e3)
+    if world == 2 and regime.pair_us is not None and collective in PAIRED:   # one transfer each way, per step
+        lat = regime.pair_us + (RING_STEPS[collective](2) - 1) * link.hop_us[regime.protocol]
+    else:
+        lat = regime.base_us + (world - 1) * (regime.rank_us or 0.0) + (
+            BUSBW_FACTOR[collective](world) * regime.share_us if regime.share_us is not None
+            else RING_STEPS[collective](world) * hop)
+    return (lat + nbytes * BUSBW_FACTOR[collective](world) / (bw * 1e3)
             + nbytes / world / (regime.shard_gbs * 1e3))
 
 

@@ -13,7 +13,7 @@ A link file gives, each figure as ``{ value = ..., source = ..., ref = ... }``:
   ``simple_thread_threshold``: how many channels, one CTA each, a Simple collective holds);
 - ``[measured."<gpu>"]``, written by ``validation/fit/fit_collectives.py`` from our own sweeps: per collective, one
   regime per protocol (``protocol``, optionally ``max_bytes``, ``base_us``, ``link_gbs``, and optionally
-  ``rank_us``, ``hop_us``, ``share_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
+  ``rank_us``, ``hop_us``, ``share_us``, ``pair_us``, ``shard_gbs``, ``channel_gbs``), and ``overlap`` (how much concurrent compute slows
   while NCCL runs).
 
 :func:`link_spec` finds a link by name, alias (``"nvlink4"``, ``"h100-sxm"``, ``"ib"``) or path; a bad file raises
@@ -47,7 +47,7 @@ _NCCL_COLL = ("coll_channels", "ll_max_threads", "ll_thread_threshold")
 #: optional beside them: the same rule's figures for Simple (how many channels, so SMs, a large collective holds)
 _NCCL_SIMPLE = ("simple_max_threads", "simple_thread_threshold")
 _REGIME = {"base_us": True, "link_gbs": True, "rank_us": False, "shard_gbs": False, "hop_us": False,
-           "channel_gbs": False, "share_us": False}  # figure -> required
+           "channel_gbs": False, "share_us": False, "pair_us": False}  # figure -> required
 
 
 class LinkError(GpusimError):
@@ -65,7 +65,10 @@ class Regime:
     NCCL's own figure for the protocol, ``[nccl]``); ``shard_gbs`` (inf: none) prices the rank's own shard,
     ``bytes / n``; ``share_us`` (None: none) a latency per unit of the bus-bandwidth factor (the fraction of the
     buffer each rank sends); ``channel_gbs`` (inf: none) the rate of one NCCL channel (a send/recv's p2p channels; an
-    LL collective's ring channels, as many as NCCL's per-call rule gives it)."""
+    LL collective's ring channels, as many as NCCL's per-call rule gives it); ``pair_us`` (None: none) the latency
+    of one transfer between the two GPUs of a 2-rank ring, which a ring collective at 2 ranks pays (plus NCCL's
+    per-step latency for each step past the first) in place of its own latency (see
+    :func:`gpusim.cost.collectives.law_us`)."""
     name: str
     protocol: str
     max_bytes: float
@@ -76,6 +79,7 @@ class Regime:
     hop_us: float | None = None
     channel_gbs: float = math.inf
     share_us: float | None = None
+    pair_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
         where = f"[measured.\"{gpu}\".{coll}.{rname}]"
         if not isinstance(r, dict) or set(r) - {"protocol", "max_bytes", *_REGIME}:
             raise LinkError(f"{path}: {where} must hold protocol, max_bytes, base_us, link_gbs (and optionally "
-                            "rank_us, shard_gbs, hop_us, channel_gbs, share_us)")
+                            "rank_us, shard_gbs, hop_us, channel_gbs, share_us, pair_us)")
         if r.get("protocol") not in PROTOCOLS:
             raise LinkError(f"{path}: {where}.protocol must be one of {', '.join(PROTOCOLS)}, got {r.get('protocol')!r}")
         mb = r.get("max_bytes", math.inf)
@@ -149,7 +153,7 @@ def _regimes(path, gpu, coll, t, prov) -> tuple:
                if f in r or _REGIME[f]}
         out.append(Regime(rname, r["protocol"], float(mb), fig["base_us"], fig["link_gbs"], fig.get("rank_us"),
                           fig.get("shard_gbs", math.inf), fig.get("hop_us"), fig.get("channel_gbs", math.inf),
-                          fig.get("share_us")))
+                          fig.get("share_us"), fig.get("pair_us")))
     if not out:
         raise LinkError(f"{path}: [measured.\"{gpu}\".{coll}] has no regimes")
     return tuple(sorted(out, key=lambda r: r.max_bytes))

@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from gpusim.cost.collectives import (  # noqa: E402
-    BUSBW_FACTOR, RING_STEPS, ll_channel_gbs, ll_channels, nccl_protocol, p2p_channels, ring)
+    BUSBW_FACTOR, PAIRED, RING_STEPS, ll_channel_gbs, ll_channels, nccl_protocol, p2p_channels, ring)
 from gpusim.hw.links import COLLECTIVES, Measured, Regime, links_dir, parse_link  # noqa: E402
 from gpusim.hw.spec_io import figure_line  # noqa: E402
 from validation.fit import collectives_records as CM  # noqa: E402
@@ -124,16 +124,19 @@ def _x(col, coll, n, nbytes, per_rank):
     return float(RING_STEPS[coll](n))
 
 
-def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf, per_rank=False):
+def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf, per_rank=False, pair=False):
     """Bounded least squares in relative error; a send/recv on channels slower than ``link_gbs`` pays its bytes at
-    ``channels x channel`` (fixed) instead of the link's rate. Returns (solution by column, loss)."""
+    ``channels x channel`` (fixed) instead of the link's rate; with ``pair``, a :data:`PAIRED` collective at 2 ranks
+    pays the broadcast's latency (the broadcast's columns) and NCCL's per-step latency past its first step, as
+    :func:`gpusim.cost.collectives.law_us` prices it with ``pair_us``. Returns (solution by column, loss)."""
     t = np.array([p[3] for p in pts])
     share = ("share", None) in cols
     fixed_hop = 0.0 if free_hop or share else link.hop_us[proto]
     X, y = [], []
     for c, b, n, tt in pts:
-        row = [_x(col, c, n, b, per_rank) for col in cols]
-        extra = RING_STEPS[c](n) * fixed_hop
+        paired = pair and n == 2 and c in PAIRED
+        row = [_x(col, "broadcast" if paired and col[0] in ("lat", "share") else c, n, b, per_rank) for col in cols]
+        extra = (RING_STEPS[c](2) - 1) * link.hop_us[proto] if paired else RING_STEPS[c](n) * fixed_hop
         if ("link", None) not in cols and c != "send_recv":   # LL on NCCL's channels at NCCL's rate per channel
             extra += b * BUSBW_FACTOR[c](n) / (ll_channels(b, n, link) * ll_channel_gbs(link) * 1e3)
         nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
@@ -209,14 +212,18 @@ def fit_protocol(pts, proto, link, ll_form="per_rank") -> dict:
     per_rank = proto == "ll" and ll_form == "per_rank"
     free_hop = not per_rank and not share and len({p[2] for p in pts}) > 1
     cols = _cols(colls, proto, free_hop, share, ll_nccl)
-    sol0, loss0 = _solve(pts, proto, link, cols, free_hop, per_rank=per_rank)
+    # LL at 2 ranks: the broadcast's latency (:data:`PAIRED`), where the points hold broadcasts and two world sizes
+    # above 2 (else the latency's growth with the ranks, share_us, would rest on one world size alone)
+    pair = ll_nccl and "broadcast" in colls and len({p[2] for p in pts if p[2] > 2}) > 1
+    sol0, loss0 = _solve(pts, proto, link, cols, free_hop, per_rank=per_rank, pair=pair)
     _, channel, sol = (loss0, math.inf, sol0) if ll_nccl else _channel(pts, proto, link, cols, free_hop, sol0, loss0)
     ll_ch = ll_channel_gbs(link)
     out = {"link_gbs": float(ll_ch * link.nccl_coll["coll_channels"]) if ll_nccl else float(1.0 / sol[("link", None)]),
            "hop_us": float(sol[("hop", None)]) if free_hop else None,
            "share_us": float(sol[("share", None)]) if share else None,
            "channel_gbs": ll_ch if ll_nccl else channel, "ll_nccl": ll_nccl, "per_rank": per_rank,
-           "sr_link_gbs": float(1.0 / sol[("link", "send_recv")]) if ("link", "send_recv") in sol else None}
+           "sr_link_gbs": float(1.0 / sol[("link", "send_recv")]) if ("link", "send_recv") in sol else None,
+           "pair_us": float(sol[("lat", "broadcast")] + sol[("share", None)]) if pair else None}
     for c in colls:
         k = float(sol.get(("shard", c), 0.0))
         out[c] = (max(float(sol[("lat", c)]), 0.01), 1.0 / k if k > 1e-5 else math.inf)  # > 100 TB/s: none
@@ -243,7 +250,7 @@ def fit(data: dict, link, worlds, sizes=None, ll_form="per_rank") -> dict:
                 ch = f["channel_gbs"] if (c == "send_recv") != f["ll_nccl"] else math.inf
                 link_gbs = f["sr_link_gbs"] if c == "send_recv" and f["ll_nccl"] else f["link_gbs"]
                 out[c].append(Regime(proto, proto, math.inf, lat, link_gbs, rank, shard, f["hop_us"], ch,
-                                     f["share_us"]))
+                                     f["share_us"], f["pair_us"] if c in PAIRED else None))
     return {c: tuple(r) for c, r in out.items()}
 
 
@@ -326,6 +333,12 @@ def measured_block(gpu, gpu_name, regimes, overlap, ref, ceiling=math.inf) -> st
                                          f"latency per unit of the bus-bandwidth factor (the fraction of the buffer "
                                          f"each rank sends) with the {r.name} protocol, shared by every collective "
                                          f"(joint fit over world sizes); {ref}"))
+            if r.pair_us is not None:
+                lines.append(figure_line("pair_us", round(r.pair_us, 3), "measured",
+                                         f"latency of {coll} at 2 ranks with the {r.name} protocol before NCCL's "
+                                         "per-step latency past its first step: the broadcast's (its base_us + "
+                                         "share_us; at 2 ranks the ring's two neighbours are one GPU, one transfer "
+                                         f"each way; joint fit of the protocol over world sizes); {ref}"))
             if ll_ring:
                 lines.append(figure_line("channel_gbs", round(r.channel_gbs, 2), "derived",
                                          "NCCL's own rate of one ring channel with LL (src/graph/tuning.cc: ring LL "

@@ -34,7 +34,11 @@ LAW = ("`time = base_us[c, p] + lat_p(c, n) + bytes x factor_c(n) / bw_p + (byte
        "both protocols: `lat = factor_c(n) x share_us[p]`, one latency per unit of factor shared by every collective "
        "(the records' small-message latency rises far more from 2 to 3 ranks than from 3 to 4, broadcast's and "
        "send/recv's not at all: as the factor, not as the ring's steps of NCCL's tuner; the verdict below says by how "
-       "much); Simple's `bw` is "
+       "much); LL at 2 ranks: all-gather and reduce-scatter take the broadcast's latency (`pair_us` = its base_us + "
+       "share_us), all-reduce that plus NCCL's per-step latency (0.6 us) for its second step: at 2 ranks the ring's "
+       "two neighbours are one GPU and each step is one transfer each way, as a broadcast's hop is, while from 3 "
+       "ranks on the chain runs through a cycle of distinct GPUs (fitted where the points hold broadcasts and two "
+       "world sizes above 2); Simple's `bw` is "
        "`link_gbs`, one figure of the link; LL's bytes run on the channels NCCL gives the call (`src/enqueue.cc` "
        "topoGetAlgoInfo: one fewer while bytes < channels x 512 threads x 8 B x n, from 1 to its 24 ring channels) at "
        "NCCL's own LL rate per channel (`tuning.cc`: 0.5 x bwIntra, LL's 8 data bytes per 16-byte line: 7.5 GB/s), "
@@ -64,7 +68,25 @@ def world2_note(r: dict) -> str:
             f"puts the smallest all-reduce at 2 ranks {pct(line / ar[2] - 1)} high); and world 2's large sharded "
             f"messages run at a lower bus bandwidth (all-gather {bb[('all_gather', 2)]:.0f} GB/s at the largest size, "
             f"{bb[('all_gather', 3)]:.0f}-{bb[('all_gather', 4)]:.0f} at 3-4 ranks) than a shared link and a shard "
-            "term fitted on 3 and 4 ranks give. The step from 2 to 3 ranks is in every run." + pair_note(data))
+            "term fitted on 3 and 4 ranks give. The step from 2 to 3 ranks is in every run." + pair_note(data)
+            + bcast_note(data))
+
+
+def bcast_note(data: dict) -> str:
+    """World 2's small-message floor set against the broadcast's (the LL pair rule, ``pair_us``), from the records."""
+    colls = SHARDED_COLLS + ("broadcast",)
+    if not all((c, n) in data for c in colls for n in (2, 3, 4)):
+        return ""
+
+    def small(c, n):
+        return statistics.median(t for b, t in data[(c, n)].items() if b <= 8192)
+    at2 = ", ".join(f"{c.replace('_', '-')} {small(c, 2):.1f}" for c in colls)
+    bc = [small("broadcast", n) for n in (3, 4)]
+    return (f" NCCL has no 2-rank branch here (its source's one test of nRanks == 2 disables LL128 under CUDA 11.8; "
+            f"its logs show Ring / LL on one channel at these sizes at every world size), but at 2 ranks the ring's two "
+            f"neighbours are one GPU: the small-message floors at 2 ranks ({at2} us) are the broadcast's, which stays "
+            f"flat at 3 and 4 ranks ({bc[0]:.1f}, {bc[1]:.1f} us; an acyclic chain whose root runs ahead), so the law "
+            "prices LL at 2 ranks with the broadcast's latency fitted on the other world sizes (`pair_us`).")
 
 
 #: world 2 on GPUs 2-3 (every fitted world-2 run used GPUs 0-1; worlds 3-4 add GPUs 2-3): which GPUs, not a fit input
@@ -189,7 +211,8 @@ def _body(r: dict, level: str = "###") -> list[str]:
         top = max(d)
         out.append(f"| {coll} | {n} | {small:.1f} us | {r['busbw'][(coll, n)]:.0f} GB/s ({size(top)}) |")
     out += ["", f"{level} Fitted (all clean runs)", "", "| collective | protocol | base_us | rank_us | hop_us | "
-            "share_us | link_gbs | channel_gbs | shard_gbs |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "share_us | pair_us | link_gbs | channel_gbs | shard_gbs |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for coll, regs in r["regimes"].items():
         for g in regs:
             sh = f"{g.shard_gbs:.0f}" if math.isfinite(g.shard_gbs) else "-"
@@ -197,8 +220,9 @@ def _body(r: dict, level: str = "###") -> list[str]:
             hop = ("-" if g.share_us is not None else "NCCL's") if g.hop_us is None else f"{g.hop_us:.2f}"
             shr = "-" if g.share_us is None else f"{g.share_us:.2f}"
             ch = f"{g.channel_gbs:.2f}" if math.isfinite(g.channel_gbs) else "-"
-            out.append(f"| {coll} | {g.protocol} | {g.base_us:.2f} | {rk} | {hop} | {shr} | {g.link_gbs:.1f} | {ch} "
-                       f"| {sh} |")
+            pair = "-" if g.pair_us is None else f"{g.pair_us:.2f}"
+            out.append(f"| {coll} | {g.protocol} | {g.base_us:.2f} | {rk} | {hop} | {shr} | {pair} | {g.link_gbs:.1f} "
+                       f"| {ch} | {sh} |")
     out += ["", f"{level} Scores", ""] + _score_table(r["rows"]) + ["", verdict(r["rows"], r["method"], world2_note(r) if r["method"] == "graph" else "")]
     if r["method"] == "eager":
         out += ["", f"{level} Where the small-message error comes from", ""] + _small_rows(r["small"])
