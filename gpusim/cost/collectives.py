@@ -71,18 +71,6 @@ TUNER_STEPS = {**RING_STEPS, "broadcast": lambda n: 1}
 #: reduced in the same call); at 2 ranks both neighbours are one GPU and the chain is one transfer each way per step,
 #: priced from the broadcast's latency where the regime has ``pair_us`` (:func:`law_us`)
 PAIRED = ("all_reduce", "all_gather", "reduce_scatter")
-#: EXPERIMENT (reverted in the next commit): the calls a ring channel's CTA makes per chunk of the rank's shard
-#: (src/device/all_gather.h runRing: a copy-send, n-2 receive-copy-sends, a final receive: n), each over the whole
-#: chunk at NCCL's LL rate per channel: an LL all-gather's bytes are ``bytes x n/n`` per channel, not ``x (n-1)/n``
-LL_CALLS = {"all_gather": lambda n: n}
-
-
-def ll_bytes_factor(collective: str, n: int) -> float:
-    """The bytes one channel's CTA processes per byte of the message with LL: its calls per chunk / n (all-gather),
-    else the busBw factor."""
-    return LL_CALLS[collective](n) / n if collective in LL_CALLS else BUSBW_FACTOR[collective](n)
-
-
 #: NCCL's NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc): a send/recv of up to this many bytes per channel uses LL;
 #: below 64 KiB (its smallest part, p2pChunkSize / 8) it runs on one channel
 P2P_LL_THRESHOLD = 16384
@@ -248,9 +236,7 @@ def law_us(collective: str, nbytes: float, world: int, regime: Regime, link: Lin
         lat = regime.base_us + (world - 1) * (regime.rank_us or 0.0) + (
             BUSBW_FACTOR[collective](world) * regime.share_us if regime.share_us is not None
             else RING_STEPS[collective](world) * hop)
-    llf = (ll_bytes_factor(collective, world) if regime.protocol == "ll" and math.isfinite(regime.channel_gbs)
-           and collective != "send_recv" else BUSBW_FACTOR[collective](world))
-    return (lat + nbytes * llf / (bw * 1e3)
+    return (lat + nbytes * BUSBW_FACTOR[collective](world) / (bw * 1e3)
             + nbytes / world / (regime.shard_gbs * 1e3))
 
 

@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from gpusim.cost.collectives import (  # noqa: E402
-    BUSBW_FACTOR, PAIRED, RING_STEPS, ll_bytes_factor, ll_channel_gbs, ll_channels, nccl_protocol, p2p_channels, ring)
+    BUSBW_FACTOR, PAIRED, RING_STEPS, ll_channel_gbs, ll_channels, nccl_protocol, p2p_channels, ring)
 from gpusim.hw.links import COLLECTIVES, Measured, Regime, links_dir, parse_link  # noqa: E402
 from validation.fit import collectives_records as CM  # noqa: E402
 from validation.fit.collectives_block import measured_block  # noqa: E402
@@ -138,7 +138,7 @@ def _solve(pts, proto, link, cols, free_hop, channel=math.inf, link_gbs=math.inf
         row = [_x(col, "broadcast" if paired and col[0] in ("lat", "share") else c, n, b, per_rank) for col in cols]
         extra = (RING_STEPS[c](2) - 1) * link.hop_us[proto] if paired else RING_STEPS[c](n) * fixed_hop
         if ("link", None) not in cols and c != "send_recv":   # LL on NCCL's channels at NCCL's rate per channel
-            extra += b * ll_bytes_factor(c, n) / (ll_channels(b, n, link) * ll_channel_gbs(link) * 1e3)
+            extra += b * BUSBW_FACTOR[c](n) / (ll_channels(b, n, link) * ll_channel_gbs(link) * 1e3)
         nch = p2p_channels(b, n, link) if c == "send_recv" and math.isfinite(channel) else None
         if nch is not None and nch * channel < link_gbs:
             row[cols.index(("link", None))] = 0.0
