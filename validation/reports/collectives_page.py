@@ -267,6 +267,10 @@ def doc(results: dict, law_note: str = "") -> str:
         if r["method"] == "graph":
             out += [GRAPH_METHOD, ""]
         out += _body(r)
+        if r["method"] == "graph":
+            out += ["", "Where the law still misses (signed error per size by regime and world, LL's slope against NCCL's "
+                    "kernel structure, send/recv's bandwidth forms, what was tried and not adopted): "
+                    "docs/collectives_residuals.md (`python3 -m validation.reports.collectives_residuals`)."]
         if r.get("compare"):
             out += ["", "### Graph replay vs the eager loop", ""] + _compare_rows(r["compare"])
         if r.get("alignment"):
