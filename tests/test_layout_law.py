@@ -95,23 +95,3 @@ def test_fit_on_the_h200_sweeps_beats_the_stream():
     figs = fit_layout.fit(pts, spec)
     med = lambda e: sorted(map(abs, e))[len(e) // 2]
     assert med(fit_layout.errors(pts, spec, figs)) < med(fit_layout.errors(pts, spec, None)) / 3
-
-
-@pytest.mark.parametrize("n,k,stride,dtype,want", [
-    (16, 3, 2, "bfloat16", []),                                   # 3x3/2 stem: direct kernel
-    (16, 4, 4, "float32", []),                                    # 4x4/4 stem: direct kernel
-    (1, 7, 2, "bfloat16", []),                                    # 7x7/2 at batch 1: direct
-    (32, 7, 2, "bfloat16", ["to_nhwc", "weight_to_nhwc", "to_nchw"]),
-    (32, 7, 2, "float32", ["to_nhwc", "weight_to_nhwc", "to_nchw"]),  # fp32 7x7/2 writes NHWC
-])
-def test_stem_transforms_as_the_sweeps_launch_them(n, k, stride, dtype, want):
-    """A stem's transforms as the H200 dispatch and cnn_convs sweeps launch them."""
-    import torch
-    from gpusim.capture.tracing import capture
-    from gpusim.predict.pipeline import lower
-    dt = getattr(torch, dtype)
-    x = torch.empty(n, 3, 224, 224, dtype=dt, device="meta")
-    w = torch.empty(64, 3, k, k, dtype=dt, device="meta")
-    g = capture(lambda x, w: torch.nn.functional.conv2d(x, w, None, stride, k // 2 if k != 4 else 0), (x, w))
-    ks = lower(g, "eager", spec=H200).kernels
-    assert [kk.variant for kk in ks if kk.role == "aux" and kk.variant != "conv_bias"] == want
