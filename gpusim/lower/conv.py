@@ -197,14 +197,8 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"], variant="to_nhwc"), main,
                 Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"], variant="to_nchw")]
     patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
-    # a stem runs a direct kernel (implicit_convolve, precomputed, sm80 indexed: no transform) unless
-    # its filter is 7x7 or larger at batch > 1, or a patchifying one of that size at any batch (H200
-    # dispatch and cnn_convs sweeps: 3x3/2 and 4x4/4 stems at batch 1-32 launch none; 7x7/2 at batch
-    # 8-32 and 16x16/16 wrap theirs in transforms)
-    if stem and not (c["kh"] >= 7 and (c["N"] > 1 or patchify)):
-        return [main]
-    if c["N"] == 1 and c["groups"] > 1 and c["H"] * c["W"] > 1024:
-        return [main]                     # direct kernels: grouped at batch 1
+    if c["N"] == 1 and (stem and not patchify or c["groups"] > 1 and c["H"] * c["W"] > 1024):
+        return [main]                     # direct kernels: stem conv, grouped at batch 1
     grouped = c["groups"] > 1
     # the weight of a grouped conv goes through cuDNN's generic tensorTransform, ~10 us
     # whatever its size, when its channels per group are not a power of two (cnn sweep:
@@ -214,9 +208,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     ks = [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"], variant="to_nhwc"),
           Kernel((n,), "library", role="aux", bytes=2.0 * c["w_bytes"],
                  variant="weight_transform" if generic_w else "weight_to_nhwc"), main]
-    # (a 7x7/2 stem's implicit GEMM writes NHWC: the sweeps' fp32 ones at batch 8-32 end in nhwcToNchw)
-    fp32_writes_nchw = (c["dtype"] == "float32" and not grouped and not (stem and not patchify)
-                        and (c["N"] == 1 or c["Cin"] < 128))
+    fp32_writes_nchw = c["dtype"] == "float32" and not grouped and (c["N"] == 1 or c["Cin"] < 128)
     if not fp32_writes_nchw:
         ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"], variant="to_nchw"))
     return ks
