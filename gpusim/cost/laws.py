@@ -20,9 +20,11 @@ from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
 from gpusim.cost.few_rows import layer_norm_wide_floor
+from gpusim.cost.layout import TRANSFORMS, layout_transform_us
 from gpusim.cost.small_ops import bcast_mul_us, gather_us, layer_norm_floor
 from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph, main_shape, numel
 from gpusim.graph.ops import packet_name
+from gpusim.lower.conv import conv_info
 from gpusim.lower.dispatch import cublas_split_k
 
 
@@ -482,6 +484,9 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         us = spec.mta_launch_us
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)
+    c = conv_info(graph, kernel.ops[0]) if kernel.variant in TRANSFORMS else None
+    if c and not c.get("backward"):     # a forward conv's transform, by its tiles (fit_layout)
+        us = layout_transform_us(c, kernel.variant, spec) or us
     if kernel.variant == "lean_reduction":
         us = reduce_us(a, spec) or us     # cuDNN's split-KV sum (sdpa_decode sweep)
     return KernelEstimate(

@@ -99,6 +99,12 @@ FRACTIONS += ("conv_gemm_efficiency",)
 #: batch-norm law as its sweeps measured it (parameters L2-resident)
 CHAIN_FIGURES = ("bn_cold_us",)
 OPTIONAL_MODEL += CHAIN_FIGURES
+#: cuDNN's layout transforms priced by their transpose tiles (validation/fit/fit_layout.py on the
+#: GPU's conv sweeps; gpusim.cost.layout): without them the byte stream at layout_transform_efficiency
+LAYOUT_FIGURES = ("layout_transform_us", "layout_transform_gelems", "layout_transform_dram_efficiency",
+                  "layout_transform_dram_efficiency_16bit")
+OPTIONAL_MODEL += LAYOUT_FIGURES
+FRACTIONS += ("layout_transform_dram_efficiency", "layout_transform_dram_efficiency_16bit")
 #: masked 16-bit attention's mask-read rates per layout (validation/fit/fit_sdpa_mask.py on
 #: validation/results/<gpu>/sdpa_mask.jsonl): a GPU with that sweep has them; without them the
 #: attention law prices every mask at attention_mask_efficiency

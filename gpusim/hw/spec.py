@@ -212,6 +212,13 @@ class GPUSpec(TransformerFigures):
     conv_gemm_efficiency: float | None = None
     # eval batch norm's cold-parameter µs inside a model (fit_chain); None: none
     bn_cold_us: float | None = None
+    # cuDNN's NCHW<->NHWC transforms by their tiles (gpusim.cost.layout; fit_layout): fixed µs, tile
+    # elements per second (G), DRAM stream past the L2-resident cap (fp32, 16-bit), of bandwidth;
+    # None: the byte stream at layout_transform_efficiency
+    layout_transform_us: float | None = None
+    layout_transform_gelems: float | None = None
+    layout_transform_dram_efficiency: float | None = None
+    layout_transform_dram_efficiency_16bit: float | None = None
     # Inductor's Triton kernels (gpusim.cost.triton; validation/fit/fit_triton.py on the triton_bench sweep)
     triton_mem_efficiency: float | None = None   # pointwise / persistent streams, of DRAM bandwidth
     triton_red_efficiency: float | None = None   # looped reductions (triton_red_), of DRAM bandwidth

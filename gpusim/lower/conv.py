@@ -194,8 +194,8 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
             if v == "conv" and main.variant == "conv" and not c.get("backward"):
                 v = "conv_gemm"           # cuBLAS's kernels, not cuDNN's (gpusim.cost.laws.conv_gemm)
             return [dataclasses.replace(main, variant=v) if v != "conv" else main]
-        return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]), main,
-                Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"])]
+        return [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"], variant="to_nhwc"), main,
+                Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"], variant="to_nchw")]
     patchify = c["kh"] >= 4 and (c["H"] - c["kh"]) % c["kh"] == 0 and c["Ho"] * c["kh"] == c["H"]
     if c["N"] == 1 and (stem and not patchify or c["groups"] > 1 and c["H"] * c["W"] > 1024):
         return [main]                     # direct kernels: stem conv, grouped at batch 1
@@ -204,12 +204,13 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
     # whatever its size, when its channels per group are not a power of two (cnn sweep:
     # RegNet's 24 at every shape; 8, 16, 32 and 64 take the plain nchwToNhwc)
     generic_w = grouped and not is_pow2(c["Cin"] // c["groups"])
-    ks = [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"]),
+    # (variants: the transposes gpusim.cost.layout prices by their tiles)
+    ks = [Kernel((n,), "library", role="aux", bytes=2.0 * c["x_bytes"], variant="to_nhwc"),
           Kernel((n,), "library", role="aux", bytes=2.0 * c["w_bytes"],
-                 variant="weight_transform" if generic_w else ""), main]
+                 variant="weight_transform" if generic_w else "weight_to_nhwc"), main]
     fp32_writes_nchw = c["dtype"] == "float32" and not grouped and (c["N"] == 1 or c["Cin"] < 128)
     if not fp32_writes_nchw:
-        ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"]))
+        ks.append(Kernel((n,), "library", role="aux", bytes=2.0 * c["out_bytes"], variant="to_nchw"))
     return ks
 
 
