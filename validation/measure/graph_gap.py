@@ -96,13 +96,45 @@ def menu(dev: str) -> dict:
     m["tri_silu"] = lambda: silu_c(a8, b8)
     r2k = rnd(2048, dtype=bf)
     m["add_res"] = lambda: r2k.add_(1.0)
+    # distinct kernels of one duration: unary ops of one size, each its own code (ew_<op>_<size>), and one
+    # op's code over distinct tensors (neg_<i>_<size>); Triton kernels that differ only in a constant
+    for size, tag in ((1 << 18, "256k"), (1 << 22, "4m")):
+        xs, ys = rnd(size), torch.empty(size, device=dev)
+        for op in UNARY:
+            m[f"ew_{op}_{tag}"] = (lambda f=getattr(torch, op), xs=xs, ys=ys: f(xs, out=ys))
+        for i in range(16):
+            xi, yi = rnd(size), torch.empty(size, device=dev)
+            m[f"neg_{i}_{tag}"] = (lambda xi=xi, yi=yi: torch.neg(xi, out=yi))
+    xt = rnd(1 << 18)
+    for i in range(8):
+        fn = (lambda x, c=float(i + 2): x * c + 1.0)
+        fc = torch.compile(fn, dynamic=False) if dev == "cuda" else fn
+        m[f"tri_c{i}"] = (lambda fc=fc: fc(xt))
     return m
+
+
+UNARY = ("neg", "abs", "sin", "cos", "exp", "sigmoid", "tanh", "sqrt", "log1p", "erf", "exp2", "floor", "ceil",
+         "reciprocal", "expm1", "trunc")
 
 
 #: a Llama layer's decode kernels at hidden 2048, in order (norm, QKV, the rotary-and-cache stand-in,
 #: output projection, residual, norm, gate-and-up, SiLU-and-multiply, down, residual)
 LAYER = ["tri_rms", "gemv_qkv", "add_tiny", "gemv_2k", "add_res", "tri_rms", "gemv_up", "tri_silu", "gemv_down",
          "add_res"]
+
+
+def distinct_configs() -> list[tuple[str, list, int]]:
+    """Does the gap grow with the number of distinct kernels a graph cycles through? ``k`` distinct codes
+    (unary ops), one code over ``k`` tensors, ``k`` Triton kernels; 128 nodes; two sizes (~1 and ~8 µs)."""
+    out = []
+    for tag in ("256k", "4m"):
+        for k in ((1, 2, 3, 4, 6, 8, 12, 16) if tag == "256k" else (1, 4, 16)):
+            out.append((f"cycle ew k={k} {tag}", [f"ew_{op}_{tag}" for op in UNARY[:k]], 128))
+        for k in ((2, 8, 16) if tag == "256k" else (16,)):
+            out.append((f"cycle neg-tensors k={k} {tag}", [f"neg_{i}_{tag}" for i in range(k)], 128))
+    out += [(f"cycle triton k={k}", [f"tri_c{i}" for i in range(k)], 128) for k in (1, 2, 8)]
+    out += [("mix layer", LAYER, 160), ("repeat add_tiny", ["add_tiny"], 128)]    # the first run's, again
+    return out
 
 
 def configs(quick: bool = False) -> list[tuple[str, list, int]]:
@@ -208,7 +240,7 @@ def measure_graph(fns: list, dev: str = "cuda") -> dict:
     wall = (time.perf_counter() - t0) / n_wall * 1e6
     prof = [_profiled(g.replay) for _ in range(2)]
     gaps = [x for ks in prof for x in _gaps(ks)]
-    row = {"nodes": len(fns), "eager_kernels": statistics.mode(len(ks) for ks in eager),
+    row = {"gap_by_pair_us": pair_gaps(prof), "nodes": len(fns), "eager_kernels": statistics.mode(len(ks) for ks in eager),
            "eager_sum_us": round(eager_sum, 2),
            "kernel_us": {n: round(statistics.median(v), 3) for n, v in per_name.items()},
            "span_busy_us": spans["busy"], "span_idle_us": spans["idle"], "replay_wall_us": round(wall, 2),
@@ -223,11 +255,11 @@ def measure_graph(fns: list, dev: str = "cuda") -> dict:
     return row
 
 
-def micro(out: str, quick: bool = False, dev: str = "cuda") -> int:
+def micro(out: str, quick: bool = False, dev: str = "cuda", which: str = "kinds") -> int:
     m = menu(dev)
     with open(out, "a") as f:
         f.write(json.dumps(environment(dev)) + "\n")
-        for label, names, n in configs(quick):
+        for label, names, n in (distinct_configs() if which == "distinct" else configs(quick)):
             fns = [m[names[i % len(names)]] for i in range(n)]
             try:
                 row = {"kind": "graph_gap", "config": label, "names": sorted(set(names)), "distinct": len(set(names)),
@@ -339,17 +371,19 @@ def decoder_case(model, name: str, batch: int, prompt: int, new: int, dev: str =
                    graph_prof_span_us=round(statistics.median(ks[-1][0] + ks[-1][1] - ks[0][0] for ks in same), 2),
                    graph_prof_gap_us=_stats(gaps),
                    kernel_us={k[2][:80]: round(k[1], 3) for k in same[-1]} if sizes <= 40 else None)
-        per = {}
-        for ks in same:
-            for i, k in enumerate(ks):
-                per.setdefault(i, []).append(k)
-        # the gap after each kernel (median over replays), keyed by the kernel's name before and after
-        pairs: dict = {}
-        for i in range(sizes - 1):
-            g = statistics.median(per[i + 1][j][0] - per[i][j][0] - per[i][j][1] for j in range(len(same)))
-            pairs.setdefault(f"{per[i][0][2][:40]} -> {per[i + 1][0][2][:40]}", []).append(g)
-        row["gap_by_pair_us"] = {k: round(statistics.median(v), 3) for k, v in sorted(pairs.items(), key=lambda kv: -len(kv[1]))[:25]}
+        row["gap_by_pair_us"] = pair_gaps(same)
     return row
+
+
+def pair_gaps(replays: list, top: int = 25) -> dict:
+    """The gap after each kernel (median over replays of the same kernels), the median over the kernel's
+    occurrences, keyed by the names before and after: the ``top`` most frequent pairs."""
+    replays = [ks for ks in replays if len(ks) == len(replays[0])]
+    pairs: dict = {}
+    for i in range(len(replays[0]) - 1):
+        g = statistics.median(ks[i + 1][0] - ks[i][0] - ks[i][1] for ks in replays)
+        pairs.setdefault(f"{replays[0][i][2][:40]} -> {replays[0][i + 1][2][:40]}", []).append(g)
+    return {k: round(statistics.median(v), 3) for k, v in sorted(pairs.items(), key=lambda kv: -len(kv[1]))[:top]}
 
 
 def decoder(out: str, models: list[str], batch: int, prompt: int, new: int, dev: str = "cuda") -> int:
@@ -417,6 +451,7 @@ def main(argv=None) -> int:
     ap.add_argument("what", choices=("micro", "decoder", "probe"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--set", default="kinds", choices=("kinds", "distinct"), help="micro: which graphs")
     ap.add_argument("--models", default="tiny2,tiny4")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--prompt", type=int, default=512)
@@ -425,7 +460,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     dev = "cpu" if a.cpu else "cuda"
     if a.what == "micro":
-        return micro(a.out, a.quick, dev)
+        return micro(a.out, a.quick, dev, a.set)
     if a.what == "decoder":
         return decoder(a.out, a.models.split(","), a.batch, a.prompt if dev == "cuda" else 8, a.new, dev)
     return probe(a.out, dev)
