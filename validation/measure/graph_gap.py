@@ -219,7 +219,7 @@ def measure_graph(fns: list, dev: str = "cuda") -> dict:
     eager_sum = statistics.median(sum(k[1] for k in ks) for ks in eager)
     per_name: dict = {}
     for k in eager[-1]:
-        per_name.setdefault(k[2][:60], []).append(k[1])
+        per_name.setdefault(k[2][:200], []).append(k[1])
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -382,7 +382,7 @@ def pair_gaps(replays: list, top: int = 25) -> dict:
     pairs: dict = {}
     for i in range(len(replays[0]) - 1):
         g = statistics.median(ks[i + 1][0] - ks[i][0] - ks[i][1] for ks in replays)
-        pairs.setdefault(f"{replays[0][i][2][:40]} -> {replays[0][i + 1][2][:40]}", []).append(g)
+        pairs.setdefault(f"{replays[0][i][2][:120]} -> {replays[0][i + 1][2][:120]}", []).append(g)
     return {k: round(statistics.median(v), 3) for k, v in sorted(pairs.items(), key=lambda kv: -len(kv[1]))[:top]}
 
 
