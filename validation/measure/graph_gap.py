@@ -255,6 +255,22 @@ def measure_graph(fns: list, dev: str = "cuda") -> dict:
     return row
 
 
+def gap_probe(dev: str = "cuda", nodes: int = 160) -> dict:
+    """calibrate's probe of the GPU's ``graph_kernel_gap_us``: a graph of a decoder layer's kernels (:data:`LAYER`,
+    ``nodes`` of them; validation/fit/fit_graph_gap.py's model-like graphs), its record with ``gap_us``."""
+    m = menu(dev)
+    row = measure_graph([m[LAYER[i % len(LAYER)]] for i in range(nodes)], dev)
+    return {**{k: v for k, v in row.items() if k not in ("kernel_us", "gap_by_pair_us")},
+            "gap_us": row.get("gap_per_kernel_us")}
+
+
+def gap_figure(raw: dict | None) -> dict:
+    """``{"graph_kernel_gap_us": ...}`` from :func:`gap_probe`'s record (never below 0); {} without one."""
+    if not raw or raw.get("gap_us") is None:
+        return {}
+    return {"graph_kernel_gap_us": float(max(0.0, raw["gap_us"]))}
+
+
 def micro(out: str, quick: bool = False, dev: str = "cuda", which: str = "kinds") -> int:
     m = menu(dev)
     with open(out, "a") as f:
