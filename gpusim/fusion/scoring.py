@@ -55,7 +55,7 @@ class Scorer:
             for k in realize(self.graph, sorted(group, key=pos), self.mode, self.spec, price=kernel_us):
                 est = estimate_kernel(self.graph, k, self.spec, self.opts)
                 v += max(est.us, kernel_overhead_us(est, self.host, self.mode,
-                                                    len(self.graph.compute_nodes)))
+                                                    len(self.graph.compute_nodes), self.spec))
             self._cache[key] = v
         return v
 

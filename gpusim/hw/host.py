@@ -74,7 +74,7 @@ class HostProfile:
     compiled_call_us: float
     compiled_kernel_us: float
     cudagraph_call_us: float
-    cudagraph_kernel_us: float
+    cudagraph_kernel_us: float      # a replayed graph's gap between kernels where the spec has no graph_kernel_gap_us
     launch_latency_us: float
     compiled_region_us: float | None = None    # entering one separately compiled region; None: compiled_call_us
     eager_library_op_us: float | None = None   # eager dispatch of a GEMM/conv/norm/attention op; None: eager_op_us

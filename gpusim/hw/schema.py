@@ -80,6 +80,11 @@ class SpecError(GpusimError):
 # no CPU issues work inside a CUDA graph replay, so it stays in the GPU spec.
 LEASE_MODEL = ("stream_busy_factor",)
 OPTIONAL_MODEL += LEASE_MODEL
+#: the device's time between consecutive kernels of a replayed CUDA graph (validation/fit/fit_graph_gap.py
+#: on validation/results/<gpu>/graph_gap/): the GPU's front end, not a host (no CPU issues a graph's
+#: kernels). Without it the host profile's ``cudagraph_kernel_us`` stands
+GRAPH_FIGURES = ("graph_kernel_gap_us",)
+OPTIONAL_MODEL += GRAPH_FIGURES
 #: skinny GEMMs as a decode step streams its weights (validation/fit/fit_skinny.py on
 #: validation/results/<gpu>/skinny_gemm.jsonl): a GPU with that sweep has them; without them
 #: the gemm law streams at gemm_mem_efficiency (the dispatch sweep's, measured after an L2 flush)

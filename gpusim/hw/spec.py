@@ -233,6 +233,9 @@ class GPUSpec(TransformerFigures):
     # steady-state wall of a full stream over its profiled kernel sum (gaps between
     # kernels, clocks under sustained load); None: the kernel sum (factor 1)
     stream_busy_factor: float | None = None
+    # the device's gap between consecutive kernels of a replayed CUDA graph (µs); None: the host
+    # profile's cudagraph_kernel_us
+    graph_kernel_gap_us: float | None = None
     # field (``peak_tflops.<unit>`` for a peak) -> (source, ref): where each figure came
     # from (:data:`SOURCES`; ``user`` for a plain number in a user's own spec file)
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(

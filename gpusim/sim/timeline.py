@@ -35,7 +35,9 @@ Modes
                   The model's Python does not run: Dynamo traced it once, and a call
                   runs only the guards (``compiled_call_us``, ``compiled_input_us``).
     ``cudagraph`` one replay: ``cudagraph_call_us`` of host time, and the GPU spends
-                  ``cudagraph_kernel_us`` between consecutive kernels.
+                  :func:`graph_gap_us` between consecutive kernels (the spec's
+                  ``graph_kernel_gap_us``, measured on the GPU; else the host
+                  profile's ``cudagraph_kernel_us``).
 
 End-to-end time is the steady-state time per call when calls run back to back (what a
 wall clock around a loop of calls measures): the simulation runs several calls and
@@ -158,17 +160,26 @@ def _ramp(factor: float | None, kernels: int | None, full: int) -> float:
     return 1.0 + (f - 1.0) * min(1.0, max(0.0, ramp))
 
 
+def graph_gap_us(host, spec=None) -> float:
+    """The GPU's time between consecutive kernels of a replayed CUDA graph: the spec's
+    ``graph_kernel_gap_us`` where its GPU was measured (a device figure: no host issues a
+    graph's kernels), else the host profile's ``cudagraph_kernel_us``."""
+    gap = getattr(spec, "graph_kernel_gap_us", None)
+    return host.cudagraph_kernel_us if gap is None else gap
+
+
 def kernel_overhead_us(kernel: KernelEstimate, host, mode: str,
-                       program_kernels: int | None = None) -> float:
+                       program_kernels: int | None = None, spec=None) -> float:
     """The one per-kernel overhead table: host time to issue a kernel (eager, compiled)
-    or, inside a CUDA graph, the GPU's gap between consecutive kernels, in a program of
+    or, inside a CUDA graph, the GPU's gap between consecutive kernels
+    (:func:`graph_gap_us`), in a program of
     ``program_kernels`` kernels (eager: :func:`eager_forward_factor`; compiled:
     :func:`compiled_forward_factor`; None: each mode's reference forward, defined there).
     The simulation and the partition scorer both read it."""
     if mode == "eager":
         return eager_forward_factor(host, program_kernels) * _eager_issue_us(kernel, host)
     if mode == "cudagraph":
-        return host.cudagraph_kernel_us
+        return graph_gap_us(host, spec)
     f = compiled_forward_factor(host, program_kernels)
     if is_sync(kernel) and host.sync_us:
         return f * host.sync_us
@@ -348,7 +359,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
         # first kernel starts only as the launch returns (a profiled 314-kernel decode graph)
         call = hp.cudagraph_tree_call_us or hp.cudagraph_call_us
         call += n * (hp.cudagraph_launch_node_us or 0.0)
-        call_us, per_k, tail, gpu_gap = call, [0.0] * n, 0.0, hp.cudagraph_kernel_us
+        call_us, per_k, tail, gpu_gap = call, [0.0] * n, 0.0, graph_gap_us(hp, spec)
     if mode != "cudagraph":
         per_k = [p + h for p, h in zip(per_k, host_before)]
 

@@ -150,6 +150,10 @@ def host_microbenchmarks() -> dict:
                              "wall_us": measure.time_wall(cf, ins)["median_us"]}
     h["reduce_overhead"] = ro
     torch._dynamo.reset()
+    # f2) a whole decoder's compiled call beyond f) (validation/measure/model_call_probe.py)
+    from validation.measure.model_call_probe import model_call_probe
+    h["model_call"] = model_call_probe(dev)
+    torch._dynamo.reset()
     h["stream"] = stream_busy(dev)
     # g) the reference forwards: eager host time inside a real forward (eager_forward_factor),
     # the median of three timings spread over the run (the host's speed drifts within
@@ -183,7 +187,10 @@ def fastest_rounds(rounds: list[dict]) -> dict:
         return min(xs)
     walls = [(f"{p}reference_walls_rounds", f"{p}reference_walls") for p in ("", "compiled_")]
     out = {k: merge([r[k] for r in rounds], k) for k in rounds[0]
-           if not any(k in w for w in walls)}
+           if not any(k in w for w in walls) and k != "model_call"}
+    calls = [r["model_call"] for r in rounds if "call_us" in (r.get("model_call") or {})]
+    if calls or "model_call" in rounds[0]:      # the fastest round's call whole (its counts with it)
+        out["model_call"] = min(calls, key=lambda c: c["call_us"]) if calls else rounds[0]["model_call"]
     for rounds_key, key in walls:
         pooled = [w for r in rounds for w in r.get(rounds_key, [])]
         if pooled:
@@ -271,6 +278,16 @@ def host_probe(modules: bool = True) -> dict:
         return {"eager_op_us": op}
     mc = module_call_walls(tiny)
     return {"eager_op_us": op, "module_us": (mc[64] - mc[1]) / 63}
+
+
+def model_call_figures(probe: dict | None, fitted: dict, diag: dict) -> dict:
+    """``compiled_model_call_us`` measured by the probe (:func:`model_call_figure`, with the reduce-overhead
+    figures ``fitted``), the probe's record in ``diag``; {} where it did not run."""
+    from validation.measure.model_call_probe import model_call_figure
+    fig = model_call_figure(probe, fitted)
+    if probe:
+        diag["model_call"] = probe
+    return {} if fig is None else {"compiled_model_call_us": fig}
 
 
 def python_law(eager_module_us: float | None, tree_call_us: float | None = None) -> tuple[dict, dict]:

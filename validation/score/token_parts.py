@@ -48,7 +48,7 @@ def predicted_parts(g) -> dict:
     prep, tail = g.parts["prep"], g.parts["tail"]
     out = {"token": g.sample_token_us[0], "prep": part_host_us(prep),
            "call": dynamo_entry_us(step) + step.timeline.host_us, "tail": part_host_us(tail),
-           "graph": step.device_us}
+           "graph": step.timeline.span_us}      # the replay's span: its kernels and the gaps between them
     return out
 
 
