@@ -52,7 +52,7 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "compiled_triton_us", "compiled_extern_us", "compiled_param_us",
             "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
             "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor", "ranks_host_factor",
-            "ranks_python_factor", "compiled_model_call_us")
+            "ranks_python_factor", "compiled_model_call_us", "eager_library_forward_factor")
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
@@ -133,6 +133,12 @@ class HostProfile:
     # object, the tree's bookkeeping, the copy-in): measured from stamped generate calls (fit_model_call) or
     # derived from cudagraph_tree_call_us (model_call_law); None: 0
     compiled_model_call_us: float | None = None
+    # the in-forward slowdown of the library calls alone (GEMMs, convolutions, norms, attention: each op's own
+    # dispatch), over their tight-loop figure, every other op, view and the model's Python at theirs: the
+    # reference forwards' wall less what those are priced at, over the library calls' price
+    # (validation.measure.reference_forwards.library_forward_factor). Given, it replaces eager_forward_factor
+    # (:func:`gpusim.sim.timeline.eager_factors`); None: eager_forward_factor on every eager cost
+    eager_library_forward_factor: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

@@ -12,7 +12,7 @@ import math
 from gpusim.util.fmt import fmt_num, fmt_shape, table  # noqa: F401  (table: re-exported for callers)
 from gpusim.sim.memory import fit_line, fmt_bytes
 from gpusim.predict.pipeline import MODE_LABELS
-from gpusim.sim.timeline import compiled_forward_factor, eager_forward_factor
+from gpusim.sim.timeline import compiled_forward_factor, eager_factors, eager_forward_factor
 
 
 def _ops_label(k, width: int = 40) -> str:
@@ -70,6 +70,8 @@ def host_factor_note(pred) -> str:
     """The host line's note of the in-forward factor a prediction applied at its program's
     size: eager's, or a compiled forward's (not a training step's: its graphs pay it at their
     own sizes); "" when none applied."""
+    if pred.mode == "eager" and pred.host.eager_library_forward_factor:
+        return f"; eager_library_forward_factor x{eager_factors(pred.host, len(pred.kernels))[1]:.2f} (library calls)"
     k = forward_factor_used(pred)
     if k:
         return f"; eager_forward_factor x{k:.2f}"

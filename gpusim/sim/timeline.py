@@ -133,6 +133,27 @@ def eager_forward_factor(host, kernels: int | None = None) -> float:
     return _ramp(host.eager_forward_factor, kernels, FORWARD_KERNELS)
 
 
+def eager_factors(host, kernels: int | None = None) -> tuple[float, float]:
+    """``(rest, library)``: the in-forward factors of an eager program of ``kernels`` kernels on every cost
+    but the library calls' own dispatch (other ops, helper launches, views, syncs, the model's Python) and on
+    that dispatch. A host with ``eager_library_forward_factor`` puts the whole in-forward slowdown on the
+    library calls (GEMMs, convolutions, norms, attention through cuBLAS and cuDNN, whose host work inside a
+    model, at its shapes, exceeds the tight loop's on tiny tensors: a recorded Llama-3.2-1B decode token
+    shows ``aten::linear`` at 3x an ``aten::mul`` and SDPA at 7x, where calibrate's loops price them alike,
+    docs/eager_token.md) and none on the rest, both ramped as :func:`eager_forward_factor`; a host without
+    it has ``eager_forward_factor`` on everything."""
+    if host is None or host.eager_library_forward_factor is None:
+        f = eager_forward_factor(host, kernels) if host is not None else 1.0
+        return f, f
+    return 1.0, _ramp(host.eager_library_forward_factor, kernels, FORWARD_KERNELS)
+
+
+def is_library_call(kernel: KernelEstimate) -> bool:
+    """A library call's own kernel (its dispatch priced at ``eager_library_op_us``): not a helper the call
+    launches inside (``aux``), not a sync."""
+    return kernel.kind in LIBRARY_KINDS and kernel.role != "aux" and not is_sync(kernel)
+
+
 #: Kernels of the smaller of gpusim's reference forwards compiled (the tiny GPT-2 under
 #: ``torch.compile``, as lowered for Inductor): a compiled program this large or larger pays
 #: the whole ``compiled_forward_factor``.
@@ -177,7 +198,8 @@ def kernel_overhead_us(kernel: KernelEstimate, host, mode: str,
     :func:`compiled_forward_factor`; None: each mode's reference forward, defined there).
     The simulation and the partition scorer both read it."""
     if mode == "eager":
-        return eager_forward_factor(host, program_kernels) * _eager_issue_us(kernel, host)
+        rest, library = eager_factors(host, program_kernels)
+        return (library if is_library_call(kernel) else rest) * _eager_issue_us(kernel, host)
     if mode == "cudagraph":
         return graph_gap_us(host, spec)
     f = compiled_forward_factor(host, program_kernels)
@@ -331,7 +353,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     python = 0.0
     if mode == "eager":
         call_us = 0.0
-        f = eager_forward_factor(hp, n)
+        f = eager_factors(hp, n)[0]
         python = f * python_us
         bwd = engine_issued(phases, hp, n)
         spread = python / max(n - sum(bwd), 1)
@@ -344,7 +366,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
         call_us, tail, gpu_gap = 0.0, 0.0, 0.0
         per_k = step_issue_us(kernels, issuers, hp)
         eager = [i for i, w in enumerate(issuers) if w == "eager"]
-        python = eager_forward_factor(hp, len(eager)) * python_us if eager else 0.0
+        python = eager_factors(hp, len(eager))[0] * python_us if eager else 0.0
         for i in eager:
             per_k[i] += python / len(eager)
     elif mode == "compiled":

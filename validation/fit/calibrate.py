@@ -336,6 +336,7 @@ COMMENTS = {
     "compiled_conv_us": "torch.compile'd chain of k bf16 3x3 relu(F.conv2d(x, W[i], B[i])), 32 channels of 16x16 (aten.convolution: cuDNN), k = 1 and 16: wall per extra library call, extra Triton kernels at compiled_triton_us and helper kernels at kernel_launch_us taken out",
     "kernel_launch_us": "median CPU time of one cudaLaunchKernel call (profiler) in a loop of eager adds",
     "eager_forward_factor": "gpusim's reference GPT-2 and ResNet-50 forwards (tiny, bf16, host-bound; timed thrice over a run: the median in a full calibration, the fastest of every round's with --host-only and --forward-only): eager wall / gpusim's prediction with the tight-loop host figures",
+    "eager_library_forward_factor": "the same reference forwards' eager walls less gpusim's price of all but their library calls' own dispatch (other ops, views, the model's Python at the tight-loop figures), over that dispatch's price: the in-forward slowdown put on the library calls alone (validation.measure.reference_forwards.library_forward_factor)",
     "compiled_forward_factor": "the same reference forwards under torch.compile (default mode, no_grad; timed in three windows a round, the fastest window kept: one round in a full calibration, the fastest of the rounds' with --host-only and --forward-only): compiled wall / gpusim's compiled prediction with the compiled chains' host figures",
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",

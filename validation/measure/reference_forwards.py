@@ -165,7 +165,8 @@ def reference_predictions(spec: GPUSpec, host, mode: str = "eager") -> dict:
     forward on ``spec`` with ``host``'s tight-loop figures (that mode's factor left out).
     Pure: the forwards are captured on meta tensors."""
     from gpusim.predict.pipeline import predict
-    plain = load_host(host).replace(**{FACTOR_OF[mode]: None})
+    plain = load_host(host).replace(**{FACTOR_OF[mode]: None},
+                                    **({"eager_library_forward_factor": None} if mode == "eager" else {}))
     out = {}
     for name, g in _reference_graphs(mode == "compiled").items():
         p = predict(g, gpu=spec, mode=mode, host=plain)
@@ -194,6 +195,27 @@ def forward_factor(walls: dict, spec: GPUSpec, host, predicted: dict | None = No
     return meas / pred, diag
 
 
+def library_forward_factor(walls: dict, spec: GPUSpec, host) -> tuple[float, dict]:
+    """``eager_library_forward_factor``: the reference forwards' measured eager walls (``walls``) less gpusim's
+    price of all but their library calls' own dispatch, over that dispatch's price, all at ``host``'s tight-loop
+    figures (no in-forward factor), summed over the forwards: the in-forward slowdown put on the library calls
+    alone (:func:`gpusim.sim.timeline.eager_factors`). Returns (factor, per-forward walls and prices)."""
+    from gpusim.predict.pipeline import predict
+    from gpusim.sim.timeline import _eager_issue_us, is_library_call
+    plain = load_host(host).replace(eager_forward_factor=None, eager_library_forward_factor=None)
+    diag, meas, rest, lib = {}, 0.0, 0.0, 0.0
+    for name, g in _reference_graphs(False).items():
+        if name not in walls:
+            continue
+        p = predict(g, gpu=spec, mode="eager", host=plain)
+        own = sum(_eager_issue_us(k, plain) for k in p.kernels if is_library_call(k))
+        diag[name] = {"wall_us": walls[name], "predicted_us": p.end_to_end_us, "library_calls_us": own}
+        meas, rest, lib = meas + walls[name], rest + p.end_to_end_us - own, lib + own
+    if not lib:
+        raise GpusimError("no reference forward with library calls was measured: cannot fit eager_library_forward_factor")
+    return (meas - rest) / lib, diag
+
+
 def fit_forward(h: dict, spec: GPUSpec, host, diag: dict) -> dict:
     """``{"eager_forward_factor": ..., "compiled_forward_factor": ...}`` from raw host timings
     that timed the reference forwards (``h["reference_walls"]``, and compiled
@@ -206,4 +228,7 @@ def fit_forward(h: dict, spec: GPUSpec, host, diag: dict) -> dict:
         if walls:
             f, diag[dkey] = forward_factor(walls, spec, host, mode=mode)
             out[FACTOR_OF[mode]] = float(f)
+            if mode == "eager":
+                f, diag["reference_forwards_library"] = library_forward_factor(walls, spec, host)
+                out["eager_library_forward_factor"] = float(f)
     return out
