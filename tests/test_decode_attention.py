@@ -57,11 +57,14 @@ def test_large_batch_streams_kv():
 
 
 def test_fallback_without_figures():
-    """The H100 has no sdpa_decode sweep: no decode law, every decode call splits (today's rule)."""
+    """A GPU without the sdpa_decode figures (the A100's datasheet spec): no decode law, every decode call splits
+    (today's rule); the H100 has the H200's carried by named rules (validation/fit/carry_decode.py)."""
     a = node(32, 32, 2048, 128)
-    assert H100.attention_decode_tbps is None
-    assert decode_attention_us(a, H100, False) is None and reduce_us(a, H100) is None
-    assert splits_keys(a, H100)
+    a100 = load_spec("a100")
+    assert a100.attention_decode_tbps is None
+    assert decode_attention_us(a, a100, False) is None and reduce_us(a, a100) is None
+    assert splits_keys(a, a100)
+    assert H100.provenance["attention_decode_tbps"][0] == "derived"
     stripped = dataclasses.replace(H200, **{f: None for f in DECODE_ATTENTION_FIGURES})
     assert decode_attention_us(a, stripped, False) is None and splits_keys(a, stripped)
 

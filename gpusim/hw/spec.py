@@ -441,7 +441,8 @@ def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
     """Predict a GPU no calibration has seen: ``source``'s fitted model figures with
     ``target_gpu``'s datasheet memory system and compute peaks (its L2 bandwidth stays
     ``source``'s: no datasheet gives it); the memory-bound classes' fractions carried by
-    the bandwidth-latency rule (:func:`gpusim.hw.arch.carried_fractions`), not copied."""
+    the bandwidth-latency rule (:func:`gpusim.hw.arch.carried_fractions`), not copied; figures ``source``
+    derived from ``target_gpu``'s own calibration are dropped (the class's neutral law)."""
     ds = load_spec(datasheet_name(target_gpu))
     taken = ("bandwidth_gbs", "l2_mib", "capacity_gib", "sm_count", "boost_clock_mhz",
              "compute_capability")
@@ -449,8 +450,13 @@ def transfer_spec(source: GPUSpec, target_gpu: str) -> GPUSpec:
     prov.update({k: v for k, v in ds.provenance.items()
                  if k in taken or k.startswith("peak_tflops.")})
     from gpusim.hw.arch import BANDWIDTH_LATENCY_RULE, carried_fractions
+    # figures the source carries from the target's own calibration (validation/fit/carry_decode.py) go back to
+    # the neutral law: predicting the target from the source must not read the target's measurements
+    own = {k: None for k, (src, ref) in source.provenance.items()
+           if src == "derived" and f"{ds.name}-calibrated" in ref and hasattr(source, k)}
+    prov = {k: v for k, v in prov.items() if k not in own}
     out = source.replace(name=f"{source.name}-as-{ds.name}", provenance=prov,
-                         peak_tflops=ds.peak_tflops, **{k: getattr(ds, k) for k in taken})
+                         peak_tflops=ds.peak_tflops, **{k: getattr(ds, k) for k in taken}, **own)
     # the memory-bound classes' fractions by the bandwidth-latency rule, as a datasheet
     # spec's are derived (validation/fit/derive_specs.py), from the source's constants alone
     carried = carried_fractions(source, out)
