@@ -16,6 +16,7 @@ from typing import Callable
 from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, bn_nhwc_us, _filter_taps, _groups, bn_eval_law,
                                  bn_input_contiguous, bn_train_figures, bn_train_us, depthwise_aten_us,
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
+from gpusim.cost.attention_fp32 import attention_fp32_us
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
@@ -359,8 +360,10 @@ def extern_mm(x: LawInput) -> KernelEstimate:
 
 @law("attention_fp32")
 def attention_fp32(x: LawInput) -> KernelEstimate:
-    """fp32 attention (math or memory-efficient kernels): its effective GEMM FLOPs at
-    ``attention_fp32_efficiency`` of the fp32 peak; without the figure, the neutral law."""
+    """fp32 attention: waves of key blocks (:mod:`gpusim.cost.attention_fp32`), else its effective GEMM
+    FLOPs at ``attention_fp32_efficiency`` of the fp32 peak; without either, the neutral law."""
+    if (blocks := attention_fp32_us(x.a, x.spec)) is not None:
+        return x.retimed(x.est.mem_us, blocks - x.spec.kernel_fixed_us)
     if not x.spec.attention_fp32_efficiency:
         return neutral(x)
     return x.retimed(x.est.mem_us, gemm_flops_effective(x.a) / (x.spec.peak_flops("fp32")
