@@ -16,7 +16,7 @@ from typing import Callable
 from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, bn_nhwc_us, _filter_taps, _groups, bn_eval_law,
                                  bn_input_contiguous, bn_train_figures, bn_train_us, depthwise_aten_us,
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
-from gpusim.cost.attention_fp32 import attention_fp32_us
+from gpusim.cost.vit_kernels import attention_fp32_us, patchify_us
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
                                   kernel_floor, matmul_efficiency, quantisation_efficiency, unit_for)
@@ -248,9 +248,11 @@ def conv_gemm(x: LawInput) -> KernelEstimate:
 
 @law("conv_stem")
 def conv_stem(x: LawInput) -> KernelEstimate:
-    """A stem convolution (3 input channels): ``conv_stem_us`` + FLOPs at ``conv_stem_tflops``;
-    floor ``conv_min_us``. Without the figures, the neutral law."""
+    """A stem convolution (3 input channels): a ViT patch embedding by :func:`gpusim.cost.vit_kernels.patchify_us`,
+    else ``conv_stem_us`` + FLOPs at ``conv_stem_tflops``, floor ``conv_min_us``; without those, neutral."""
     spec = x.spec
+    if (patch := patchify_us(conv_info(x.graph, x.kernel.ops[0]), spec)) is not None:
+        return x.retimed(x.est.mem_us, patch - spec.kernel_fixed_us, spec.kernel_min_us)
     if not spec.conv_stem_tflops:
         return neutral(x)
     comp = (spec.conv_stem_us or 0.0) + x.a["flops"] / (spec.conv_stem_tflops * 1e12) * 1e6
@@ -360,14 +362,12 @@ def extern_mm(x: LawInput) -> KernelEstimate:
 
 @law("attention_fp32")
 def attention_fp32(x: LawInput) -> KernelEstimate:
-    """fp32 attention: waves of key blocks (:mod:`gpusim.cost.attention_fp32`), else its effective GEMM
-    FLOPs at ``attention_fp32_efficiency`` of the fp32 peak; without either, the neutral law."""
+    """fp32 attention: :func:`gpusim.cost.vit_kernels.attention_fp32_us`, else FLOPs at ``attention_fp32_efficiency``."""
     if (blocks := attention_fp32_us(x.a, x.spec)) is not None:
         return x.retimed(x.est.mem_us, blocks - x.spec.kernel_fixed_us)
     if not x.spec.attention_fp32_efficiency:
         return neutral(x)
-    return x.retimed(x.est.mem_us, gemm_flops_effective(x.a) / (x.spec.peak_flops("fp32")
-                                                                  * x.spec.attention_fp32_efficiency) * 1e6)
+    return x.retimed(x.est.mem_us, gemm_flops_effective(x.a) / (x.spec.peak_flops("fp32") * x.spec.attention_fp32_efficiency) * 1e6)
 
 
 #: masked attention class -> the spec's mask-read rate (TB/s) for it

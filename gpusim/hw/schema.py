@@ -132,10 +132,15 @@ SMALL_OP_FIGURES = ("gather_vec_us", "gather_vec_index_ns", "gather_elem_us", "g
                     "layer_norm_floor_us", "layer_norm_floor_us_16bit", "layer_norm_floor_ch_ns")
 OPTIONAL_MODEL += SMALL_OP_FIGURES
 #: fp32 attention's memory-efficient kernel by waves of key blocks (validation/fit/fit_attention_fp32.py on the
-#: dispatch sweep's fp32 sdpa points; gpusim.cost.attention_fp32): without them, the FLOPs at attention_fp32_efficiency
+#: dispatch sweep's fp32 sdpa points; gpusim.cost.vit_kernels): without them, the FLOPs at attention_fp32_efficiency
 ATTENTION_FP32_FIGURES = ("attention_fp32_block_us", "attention_fp32_block_us_wide", "attention_fp32_ctas_per_sm",
                           "attention_fp32_mask_factor")
 OPTIONAL_MODEL += ATTENTION_FP32_FIGURES
+#: ViT patch embeddings (validation/fit/fit_patchify.py on validation/results/<gpu>/vit_patchify.jsonl;
+#: gpusim.cost.vit_kernels.patchify_us): without them, the stem law (conv_stem_us, conv_stem_tflops)
+PATCHIFY_FIGURES = ("patchify_tile_16bit", "patchify_ctas_per_sm_16bit", "patchify_wave_us_16bit",
+                    "patchify_wave_tap_ns_16bit", "patchify_us", "patchify_tflops")
+OPTIONAL_MODEL += PATCHIFY_FIGURES
 FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",
                    "depthwise_us_16bit", "depthwise_tap_us_16bit", "depthwise_efficiency_16bit",

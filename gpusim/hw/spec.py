@@ -104,11 +104,18 @@ class GPUSpec(TransformerFigures):
     layer_norm_floor_ch_ns: float | None = None
     matmul_align1_efficiency: float | None = None  # misaligned 16-bit GEMM (align1), of tensor peak
     attention_fp32_efficiency: float | None = None  # fp32 memory-efficient attention, of fp32 peak
-    # ... by waves of key blocks (gpusim.cost.attention_fp32; validation/fit/fit_attention_fp32.py)
+    # ... by waves of key blocks (gpusim.cost.vit_kernels; validation/fit/fit_attention_fp32.py)
     attention_fp32_block_us: float | None = None
     attention_fp32_block_us_wide: float | None = None
     attention_fp32_ctas_per_sm: float | None = None
     attention_fp32_mask_factor: float | None = None
+    # ViT patch embeddings (gpusim.cost.vit_kernels.patchify_us; validation/fit/fit_patchify.py)
+    patchify_tile_16bit: float | None = None
+    patchify_ctas_per_sm_16bit: float | None = None
+    patchify_wave_us_16bit: float | None = None
+    patchify_wave_tap_ns_16bit: float | None = None
+    patchify_us: float | None = None
+    patchify_tflops: float | None = None
     bn_eval_efficiency_16bit: float | None = None  # 16-bit eval batch norm (ATen), of DRAM bandwidth
     conv_efficiency_scale: float | None = None  # cuDNN conv kernel time over a same-shape GEMM's
     # fp32 convolutions on CUDA cores (no TF32: Volta, Turing, or allow_tf32 off), dense

@@ -1,4 +1,4 @@
-"""fp32 attention's memory-efficient kernel by waves of key blocks (gpusim.cost.attention_fp32; issue 35), fitted
+"""fp32 attention's memory-efficient kernel by waves of key blocks (gpusim.cost.vit_kernels; issue 35), fitted
 on the dispatch sweep's fp32 ``sdpa`` points (validation/sweeps/<gpu>.json, ``python3 -m validation.measure.microbench``:
 six shapes, B 1-32, heads 6-32, S 16-1024, head dim 64-128, each without a mask, with a float, padded-float and
 bool mask, and causal).
@@ -25,7 +25,7 @@ import os
 import statistics
 import sys
 
-from gpusim.cost.attention_fp32 import KEY_TILE, QUERY_TILE
+from gpusim.cost.vit_kernels import KEY_TILE, QUERY_TILE
 from gpusim.hw.spec import calibrated_name, load_spec
 from validation.fit.fit_triton import emit_measured
 
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     path = os.path.join(root, "validation", "sweeps", f"{a.gpu}.json")
     sweep = json.load(open(path))
     spec = load_spec(calibrated_name(a.gpu))
-    # the law's domain: not causal, at least one whole key block (gpusim.cost.attention_fp32)
+    # the law's domain: not causal, at least one whole key block (gpusim.cost.vit_kernels)
     pts = [p for p in points(sweep) if p["mask"] != "causal" and p["S"] >= KEY_TILE[p["D"] > 64]]
     figs = fit(pts, spec.sm_count)
     print(", ".join(f"{k} = {v:.4g}" for k, v in figs.items()))
