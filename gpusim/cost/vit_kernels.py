@@ -13,19 +13,19 @@ peak are 3 µs. The law: ``attention_fp32_block_us[_wide]`` per wave and key blo
 mask. Without the figures, under one key block, or causal: ``None`` (the caller keeps its FLOP law).
 
 **Patch embeddings** (ViT's) in eager PyTorch: a convolution of a 3-channel NCHW image whose kernel is its stride
-(patch 8-32, no padding), cuDNN's main kernel without its layout transforms
-(validation/fit/fit_patchify.py on validation/results/<gpu>/vit_patchify.jsonl).
-
-16-bit: cuDNN runs an implicit GEMM of M = N x (HW/k)^2 patches by Cout, its K loop over the k x k taps of the
-channels padded to 8 (``cutlass_tensorop_*_s16816fprop_optimized_*_128x128_32x5_nhwc_align8``): latency-bound per
-K step, so the time goes by waves of CTAs (``patchify_tile_16bit`` square tiles, ``patchify_ctas_per_sm_16bit`` a
-SM), each wave ``patchify_wave_us_16bit`` + ``patchify_wave_tap_ns_16bit`` per tap: at batch 1 a 768-channel
-embedding is one wave of 12 CTAs that runs 82 µs, whatever its FLOPs.
-fp32: CUDA-core implicit GEMM (``sm80_xmma_fprop_implicit_gemm_indexed_f32f32_*_nchw``), a line in FLOPs:
-``patchify_us`` + FLOPs at ``patchify_tflops``.
-
-Used inside the sweep's domain only (PATCH_RANGE, up to MAX_M patches); elsewhere, or on a GPU without the
-figures, ``None`` (the caller keeps the stem law)."""
+(patch 8-32, no padding), cuDNN's main kernel without its layout transforms (validation/fit/fit_patchify.py on
+validation/results/h200/vit_patchify.jsonl, 2170 points). 16-bit, cuDNN runs one of two kernels by width:
+- from WIDE_COUT output channels, an implicit GEMM of M = N x (HW/k)^2 patches by Cout in 128 x 128 tiles
+  (``cutlass_tensorop_*_s16816fprop_optimized_*_128x128_32x5_nhwc_align8``) whose K loop over the k x k taps (3
+  channels padded to 8) is latency-bound: the time goes by waves, ``patchify_wave_us_16bit`` +
+  ``patchify_wave_tap_ns_16bit`` per tap for the first (83 µs at patch 16 whatever the batch: BEiT's and Mixer's
+  embeddings at batch 1 and 8 are one wave), ``patchify_next_wave_16bit`` of that for each further one
+  (:func:`patchify_waves`);
+- below, ``implicit_convolve_sgemm<..., 128, 5, 5, 3, 3, 3, 1, ...>``: ``patchify_narrow_tap_ns_16bit`` per tap at
+  least, else ``patchify_narrow_ps_16bit`` per output element and tap (throughput-bound past a few images).
+fp32 (the CUDA-core NCHW kernel's domain, FP32_MAX_*): ``patchify_tap_ns`` per tap + FLOPs at ``patchify_tflops``.
+Used inside the sweep's domain only (PATCH_RANGE, COUT_RANGE, up to MAX_M patches; 16-bit narrow embeddings up to
+patch 16); elsewhere, or on a GPU without the figures, ``None`` (the caller keeps the stem law)."""
 
 from __future__ import annotations
 
@@ -71,8 +71,14 @@ def attention_fp32_us(a: dict, spec) -> float | None:
 PATCH_RANGE = (8, 32)
 COUT_RANGE = (96, 1280)
 MAX_M = 128 * (224 // 8) ** 2
-#: the patch size of a fit without a tap term (the dispatch sweep's 16x16 points only)
-ONE_PATCH = 16
+#: cuDNN's 16-bit patchify kernel: the tiled CUTLASS GEMM from this many output channels (the sweep: at 512 and
+#: up at every patch size, implicit_convolve_sgemm below; at patch 32 below it an xmma kernel, outside the law)
+WIDE_COUT = 512
+TILE = 128
+#: fp32: cuDNN's CUDA-core NCHW kernel (``sm80_xmma_fprop_implicit_gemm_indexed_f32f32_*_nchw``, no transforms)
+#: runs patch 14-32 up to 768 channels and 48 images of 196 patches; past that, at patch 8 or from 1024 channels
+#: it switches to TF32 kernels behind NCHW <-> NHWC transforms (the sweep), outside the law
+FP32_MAX_COUT, FP32_MAX_M = 768, 48 * 196
 
 
 def patchify_shape(c: dict | None) -> tuple[int, int, int] | None:
@@ -88,6 +94,15 @@ def patchify_shape(c: dict | None) -> tuple[int, int, int] | None:
     return m, c["Cout"], k
 
 
+def patchify_waves(m: int, cout: int, sms: int) -> int:
+    """Waves of the tiled GEMM: its M x Cout tiles (TILE square) over the SMs, one CTA each; and at least two when
+    the grid CUTLASS launches does not fit in one (its threadblock swizzle rounds the column tiles up to a
+    multiple of 4, 2 for two: 95 tiles of 640 channels launch 152 CTAs and run two waves on 132 SMs)."""
+    rows, cols = math.ceil(m / TILE), math.ceil(cout / TILE)
+    s = 4 if cols >= 3 else 2 if cols == 2 else 1
+    return max(math.ceil(rows * cols / sms), min(2, math.ceil(rows * s * math.ceil(cols / s) / sms)))
+
+
 def patchify_us(c: dict | None, spec) -> float | None:
     """The main kernel's time (above), None outside the domain or without the figures."""
     shape = patchify_shape(c)
@@ -95,14 +110,16 @@ def patchify_us(c: dict | None, spec) -> float | None:
         return None
     m, cout, k = shape
     if c["dtype"] in HALF_DTYPES:
-        tile, per_sm = spec.patchify_tile_16bit, spec.patchify_ctas_per_sm_16bit
-        if not (tile and per_sm and spec.patchify_wave_us_16bit is not None) \
-                or (spec.patchify_wave_tap_ns_16bit is None and k != ONE_PATCH):
-            return None     # no figures, or figures of one patch size (no tap term) and another size
-        ctas = math.ceil(m / tile) * math.ceil(cout / tile)
-        waves = math.ceil(ctas / (spec.sm_count * per_sm))
-        return waves * (spec.patchify_wave_us_16bit + k * k * (spec.patchify_wave_tap_ns_16bit or 0.0) * 1e-3)
-    if c["dtype"] == "float32" and spec.patchify_tflops:
+        if cout >= WIDE_COUT:
+            if spec.patchify_wave_us_16bit is None or not spec.patchify_wave_tap_ns_16bit:
+                return None
+            first = spec.patchify_wave_us_16bit + k * k * spec.patchify_wave_tap_ns_16bit * 1e-3
+            return first * (1.0 + (spec.patchify_next_wave_16bit or 1.0) * (patchify_waves(m, cout, spec.sm_count) - 1))
+        if k > 16 or not spec.patchify_narrow_tap_ns_16bit or not spec.patchify_narrow_ps_16bit:
+            return None
+        return max(k * k * spec.patchify_narrow_tap_ns_16bit * 1e-3, m * cout * k * k * spec.patchify_narrow_ps_16bit * 1e-6)
+    if c["dtype"] == "float32" and spec.patchify_tflops and spec.patchify_tap_ns and k >= 14 \
+            and cout <= FP32_MAX_COUT and m <= FP32_MAX_M:
         flops = 2.0 * m * cout * c["Cin"] * k * k
-        return (spec.patchify_us or 0.0) + flops / (spec.patchify_tflops * 1e12) * 1e6
+        return k * k * spec.patchify_tap_ns * 1e-3 + flops / (spec.patchify_tflops * 1e12) * 1e6
     return None

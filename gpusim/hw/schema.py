@@ -138,8 +138,9 @@ ATTENTION_FP32_FIGURES = ("attention_fp32_block_us", "attention_fp32_block_us_wi
 OPTIONAL_MODEL += ATTENTION_FP32_FIGURES
 #: ViT patch embeddings (validation/fit/fit_patchify.py on validation/results/<gpu>/vit_patchify.jsonl;
 #: gpusim.cost.vit_kernels.patchify_us): without them, the stem law (conv_stem_us, conv_stem_tflops)
-PATCHIFY_FIGURES = ("patchify_tile_16bit", "patchify_ctas_per_sm_16bit", "patchify_wave_us_16bit",
-                    "patchify_wave_tap_ns_16bit", "patchify_us", "patchify_tflops")
+PATCHIFY_FIGURES = ("patchify_wave_us_16bit", "patchify_wave_tap_ns_16bit", "patchify_next_wave_16bit",
+                    "patchify_narrow_tap_ns_16bit",
+                    "patchify_narrow_ps_16bit", "patchify_tap_ns", "patchify_tflops")
 OPTIONAL_MODEL += PATCHIFY_FIGURES
 FRACTIONS += ("gemm_stream_efficiency",)
 OPTIONAL_MODEL += ("depthwise_us", "depthwise_tap_us", "depthwise_efficiency",

@@ -110,11 +110,12 @@ class GPUSpec(TransformerFigures):
     attention_fp32_ctas_per_sm: float | None = None
     attention_fp32_mask_factor: float | None = None
     # ViT patch embeddings (gpusim.cost.vit_kernels.patchify_us; validation/fit/fit_patchify.py)
-    patchify_tile_16bit: float | None = None
-    patchify_ctas_per_sm_16bit: float | None = None
     patchify_wave_us_16bit: float | None = None
     patchify_wave_tap_ns_16bit: float | None = None
-    patchify_us: float | None = None
+    patchify_next_wave_16bit: float | None = None
+    patchify_narrow_tap_ns_16bit: float | None = None
+    patchify_narrow_ps_16bit: float | None = None
+    patchify_tap_ns: float | None = None
     patchify_tflops: float | None = None
     bn_eval_efficiency_16bit: float | None = None  # 16-bit eval batch norm (ATen), of DRAM bandwidth
     conv_efficiency_scale: float | None = None  # cuDNN conv kernel time over a same-shape GEMM's
