@@ -23,6 +23,7 @@ from validation.fit.fit_dispatch import fit_dispatch
 from gpusim.util.errors import GpusimError
 from gpusim.hw.spec import GPUSpec, calibrated_name, datasheet_name, load_spec
 from gpusim.hw.spec_io import dump_spec, with_provenance
+from validation.measure.decode_host_probe import COMMENTS as INFORWARD_COMMENTS, host_figures
 from gpusim.hw.host import FIELDS as HOST_FIELDS, HostProfile, dump_host, host_names, load_host
 from validation.measure import timing as measure
 from validation.measure.microbench import run_sweeps
@@ -158,6 +159,8 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
         diag["reduce_overhead"] = ro
         diag["reduce_overhead_per_kernel_us"] = (k8 - base1) / 7
         out.update(model_call_figures(h.get("model_call"), out, diag))
+    if h.get("decode_host"):
+        out.update(host_figures(h["decode_host"]))
     gl = h.get("cudagraph_launch")
     if gl and len(gl) >= 2:
         pts = sorted((int(k), w) for k, w in gl.items())
@@ -338,6 +341,7 @@ COMMENTS = {
     "eager_forward_factor": "gpusim's reference GPT-2 and ResNet-50 forwards (tiny, bf16, host-bound; timed thrice over a run: the median in a full calibration, the fastest of every round's with --host-only and --forward-only): eager wall / gpusim's prediction with the tight-loop host figures",
     "eager_library_forward_factor": "the same reference forwards' eager walls less gpusim's price of all but their library calls' own dispatch (other ops, views, the model's Python at the tight-loop figures), over that dispatch's price: the in-forward slowdown put on the library calls alone (validation.measure.reference_forwards.library_forward_factor)",
     "compiled_forward_factor": "the same reference forwards under torch.compile (default mode, no_grad; timed in three windows a round, the fastest window kept: one round in a full calibration, the fastest of the rounds' with --host-only and --forward-only): compiled wall / gpusim's compiled prediction with the compiled chains' host figures",
+    **INFORWARD_COMMENTS,
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",
     "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",
@@ -349,11 +353,9 @@ COMMENTS = {
 
 
 def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
-    """Measure this machine's GPU and write its spec to ``out_path`` (the raw measurements
-    beside it, ``out_path.raw.json``) and this machine's host profile beside it
-    (``<stem>-host.toml``). The base spec (``base_name``, else the datasheet spec of the
-    GPU at hand) and the output folder are checked first: the microbenchmarks take
-    minutes."""
+    """Measure this machine's GPU and write its spec to ``out_path`` (the raw measurements beside it,
+    ``out_path.raw.json``) and this machine's host profile beside it (``<stem>-host.toml``). The base spec
+    (``base_name``, else the GPU's datasheet spec) and the output folder are checked first: it takes minutes."""
     check_target(out_path)
     measure.require_cuda()
     base = load_spec(base_name or measure.gpu_name_short())
