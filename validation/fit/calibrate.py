@@ -23,7 +23,7 @@ from validation.fit.fit_dispatch import fit_dispatch
 from gpusim.util.errors import GpusimError
 from gpusim.hw.spec import GPUSpec, calibrated_name, datasheet_name, load_spec
 from gpusim.hw.spec_io import dump_spec, with_provenance
-from validation.measure.decode_host_probe import COMMENTS as INFORWARD_COMMENTS, host_figures
+from validation.measure.decode_host_probe import COMMENTS as INFORWARD_COMMENTS, inforward_figures
 from gpusim.hw.host import FIELDS as HOST_FIELDS, HostProfile, dump_host, host_names, load_host
 from validation.measure import timing as measure
 from validation.measure.microbench import run_sweeps
@@ -159,8 +159,6 @@ def fit_host(h: dict, kmin: float) -> tuple[dict, dict]:
         diag["reduce_overhead"] = ro
         diag["reduce_overhead_per_kernel_us"] = (k8 - base1) / 7
         out.update(model_call_figures(h.get("model_call"), out, diag))
-    if h.get("decode_host"):
-        out.update(host_figures(h["decode_host"]))
     gl = h.get("cudagraph_launch")
     if gl and len(gl) >= 2:
         pts = sorted((int(k), w) for k, w in gl.items())
@@ -428,7 +426,8 @@ def calibrate_host(out_path: str, base_name: str | None = None, rounds: int = 3)
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     cmd = "gpusim calibrate --host-only"
-    changes.update(fit_forward(raw["host"], base, host_profile(changes, stem, diag, cmd), diag))
+    prof = host_profile(changes, stem, diag, cmd)      # the in-forward class figures need its Python law
+    changes.update(fit_forward(raw["host"], base, prof, diag), **inforward_figures(raw["host"], prof))
     raw["fit"] = diag
     return _write_host(out_path, host_profile(changes, stem, diag, cmd), raw)
 

@@ -287,24 +287,48 @@ def probe_round(dev: str = "cuda", tiny: bool = False, forwards: int = 20) -> di
     return out
 
 
-def probe_figures(rounds: list[dict]) -> dict:
-    """Per class, the in-forward µs per call pooled over the stacks (weighted by their calls), the fastest round's;
-    and each round's, so the figures' spread over rounds is on record."""
-    per_round = []
+def module_calls(kind: str, layers: int) -> int:
+    """``nn.Module`` calls in one forward of a stack of ``kind`` with ``layers`` layers (counted on a tiny copy)."""
+    dims = TINY[kind]
+    m = Stack(kind, layers, *dims[1:], torch.float32, "cpu").eval()
+    n = [0]
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(lambda *_: n.__setitem__(0, n[0] + 1))
+    try:
+        with torch.no_grad():
+            m(torch.randn(1, 1, dims[1]))
+    finally:
+        hook.remove()
+    return n[0]
+
+
+def stack_scale(stack: dict, kind: str, law: tuple[float, float] | None) -> float:
+    """The clock's correction for one stack: clocked calls run slower than unclocked ones (the mode's Python
+    between them; on the H200 leases the calls' clocked sum alone exceeds the unclocked forward), so each class's
+    clocked figure is scaled by (the unclocked wall less the model's Python at the host's law, ``law`` =
+    (``python_module_call_us``, ``python_torch_call_us``)) over the clocked calls' sum. None: 1 (raw)."""
+    if law is None:
+        return 1.0
+    py = module_calls(kind, stack["layers"]) * law[0] + stack["calls"] * law[1]
+    return max(stack["wall_us"] - py, 0.0) / stack["clocked_inside_us"]
+
+
+def probe_figures(rounds: list[dict], law: tuple[float, float] | None = None) -> dict:
+    """Per class, the in-forward µs per call pooled over the stacks (weighted by their calls; each stack's figures
+    times :func:`stack_scale` where ``law`` is given), the fastest round's; and each round's, and the scales, so the
+    figures' spread over rounds and stacks is on record."""
+    per_round, scales = [], []
     for r in rounds:
+        sc = {k: stack_scale(s, k, law) for k, s in r["stacks"].items()}
         fig = {}
         for c in CLASSES:
-            pts = [(s["classes"][c]["us"], s["classes"][c]["calls"]) for s in r["stacks"].values()
+            pts = [(s["classes"][c]["us"] * sc[k], s["classes"][c]["calls"]) for k, s in r["stacks"].items()
                    if c in s["classes"]]
             if pts:
                 fig[c] = sum(u * n for u, n in pts) / sum(n for _, n in pts)
         per_round.append(fig)
+        scales.append(sc)
     return {"fastest": {c: min(f[c] for f in per_round if c in f) for c in per_round[0]},
-            "rounds": per_round}
-
-
-#: the host profile's field of each class (gpusim.hw.host.INFORWARD)
-FIELD_OF = {c: f"inforward_{c}_us" for c in CLASSES if c not in ("other",)}
+            "rounds": per_round, "scales": scales}
 
 
 #: the provenance line of each figure (calibrate's COMMENTS)
@@ -312,7 +336,8 @@ COMMENTS = {
     f"inforward_{c}_us": "two synthetic decoder-layer stacks (8 Llama-style and 8 Phi-style layers of width 2048, "
     "batch 1, one new token over a 512-token cache, bf16), every top-level torch call clocked "
     f"(validation/measure/decode_host_probe.py): mean µs per {what} call in one forward, median over 20 forwards, "
-    "pooled over the stacks"
+    "each stack's scaled by its unclocked wall less the model's Python at this host's law over its clocked calls' sum "
+    "(stack_scale), pooled over the stacks, the fastest round's"
     for c, what in (("pointwise", "elementwise (tensor operands only)"), ("scalar", "elementwise-with-a-Python-number"),
                     ("cast", "dtype cast"), ("cat", "cat"), ("reduction", "mean/sum"),
                     ("linear", "3-D F.linear without bias"), ("linear_bias", "3-D F.linear with bias"),
@@ -320,11 +345,25 @@ COMMENTS = {
                     ("view", "view (view, transpose, slice, unsqueeze, reshape)"))}
 
 
-def host_figures(round_: dict) -> dict:
+#: the host profile's field of each class (gpusim.hw.host.INFORWARD)
+FIELD_OF = {c: f"inforward_{c}_us" for c in CLASSES if c not in ("other",)}
+
+
+def host_figures(round_: dict, law: tuple[float, float] | None = None) -> dict:
     """The host profile's ``inforward_*_us`` figures from one probe round (calibrate's rounds merged by
-    ``fastest_rounds`` first: each leaf the fastest round's)."""
-    fig = probe_figures([round_])["fastest"]
+    ``fastest_rounds`` first: each leaf the fastest round's), scaled to the unclocked walls by ``law``
+    (:func:`stack_scale`)."""
+    fig = probe_figures([round_], law)["fastest"]
     return {FIELD_OF[c]: float(v) for c, v in fig.items() if c in FIELD_OF}
+
+
+def inforward_figures(raw_host: dict, host) -> dict:
+    """calibrate's ``inforward_*_us`` from its merged raw timings (``decode_host``) and the host profile it fitted
+    (its Python law scales the clocked figures, :func:`stack_scale`); {} where the probe did not run."""
+    r = raw_host.get("decode_host")
+    if not r or not r.get("stacks") or host.python_torch_call_us is None:
+        return {}
+    return host_figures(r, (host.python_module_call_us or 0.0, host.python_torch_call_us))
 
 
 def decode_host_probe(dev: str = "cuda", rounds: int = 1, tiny: bool = False) -> dict:
