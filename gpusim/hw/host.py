@@ -54,8 +54,11 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor", "ranks_host_factor",
             "ranks_python_factor", "compiled_model_call_us", "eager_library_forward_factor")
 #: eager host time per top-level call inside a forward, by the call's class (validation.measure.decode_host_probe,
-#: which calibrate runs: synthetic decoder layers at decode shapes, every call clocked); a host with all of them prices
-#: an eager forward's kernels and views by class (:func:`gpusim.sim.timeline.inforward_issue_us`)
+#: which calibrate runs and keeps in its raw timings: synthetic decoder layers at decode shapes, every call clocked);
+#: a host with all of them prices an eager forward's kernels and views by class
+#: (:func:`gpusim.sim.timeline.inforward_issue_us`). Not adopted: no committed profile carries them, calibrate does
+#: not write them (``validation.fit.fit_inforward`` does, on request); on lease p they read the generate records no
+#: better than ``eager_library_forward_factor`` (docs/eager_token.md §6)
 INFORWARD = ("inforward_pointwise_us", "inforward_scalar_us", "inforward_cast_us", "inforward_cat_us",
              "inforward_reduction_us", "inforward_linear_us", "inforward_linear_bias_us",
              "inforward_attention_us", "inforward_norm_us", "inforward_view_us")

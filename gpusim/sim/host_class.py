@@ -1,4 +1,8 @@
-"""Eager host time inside a forward by the class of each call (issue 34, docs/eager_token.md §6-7).
+"""Eager host time inside a forward by the class of each call (issue 34, docs/eager_token.md §6).
+
+Not adopted: no committed host profile carries the figures (measured on one H200 lease, they priced its generate
+records no better than ``eager_library_forward_factor``); a profile given them (``validation.fit.fit_inforward``)
+is priced as below.
 
 calibrate's tight loops price every eager op at one figure (``eager_op_us``: ``torch.add(y, 1.0)``, or
 ``eager_library_op_us`` for a library call), times one in-forward factor. Inside a real forward the classes differ

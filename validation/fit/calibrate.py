@@ -23,7 +23,7 @@ from validation.fit.fit_dispatch import fit_dispatch
 from gpusim.util.errors import GpusimError
 from gpusim.hw.spec import GPUSpec, calibrated_name, datasheet_name, load_spec
 from gpusim.hw.spec_io import dump_spec, with_provenance
-from validation.measure.decode_host_probe import COMMENTS as INFORWARD_COMMENTS, inforward_figures
+from validation.measure.decode_host_probe import inforward_figures
 from gpusim.hw.host import FIELDS as HOST_FIELDS, HostProfile, dump_host, host_names, load_host
 from validation.measure import timing as measure
 from validation.measure.microbench import run_sweeps
@@ -339,7 +339,6 @@ COMMENTS = {
     "eager_forward_factor": "gpusim's reference GPT-2 and ResNet-50 forwards (tiny, bf16, host-bound; timed thrice over a run: the median in a full calibration, the fastest of every round's with --host-only and --forward-only): eager wall / gpusim's prediction with the tight-loop host figures",
     "eager_library_forward_factor": "the same reference forwards' eager walls less gpusim's price of all but their library calls' own dispatch (other ops, views, the model's Python at the tight-loop figures), over that dispatch's price: the in-forward slowdown put on the library calls alone (validation.measure.reference_forwards.library_forward_factor)",
     "compiled_forward_factor": "the same reference forwards under torch.compile (default mode, no_grad; timed in three windows a round, the fastest window kept: one round in a full calibration, the fastest of the rounds' with --host-only and --forward-only): compiled wall / gpusim's compiled prediction with the compiled chains' host figures",
-    **INFORWARD_COMMENTS,
     "aten_strided_efficiency": "fp32 x + row-vector (broadcast) add: bandwidth / contiguous add's, 256 MiB operands",
     "aten_strided_efficiency_16bit": "same in bf16",
     "aten_reduction_efficiency": "fp32 row sum (1024 columns): bandwidth / contiguous add's",
@@ -426,8 +425,9 @@ def calibrate_host(out_path: str, base_name: str | None = None, rounds: int = 3)
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     cmd = "gpusim calibrate --host-only"
-    prof = host_profile(changes, stem, diag, cmd)      # the in-forward class figures need its Python law
-    changes.update(fit_forward(raw["host"], base, prof, diag), **inforward_figures(raw["host"], prof))
+    prof = host_profile(changes, stem, diag, cmd)     # in-forward class figures: on record, not adopted (eager_token.md)
+    changes.update(fit_forward(raw["host"], base, prof, diag))
+    diag["inforward"] = inforward_figures(raw["host"], prof)
     raw["fit"] = diag
     return _write_host(out_path, host_profile(changes, stem, diag, cmd), raw)
 

@@ -1,7 +1,8 @@
 """The in-forward class figures (``inforward_*_us``) of a host profile whose calibration ran the decode host probe
-(``<profile>.raw.json``: ``host.decode_host``, each timing the fastest round's) but wrote them unscaled: the same
-figures calibrate now writes (:func:`validation.measure.decode_host_probe.inforward_figures`: each stack's clocked
-figures scaled by its unclocked wall less the model's Python at the profile's own law), written into the profile.
+(``<profile>.raw.json``: ``host.decode_host``, each timing the fastest round's): the figures calibrate computes and
+keeps in its raw timings but does not write (:func:`validation.measure.decode_host_probe.inforward_figures`: each
+stack's clocked figures scaled by its unclocked wall less the model's Python at the profile's own law), written into
+the profile, so that a host is priced by class (gpusim.sim.host_class; not adopted, docs/eager_token.md §6).
 
     python3 -m validation.fit.fit_inforward validation/results/generate/lease-p/host.toml [--dry-run]
 

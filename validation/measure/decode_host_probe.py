@@ -1,5 +1,6 @@
 """What the host spends per top-level torch call inside an eager decoder forward, by op class (issue 34,
-docs/eager_token.md §6): the probe ``gpusim calibrate`` runs for the host profile's ``inforward_*_us`` figures.
+docs/eager_token.md §6): a probe ``gpusim calibrate --host-only`` runs every round and keeps in its raw timings
+(``decode_host``; the scaled figures in ``fit.inforward``). Not adopted into the profile: docs/eager_token.md §6.
 
     python3 -m validation.measure.decode_host_probe [--device cuda|cpu] [--rounds 3] [--tiny] [--out FILE.json]
 
