@@ -23,6 +23,7 @@ from validation.fit.fit_dispatch import fit_dispatch
 from gpusim.util.errors import GpusimError
 from gpusim.hw.spec import GPUSpec, calibrated_name, datasheet_name, load_spec
 from gpusim.hw.spec_io import dump_spec, with_provenance
+from validation.measure.decode_host_probe import inforward_figures
 from gpusim.hw.host import FIELDS as HOST_FIELDS, HostProfile, dump_host, host_names, load_host
 from validation.measure import timing as measure
 from validation.measure.microbench import run_sweeps
@@ -349,11 +350,9 @@ COMMENTS = {
 
 
 def calibrate(out_path: str, base_name: str | None = None) -> GPUSpec:
-    """Measure this machine's GPU and write its spec to ``out_path`` (the raw measurements
-    beside it, ``out_path.raw.json``) and this machine's host profile beside it
-    (``<stem>-host.toml``). The base spec (``base_name``, else the datasheet spec of the
-    GPU at hand) and the output folder are checked first: the microbenchmarks take
-    minutes."""
+    """Measure this machine's GPU and write its spec to ``out_path`` (the raw measurements beside it,
+    ``out_path.raw.json``) and this machine's host profile beside it (``<stem>-host.toml``). The base spec
+    (``base_name``, else the GPU's datasheet spec) and the output folder are checked first: it takes minutes."""
     check_target(out_path)
     measure.require_cuda()
     base = load_spec(base_name or measure.gpu_name_short())
@@ -426,7 +425,9 @@ def calibrate_host(out_path: str, base_name: str | None = None, rounds: int = 3)
     changes, diag = fit_host(raw["host"], base.kernel_min_us)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     cmd = "gpusim calibrate --host-only"
-    changes.update(fit_forward(raw["host"], base, host_profile(changes, stem, diag, cmd), diag))
+    prof = host_profile(changes, stem, diag, cmd)     # in-forward class figures: on record, not adopted (eager_token.md)
+    changes.update(fit_forward(raw["host"], base, prof, diag))
+    diag["inforward"] = inforward_figures(raw["host"], prof)
     raw["fit"] = diag
     return _write_host(out_path, host_profile(changes, stem, diag, cmd), raw)
 

@@ -155,6 +155,12 @@ def host_microbenchmarks() -> dict:
     h["model_call"] = model_call_probe(dev)
     torch._dynamo.reset()
     h["stream"] = stream_busy(dev)
+    # f3) eager host time per top-level call inside a decoder forward, by class (inforward_*_us)
+    from validation.measure.decode_host_probe import probe_round
+    try:
+        h["decode_host"] = probe_round(dev)
+    except Exception as ex:  # noqa: BLE001 - the rest of the calibration stands without it
+        h["decode_host_error"] = f"{type(ex).__name__}: {ex}"[:300]
     # g) the reference forwards: eager host time inside a real forward (eager_forward_factor),
     # the median of three timings spread over the run (the host's speed drifts within
     # seconds: one H200 calibration timed GPT-2 at 1.25x and ResNet-50 at 2.04x its prediction)
