@@ -53,16 +53,6 @@ OPTIONAL = ("compiled_region_us", "eager_library_op_us", "eager_module_us",
             "cudagraph_launch_node_us", "compiled_matmul_us", "compiled_attention_us",
             "compiled_conv_us", "compiled_forward_factor", "eager_backward_factor", "ranks_host_factor",
             "ranks_python_factor", "compiled_model_call_us", "eager_library_forward_factor")
-#: eager host time per top-level call inside a forward, by the call's class (validation.measure.decode_host_probe,
-#: which calibrate runs and keeps in its raw timings: synthetic decoder layers at decode shapes, every call clocked);
-#: a host with all of them prices an eager forward's kernels and views by class
-#: (:func:`gpusim.sim.timeline.inforward_issue_us`). Not adopted: no committed profile carries them, calibrate does
-#: not write them (``validation.fit.fit_inforward`` does, on request); on lease p they read the generate records no
-#: better than ``eager_library_forward_factor`` (docs/eager_token.md §6)
-INFORWARD = ("inforward_pointwise_us", "inforward_scalar_us", "inforward_cast_us", "inforward_cat_us",
-             "inforward_reduction_us", "inforward_linear_us", "inforward_linear_bias_us",
-             "inforward_attention_us", "inforward_norm_us", "inforward_view_us")
-OPTIONAL = OPTIONAL + INFORWARD
 FIELDS = REQUIRED + OPTIONAL
 #: per-item increments a calibration may measure as zero (the extra inputs cost nothing
 #: the timer can see), so a file may hold 0 for them
@@ -149,20 +139,6 @@ class HostProfile:
     # (validation.measure.reference_forwards.library_forward_factor). Given, it replaces eager_forward_factor
     # (:func:`gpusim.sim.timeline.eager_factors`); None: eager_forward_factor on every eager cost
     eager_library_forward_factor: float | None = None
-    # INFORWARD: µs per top-level call inside a forward (decode_host_probe): elementwise with tensor operands only,
-    # elementwise with a Python number, a dtype cast, cat, a reduction, a linear without and with a bias, SDPA,
-    # layer_norm, a view. All given: the dispatch of an eager forward's kernels and views by class, with no
-    # in-forward factor on them (:func:`gpusim.sim.timeline.eager_factors`); else the tight-loop figures as above
-    inforward_pointwise_us: float | None = None
-    inforward_scalar_us: float | None = None
-    inforward_cast_us: float | None = None
-    inforward_cat_us: float | None = None
-    inforward_reduction_us: float | None = None
-    inforward_linear_us: float | None = None
-    inforward_linear_bias_us: float | None = None
-    inforward_attention_us: float | None = None
-    inforward_norm_us: float | None = None
-    inforward_view_us: float | None = None
     #: field -> (source, ref) for every figure the file gives
     provenance: Mapping[str, tuple[str, str]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))

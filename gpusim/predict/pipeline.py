@@ -17,7 +17,6 @@ from gpusim.lower import lowering
 from gpusim.lower.lowering import Lowering, step_issuers, step_region_inputs
 from gpusim.sim.memory import MemoryEstimate, capacity_bytes, simulate_memory
 from gpusim.sim.timeline import Timeline, is_sync, region_entry_us, simulate, step_entry_us
-from gpusim.sim.host_class import has_inforward, kernel_classes
 from gpusim.lower.modes import MODES, ModeError, check_mode
 
 
@@ -195,12 +194,11 @@ def predict_lowering(low: Lowering, spec: GPUSpec, opts: CostOptions = CostOptio
     phases = [graph.g.nodes[k.ops[0]].get("phase", "forward")
               if k.ops and k.ops[0] in graph.g else "forward"
               for k in low.kernels] if mode == "eager" else None
-    classes = kernel_classes(graph, low.kernels) if mode == "eager" and has_inforward(host) else None
     tl = simulate(kernels, spec, mode, vb, trailing, host_before=hb,
                   inputs=0 if regions else graph.meta.get("inputs", 0),
                   python_us=py, host=host,
                   call_overhead=not regions, params=len(graph.meta.get("params") or ()),
-                  issuers=issuers, phases=phases, classes=classes)
+                  issuers=issuers, phases=phases)
     return Prediction(spec.name, mode, graph, kernels, tl, spec, low, host)
 
 

@@ -58,7 +58,6 @@ from gpusim.cost.roofline import KernelEstimate
 from gpusim.graph.opgraph import GEMM_KINDS, LIBRARY_KINDS
 from gpusim.graph.ops import SYNC_OPS
 from gpusim.lower.modes import check_mode
-from gpusim.sim.host_class import has_inforward, inforward_us
 
 
 @dataclass(frozen=True)
@@ -147,24 +146,6 @@ def eager_factors(host, kernels: int | None = None) -> tuple[float, float]:
         f = eager_forward_factor(host, kernels) if host is not None else 1.0
         return f, f
     return 1.0, _ramp(host.eager_library_forward_factor, kernels, FORWARD_KERNELS)
-
-
-def inforward_issue_us(kernel: KernelEstimate, cls: str, views: int, host, kernels: int) -> float:
-    """Host time to issue one eager kernel of class ``cls`` (:func:`gpusim.sim.host_class.host_class`) and the
-    ``views`` views dispatched before it, in a program of ``kernels`` kernels, on a host with the in-forward class
-    figures (:func:`gpusim.sim.host_class.has_inforward`): each at its class's in-forward figure with no factor,
-    ramped from the tight-loop figure as :func:`eager_forward_factor` ramps (none up to :data:`LOOP_KERNELS`
-    kernels, all from :data:`FORWARD_KERNELS`); a sync or a helper launch at its tight-loop figure; an ``other``
-    library call (a convolution) as without the figures (:func:`kernel_overhead_us`)."""
-    w = _ramp(2.0, kernels, FORWARD_KERNELS) - 1.0
-    view = views * (host.eager_view_us + w * (host.inforward_view_us - host.eager_view_us))
-    fig = inforward_us(cls, kernel.kind, host)
-    if is_sync(kernel) or kernel.role == "aux":
-        return _eager_issue_us(kernel, host) + view
-    if fig is None:
-        return kernel_overhead_us(kernel, host, "eager", kernels) + view
-    tight = _eager_issue_us(kernel, host)
-    return tight + w * (fig - tight) + view
 
 
 def is_library_call(kernel: KernelEstimate) -> bool:
@@ -339,8 +320,7 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
              calls: int = 6, host_before: list[float] | None = None,
              inputs: int = 0, python_us: float = 0.0, host=None,
              call_overhead: bool = True, params: int = 0,
-             issuers: list[str] | None = None, phases: list[str] | None = None,
-             classes: list[str] | None = None) -> Timeline:
+             issuers: list[str] | None = None, phases: list[str] | None = None) -> Timeline:
     """Run ``calls`` back-to-back calls of ``kernels`` through the host/GPU model.
 
     ``views_before[i]``: view ops dispatched (eager) before kernel ``i``; only eager mode
@@ -357,9 +337,6 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     eager PyTorch (:func:`step_issue_us`); ``python_us`` is then the step's own Python
     outside the model, spread over its eager kernels at the eager factor, and the graphs'
     entries come through ``host_before`` (:func:`step_entry_us`).
-    ``classes`` (eager): each kernel's host class (:func:`gpusim.sim.host_class.kernel_classes`); on a host with
-    the in-forward class figures every kernel and view is priced by class (:func:`inforward_issue_us`) and the
-    model's Python at the law's figures, no factor on either.
     ``phases`` (eager; a training step): each kernel's phase; on a host with ``eager_backward_factor`` the
     backward's kernels are priced as autograd's engine issues them (:func:`backward_issue_us`) and the
     model's Python is spread over the other kernels only (:func:`engine_issued`).
@@ -376,19 +353,14 @@ def simulate(kernels: list[KernelEstimate], spec, mode: str = "eager",
     python = 0.0
     if mode == "eager":
         call_us = 0.0
-        inf = classes is not None and has_inforward(hp)
-        f = 1.0 if inf else eager_factors(hp, n)[0]
+        f = eager_factors(hp, n)[0]
         python = f * python_us
         bwd = engine_issued(phases, hp, n)
         spread = python / max(n - sum(bwd), 1)
-        classes = classes if inf else [""] * n
         per_k = [backward_issue_us(k, v, hp) if b
-                 else (inforward_issue_us(k, c, v, hp, n) if inf
-                       else kernel_overhead_us(k, hp, mode, n) + f * v * hp.eager_view_us) + spread
-                 for k, v, b, c in zip(kernels, views_before, bwd, classes)]
-        view_us = hp.eager_view_us + ((_ramp(2.0, n, FORWARD_KERNELS) - 1.0)
-                                      * (hp.inforward_view_us - hp.eager_view_us) if inf else 0.0)
-        tail = f * trailing_views * view_us
+                 else kernel_overhead_us(k, hp, mode, n) + f * v * hp.eager_view_us + spread
+                 for k, v, b in zip(kernels, views_before, bwd)]
+        tail = f * trailing_views * hp.eager_view_us
         gpu_gap = 0.0
     elif mode == "compiled" and issuers is not None:
         call_us, tail, gpu_gap = 0.0, 0.0, 0.0

@@ -346,7 +346,7 @@ COMMENTS = {
                     ("view", "view (view, transpose, slice, unsqueeze, reshape)"))}
 
 
-#: the host profile's field of each class (gpusim.hw.host.INFORWARD)
+#: the name of each class's figure in calibrate's raw timings (fit.inforward)
 FIELD_OF = {c: f"inforward_{c}_us" for c in CLASSES if c not in ("other",)}
 
 

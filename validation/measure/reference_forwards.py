@@ -19,7 +19,7 @@ import torch
 
 from gpusim.util.errors import GpusimError
 from gpusim.hw.spec import GPUSpec
-from gpusim.hw.host import INFORWARD, load_host
+from gpusim.hw.host import load_host
 from validation.measure import timing as measure
 
 
@@ -165,7 +165,7 @@ def reference_predictions(spec: GPUSpec, host, mode: str = "eager") -> dict:
     forward on ``spec`` with ``host``'s tight-loop figures (that mode's factor left out).
     Pure: the forwards are captured on meta tensors."""
     from gpusim.predict.pipeline import predict
-    plain = load_host(host).replace(**{FACTOR_OF[mode]: None}, **dict.fromkeys(INFORWARD),
+    plain = load_host(host).replace(**{FACTOR_OF[mode]: None},
                                     **({"eager_library_forward_factor": None} if mode == "eager" else {}))
     out = {}
     for name, g in _reference_graphs(mode == "compiled").items():
@@ -202,8 +202,7 @@ def library_forward_factor(walls: dict, spec: GPUSpec, host) -> tuple[float, dic
     alone (:func:`gpusim.sim.timeline.eager_factors`). Returns (factor, per-forward walls and prices)."""
     from gpusim.predict.pipeline import predict
     from gpusim.sim.timeline import _eager_issue_us, is_library_call
-    plain = load_host(host).replace(eager_forward_factor=None, eager_library_forward_factor=None,
-                                    **dict.fromkeys(INFORWARD))
+    plain = load_host(host).replace(eager_forward_factor=None, eager_library_forward_factor=None)
     diag, meas, rest, lib = {}, 0.0, 0.0, 0.0
     for name, g in _reference_graphs(False).items():
         if name not in walls:
