@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.records.store import read_records, record_graph
+from validation.records.store import read_records
 from validation.records.stats import _cell, _stats, ape, by_run_family
 
 #: record files of ``<gpu>/fresh/``: (file stem, run kind)
@@ -38,11 +38,10 @@ def load_fresh(results_dir: str, gpu: str, stem: str) -> list[dict]:
 
 def fresh_rows(records: list[dict], spec) -> list[dict]:
     """One row per fresh record: predicted and measured bytes of each metric."""
-    from gpusim.predict.pipeline import lower
-    from gpusim.sim.memory import simulate_memory
+    from validation.score.lowered import record_memory
     rows = []
     for r in records:
-        est = simulate_memory(lower(record_graph(r), r["run"], spec=spec), spec=spec)
+        est = record_memory(r, r["run"], spec)
         row = {"case": r["case_id"], "model": r["model"], "family": r["family"], "run": r["run"],
                "allocated": (est.peak_bytes, r["clean"]["peak_allocated"]),
                "reserved": (est.peak_reserved_bytes, r["clean"]["peak_reserved"]),

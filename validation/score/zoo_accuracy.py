@@ -32,8 +32,8 @@ import os
 
 from gpusim.hw.spec import calibrated_name, datasheet_name, load_spec, transfer_spec
 from gpusim.hw.host import load_host
-from gpusim.predict.pipeline import predict
 from validation.records.store import load_zoo_records, record_graph, zoo_available  # noqa: F401
+from validation.score.lowered import predicted, record_memory
 from validation.records.stats import FAMILIES, RUNS, _cell, _stats, ape, by_run_family  # noqa: F401
 
 #: A host calibration belongs to the records measured after it on the same lease, within
@@ -105,7 +105,7 @@ def case_rows(records: list[dict], spec, host=None) -> list[dict]:
     rows = []
     for r in records:
         g = record_graph(r)
-        p = predict(g, gpu=spec, mode=r["run"], host=host)
+        p = predicted(g, spec, r["run"], host)
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "dtype": r["dtype"], "size": r["size"],
                      "pred_us": p.device_us, "meas_us": r["kernel_sum_us"],
@@ -140,7 +140,7 @@ def e2e_rows(records: list[dict], spec, results_dir: str, gpu: str) -> list[dict
         if r["run"] == "compiled" and es and es.get("wall_us"):
             runs.append(("eager", es, record_graph(dict(r, run="eager"))))
         for run, m, g in runs:
-            p = predict(g, gpu=s, mode=run, host=hp)
+            p = predicted(g, s, run, hp)
             h = m.get("host") or {}
             rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                          "run": run, "lease": os.path.basename(host).rsplit(".", 1)[0],
@@ -187,13 +187,13 @@ def lease_wall_rows(results_dir: str, gpu: str, spec) -> list[dict]:
                 continue
             g = record_graph(dict(r, dtype="bfloat16", channels_last=False, run="eager"))
             case_f, _ = forward_factor(r["reference_walls"], s, hp, refs)
-            p = predict(g, gpu=s, mode="eager", host=hp)
+            p = predicted(g, s, "eager", hp)
             rows.append({"case": f"{r['model']}__{r['size']}", "model": r["model"],
                          "family": zoo.get(r["model"]).family, "size": r["size"], "lease": lease,
                          "run": "eager", "meas_us": r["wall_us"], "pred_us": p.end_to_end_us,
-                         "pred_case_us": predict(g, gpu=s, mode="eager", host=hp.replace(
+                         "pred_case_us": predicted(g, s, "eager", hp.replace(
                              eager_forward_factor=case_f)).end_to_end_us,
-                         "pred_flat_us": predict(g, gpu=s, mode="eager", host=hp.replace(
+                         "pred_flat_us": predicted(g, s, "eager", hp.replace(
                              eager_forward_factor=None)).end_to_end_us,
                          "case_factor": case_f, "lease_factor": hp.eager_forward_factor,
                          "pred_device_us": p.device_us, "meas_kernel_sum_us": r["kernel_sum_us"]})
@@ -250,8 +250,8 @@ def speedup_rows(records: list[dict], spec, e2e: list[dict] | None = None) -> li
         es = r.get("eager_same_lease")
         if r["run"] != "compiled" or not es or not es.get("kernel_sum_us"):
             continue
-        pc = predict(record_graph(r), gpu=spec, mode="compiled")
-        pe = predict(record_graph(dict(r, run="eager")), gpu=spec, mode="eager")
+        pc = predicted(record_graph(r), spec, "compiled")
+        pe = predicted(record_graph(dict(r, run="eager")), spec, "eager")
         ee, ec = by.get((r["case_id"], "eager")), by.get((r["case_id"], "compiled"))
         e2e_pred = (ee["pred_us"] / ec["pred_us"] if ee and ec
                     else pe.end_to_end_us / pc.end_to_end_us)
@@ -324,16 +324,12 @@ def memory_rows(records: list[dict], spec=None) -> list[dict]:
     """One row per record with measured memory: predicted and measured activation peak
     (allocated) and the weights. The GPU ``spec`` matters to compiled runs
     only (Inductor's ``pad_mm`` copies and channels-last copies are buffers too)."""
-    from gpusim.predict.pipeline import lower
-    from gpusim.sim.memory import simulate_memory
     rows = []
     for r in records:
         m = r.get("memory") or {}
         if m.get("peak_allocated_above_pre_call") is None:
             continue
-        g = record_graph(r)
-        est = simulate_memory(lower(g, "eager" if r["run"] == "eager" else "compiled",
-                                    spec=spec), spec=spec)
+        est = record_memory(r, "eager" if r["run"] == "eager" else "compiled", spec)
         base = r.get("memory_baseline") or {}
         rows.append({"case": r["case_id"], "model": r["model"], "family": r["family"],
                      "run": r["run"], "pred_peak": est.peak_bytes,
