@@ -15,7 +15,7 @@ embedding computed once a forward and applied per layer, unbiased -- or, every o
 projections on ``[1, 1, H]``, the cache's ``cat``, GQA SDPA at q_len 1, SiLU MLP, residual adds) and ``ln``
 (Phi-style: LayerNorm, biased projections, partial rotary, multi-head SDPA, GELU MLP). Each stack is called
 ``forwards`` times back to back (warm-up first): unclocked (the wall per forward), then under :class:`ClassClock`, a
-``TorchFunctionMode`` that times every top-level torch call (as ``validation.measure.host_breakdown.OpClock`` does) and
+``TorchFunctionMode`` that times every top-level torch call (:class:`OpClock`, also host_breakdown's clock) and
 files it under its class (:func:`call_class`). A class's figure is its calls' mean time per call in one forward, the
 median over the forwards. Beside them, tight loops on tiny tensors (loop of 50 against 1, as calibrate times
 ``eager_op_us``): a tensor-tensor ``mul`` and ``add``, ``torch.add(y, 1.0)`` (calibrate's ``eager_op_us``), and one
@@ -77,14 +77,12 @@ def call_class(func, args, kwargs) -> str:
     return "other"
 
 
-class ClassClock(TorchFunctionMode):
-    """Times every top-level torch call made while active and files it under :func:`call_class`."""
+class OpClock(TorchFunctionMode):
+    """Times every top-level torch call (functions, methods, properties) made while active; :meth:`record` sees each."""
 
     def __init__(self):
         super().__init__()
         self.depth, self.inside_s, self.calls = 0, 0.0, 0
-        self.us = {c: 0.0 for c in CLASSES}
-        self.n = {c: 0 for c in CLASSES}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -97,11 +95,26 @@ class ClassClock(TorchFunctionMode):
         finally:
             dt = time.perf_counter() - t
             self.depth -= 1
-            c = call_class(func, args, kwargs)
             self.inside_s += dt
             self.calls += 1
-            self.us[c] += dt * 1e6
-            self.n[c] += 1
+            self.record(func, args, kwargs, dt)
+
+    def record(self, func, args, kwargs, dt: float) -> None:
+        """One top-level call's seconds, after it returned (here: nothing more than the totals)."""
+
+
+class ClassClock(OpClock):
+    """Times every top-level torch call made while active and files it under :func:`call_class`."""
+
+    def __init__(self):
+        super().__init__()
+        self.us = {c: 0.0 for c in CLASSES}
+        self.n = {c: 0 for c in CLASSES}
+
+    def record(self, func, args, kwargs, dt: float) -> None:
+        c = call_class(func, args, kwargs)
+        self.us[c] += dt * 1e6
+        self.n[c] += 1
 
 
 class RMSNorm(torch.nn.Module):

@@ -25,33 +25,12 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from torch.overrides import TorchFunctionMode
 
 from gpusim.models import zoo
 from validation.measure.host_bench import host_probe
 from validation.measure.reference_forwards import reference_walls
 from validation.measure import timing as measure
-
-
-class OpClock(TorchFunctionMode):
-    """Times every top-level torch call (functions, methods, properties) made while active."""
-
-    def __init__(self):
-        super().__init__()
-        self.depth, self.inside_s, self.calls = 0, 0.0, 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if self.depth:
-            return func(*args, **kwargs)
-        self.depth += 1
-        t = time.perf_counter()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            self.inside_s += time.perf_counter() - t
-            self.depth -= 1
-            self.calls += 1
+from validation.measure.decode_host_probe import OpClock
 
 
 def clock_overhead_us() -> float:
