@@ -22,7 +22,7 @@ random weights, bf16) on H100 and H200 leases (`validation/measure/generate_run.
 `python3 -m validation.score.generate_accuracy` (stored in `validation/results/generate/predictions.json`, read
 here). Device time: the prefill (one forward over the prompt filling a DynamicCache) and one eager decode step
 against the sum of their profiled kernels. Time per output token: whole `generate()` calls on the records timed
-call by call (`statistic: fastest rep`: H200 leases j, m and n) on their lease's own host profile. Every record's row, the machine kinds'
+call by call (`statistic: fastest rep`: H200 leases j, m, n, o and p) on their lease's own host profile. Every record's row, the machine kinds'
 profiles, the compiled call's split and what is still off: [llm.md](llm.md)."""
 
 
