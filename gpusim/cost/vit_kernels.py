@@ -66,7 +66,6 @@ def attention_fp32_us(a: dict, spec) -> float | None:
     return waves * blocks * blk * mask
 
 
-
 #: the sweep's patch sizes, output channels and largest M (validation.measure.vit_patchify)
 PATCH_RANGE = (8, 32)
 COUT_RANGE = (96, 1280)

@@ -42,10 +42,11 @@ FIELDS = STREAM_FIGURES + DECODE_ATTENTION_FIGURES + DECODE_CLASS_FIGURES + PREF
 OF_BANDWIDTH = ("gemm_stream_efficiency",)
 #: figures in TB/s
 TBPS = ("attention_decode_tbps",)
-#: the mask-read rates of masked 16-bit attention (MASK_FIGURES) carry by the same-architecture rule, as times:
-#: the mask is read inside cuDNN's fused kernel, which is not DRAM-bound (the zoo records' 16-bit attention
-#: kernels, masked BERT/RoBERTa/ALBERT included, run 1.00-1.03x as long on the H100 as on the H200, whose
-#: bandwidth is 1.43x), so the same kernel on the same SMs and clock reads it at the same rate
+# (the mask-read rates of masked 16-bit attention, MASK_FIGURES, carry by the same-architecture rule, as times:
+# the mask is read inside cuDNN's fused kernel, which is not DRAM-bound (the zoo records' 16-bit attention
+# kernels, masked BERT/RoBERTa/ALBERT included, run 1.00-1.03x as long on the H100 as on the H200, whose
+# bandwidth is 1.43x), so the same kernel on the same SMs and clock reads it at the same rate)
+
 #: figures that are a fraction of a contiguous copy's bandwidth (``mem_efficiency`` x datasheet)
 OF_COPY = ("aten_cat_append_efficiency", "aten_cat_strided_efficiency")
 #: the marker of this module's lines in a spec's refs (rewrite replaces them)

@@ -25,7 +25,6 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-
 from gpusim.models import zoo
 from validation.measure.host_bench import host_probe
 from validation.measure.reference_forwards import reference_walls
