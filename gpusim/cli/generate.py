@@ -39,6 +39,9 @@ def add_parser(sub) -> None:
     g.add_argument("--cold", action="store_true", help="the first call at these lengths in the "
                    "process: every eager step builds cuDNN attention plans (default: the steady "
                    "state, lengths seen before)")
+    g.add_argument("--jobs", default="2", help="processes: 2 (default) predicts the two paths on two "
+                   "cores where the machine has them (a forked copy; the same figures); 1: one after "
+                   "the other")
     g.add_argument("--json", action="store_true", help="print one JSON document")
     g.set_defaults(fn=cmd_generate)
 
@@ -61,6 +64,7 @@ def cmd_generate(a) -> int:
     from gpusim.predict import decode
     batch, prompt, new = (_count(getattr(a, k), k) for k in ("batch", "prompt", "new"))
     samples = _count(a.samples, "samples")
+    jobs = _count(a.jobs, "jobs")
     pairs = runs(a.cache, a.mode)
     for c, m in pairs:
         decode.check_request(batch, prompt, new, c, m)
@@ -71,6 +75,6 @@ def cmd_generate(a) -> int:
     from gpusim.report.llm import generate_text
     from gpusim.report.text import dumps
     res = generate_runs(a.model, pairs, batch, prompt, new, gpu=a.gpu, host=a.host,
-                        dtype=a.dtype, samples=samples, warm=not a.cold)
+                        dtype=a.dtype, samples=samples, warm=not a.cold, jobs=jobs)
     print(dumps({"runs": [r.to_dict() for r in res]}) if a.json else generate_text(res))
     return 0

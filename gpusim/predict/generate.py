@@ -63,6 +63,7 @@ from gpusim.graph.opgraph import OpGraph
 from gpusim.predict import decode, repeated, reuse
 from gpusim.predict.pipeline import Prediction, as_spec, lower, predict_lowering
 from gpusim.sim.memory import capacity_bytes
+from gpusim.util import forked
 from gpusim.util.collector import loading_for_good
 
 #: generate's mode -> the runtime that runs the decode step (prefill and tail stay eager)
@@ -231,18 +232,26 @@ def generate(model, batch: int = 1, prompt: int = 512, new: int = 128, gpu="h100
 
 
 def generate_runs(model, runs, batch: int, prompt: int, new: int, gpu="h100", host=None,
-                  dtype="bfloat16", samples: int = 2, warm: bool = True) -> list[GenerateResult]:
+                  dtype="bfloat16", samples: int = 2, warm: bool = True,
+                  jobs: int = 1) -> list[GenerateResult]:
     """:func:`generate` for each ``(cache, mode)`` of ``runs``, the model built once and
-    generate's tail (the same for every cache) predicted once."""
-    grid = generate_grid(model, runs, [batch], [prompt], new, [gpu], host, dtype, samples, warm)
+    generate's tail (the same for every cache) predicted once; ``jobs``: as
+    :func:`generate_grid`."""
+    grid = generate_grid(model, runs, [batch], [prompt], new, [gpu], host, dtype, samples, warm, jobs)
     return list(grid.values())
 
 
 def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtype="bfloat16",
-                  samples: int = 2, warm: bool = True) -> dict:
+                  samples: int = 2, warm: bool = True, jobs: int = 1) -> dict:
     """:func:`generate` over ``gpus x batches x prompts x runs`` (``runs``: ``(cache, mode)``
     pairs) -> ``{(gpu, batch, prompt, cache, mode): GenerateResult}`` (``gpu`` as given), the
-    model built once and each graph captured once for every GPU (capture knows no GPU)."""
+    model built once and each graph captured once for every GPU (capture knows no GPU).
+
+    ``jobs=2``: the work is split in two shares (by cache when several are asked, else by batch
+    and prompt), the second predicted in a forked copy of this process on a second core
+    (:func:`gpusim.util.forked.both`; where there is none, one after the other here). The
+    figures are the same; no result keeps its ``parts`` (the Predictions composed), which stay
+    in the process that made them."""
     from gpusim.models.resolve import parse_dtype
     for b in batches:
         for p in prompts:
@@ -260,22 +269,62 @@ def generate_grid(model, runs, batches, prompts, new: int, gpus, host=None, dtyp
     # capture traces is in it).
     with loading_for_good():
         module, label = decode.load_lm(model, dt)
-    try:
+    items = [(b, p, cache, mode) for b in batches for p in prompts for cache, mode in runs]
+    graphs: dict = {}       # (batch, prompt) -> the graphs captured for it (and their predictions)
+
+    def predict_share(share) -> dict:
         out = {}
-        for b in batches:
-            for p in prompts:
-                graphs: dict = {}
-                for g, spec in specs:
-                    tail = _predict(graphs, "tail", decode.tail_fn(p, new, bool(decode.eos_ids(module)), module),
-                                    lambda: decode.tail_args(module, b, p), spec, "eager", hp,
-                                    f"{label} generate tail", frames=True)
-                    for cache, mode in runs:
-                        out[(g, b, p, cache, mode)] = _one(
-                            graphs, module, label, cache, mode, b, p, new, spec, hp, dt,
-                            min(samples, 2) if cache == "static" else samples, tail, warm)
+        for b, p, cache, mode in share:
+            bp = graphs.setdefault((b, p), {})
+            for g, spec in specs:
+                out[(g, b, p, cache, mode)] = _one(
+                    bp, module, label, cache, mode, b, p, new, spec, hp, dt,
+                    min(samples, 2) if cache == "static" else samples,
+                    _tail(bp, module, label, b, p, new, spec, hp), warm)
         return out
+
+    try:
+        shares = _shares(items) if jobs > 1 else [items]
+        if len(shares) == 1:
+            out = predict_share(items)
+        else:
+            # the first tail here, before the fork: the first capture pays torch's one-off
+            # costs (lazy imports, the tracer's caches), which the fork then inherits
+            b, p = items[0][:2]
+            _tail(graphs.setdefault((b, p), {}), module, label, b, p, new, specs[0][1], hp)
+            mine, theirs = forked.both(lambda: _plain(predict_share(shares[0])),
+                                       lambda: _plain(predict_share(shares[1])))
+            out = {**mine, **theirs}
+        return {(g, b, p, cache, mode): out[(g, b, p, cache, mode)]
+                for b, p, cache, mode in items for g, _ in specs}
     finally:
         gc.unfreeze()
+
+
+def _tail(graphs, module, label, batch, prompt, new, spec, hp) -> Prediction:
+    """generate's per-token tail (logits processors, argmax, stopping criteria), once per
+    batch and prompt, on ``spec``."""
+    return _predict(graphs, "tail", decode.tail_fn(prompt, new, bool(decode.eos_ids(module)), module),
+                    lambda: decode.tail_args(module, batch, prompt), spec, "eager", hp,
+                    f"{label} generate tail", frames=True)
+
+
+def _shares(items) -> list[list]:
+    """``items`` (batch, prompt, cache, mode) in two shares that share no capture but the
+    tail: by cache when there are two, else by (batch, prompt) in turn; one share when the
+    work does not split."""
+    caches = list(dict.fromkeys(i[2] for i in items))
+    key = (lambda i: i[2]) if len(caches) > 1 else (lambda i: i[:2])
+    keys = list(dict.fromkeys(key(i) for i in items))
+    if len(keys) < 2:
+        return [items]
+    half = {k: n % 2 for n, k in enumerate(keys)}
+    return [[i for i in items if half[key(i)] == s] for s in (0, 1)]
+
+
+def _plain(results: dict) -> dict:
+    """The results without their Predictions (which do not leave their process)."""
+    return {k: dataclasses.replace(r, parts={}) for k, r in results.items()}
 
 
 _UNIT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "tf32": "float32"}
