@@ -102,7 +102,8 @@ def cmd_sweep_serve(a) -> int:
             raise UserError(f"{opt} must be a positive number, got {v:g}")
     gpus, prices = parse_gpus(a.gpu), parse_prices(a.price)
     load_host(a.host)
-    rows = serving_rows(a.model, gpus, batches, prompts, new, cache, mode, a.host, a.dtype)
+    (jobs,) = _ints(a.jobs, "--jobs")
+    rows = serving_rows(a.model, gpus, batches, prompts, new, cache, mode, a.host, a.dtype, jobs)
     ranked = cheapest(rows, prices, a.target_tps, a.max_tpot_ms)
     print(json.dumps({"rows": rows, "ranked": ranked}) if a.json
           else serving_text(rows, ranked, a.target_tps, a.max_tpot_ms))
@@ -127,6 +128,8 @@ def sweep_serve_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-tpot-ms", type=float, default=None, help="bound on the time per output token")
     r.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR",
                    help="what a GPU costs per hour (repeatable, or comma-separated): h100=2.49")
+    r.add_argument("--jobs", default="2", help="processes: 2 (default) splits the batches and prompts over "
+                   "two cores where the machine has them (the same figures); 1: one after the other")
     r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(fn=cmd_sweep_serve, outputs=(), takes_model=False, cmd="sweep serve")
     return r

@@ -16,10 +16,11 @@ from gpusim.util.fmt import fmt_bytes, table
 
 
 def serving_rows(model, gpus, batches, prompts, new: int, cache: str = "dynamic",
-                 mode: str = "eager", host=None, dtype="bfloat16") -> list[dict]:
-    """One row per GPU x batch x prompt, plain numbers."""
+                 mode: str = "eager", host=None, dtype="bfloat16", jobs: int = 1) -> list[dict]:
+    """One row per GPU x batch x prompt, plain numbers; ``jobs``: as
+    :func:`~gpusim.predict.generate.generate_grid`."""
     from gpusim.predict.generate import generate_grid
-    grid = generate_grid(model, [(cache, mode)], batches, prompts, new, gpus, host, dtype)
+    grid = generate_grid(model, [(cache, mode)], batches, prompts, new, gpus, host, dtype, jobs=jobs)
     rows = []
     for (_, b, p, _, _), r in grid.items():
         rows.append({"gpu": r.gpu, "model": r.model, "batch": b, "prompt": p, "new": new,

@@ -37,8 +37,11 @@ def cores() -> int:
 
 def can_fork() -> bool:
     """``fork`` exists and is safe to use here (Linux: macOS's system libraries are not
-    fork-safe once initialised) and there are two cores to use."""
-    return hasattr(os, "fork") and sys.platform.startswith("linux") and cores() >= 2
+    fork-safe once initialised; no other Python thread, whose locks the child would inherit
+    held) and there are two cores to use."""
+    import threading
+    return (hasattr(os, "fork") and sys.platform.startswith("linux") and cores() >= 2
+            and threading.active_count() == 1)
 
 
 def both(here, there):
