@@ -308,6 +308,20 @@ def kloop_us(x: LawInput) -> float:
     return (spec.gemm_kloop_us or 0.0) + g["k"] * spec.gemm_kloop_ns * 1e-3
 
 
+def conv_align(x: LawInput) -> KernelEstimate:
+    """A 16-bit 1x1 convolution over NCHW on a misaligned map, which cuBLAS runs with its align2 /
+    align1 CUTLASS kernels as one GEMM per image (Cout x H*W, K = Cin): ``conv_{v}_us`` + the longer
+    of its FLOPs at ``conv_{v}_efficiency`` of the tensor peak and its K loop, ``conv_{v}_k_us`` per
+    input channel (a grid of few tiles runs each tile's whole K loop in turn); floor
+    ``kernel_min_us`` (validation/fit/fit_conv_align.py on the cnn_dispatch sweeps' points)."""
+    a, spec, v = x.a, x.spec, x.kernel.variant
+    eff, fixed, k_us = (getattr(spec, f"conv_{v}_{f}") for f in ("efficiency", "us", "k_us"))
+    unit = unit_for(a["kind"], a["dtype"], spec, x.opts)
+    cin = conv_info(x.graph, x.kernel.ops[0])["Cin"]
+    comp = max(a["flops"] / (spec.peak_flops(unit) * eff) * 1e6, cin * (k_us or 0.0))
+    return x.retimed(x.est.mem_us, (fixed or spec.kernel_fixed_us) - spec.kernel_fixed_us + comp, spec.kernel_min_us)
+
+
 @law("gemm", "align1", "align2", "gemv", "gemm_lt")
 def gemm(x: LawInput) -> KernelEstimate:
     """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``, or for 16-bit GEMMs where
@@ -320,6 +334,8 @@ def gemm(x: LawInput) -> KernelEstimate:
     floors ``gemm_eager_min_us`` (fitted on 16-bit GEMMs, shared by fp32 gemv) and ``conv_min_us``
     for a 1x1 conv run as a GEMM (densenet121's smallest align2 kernels, 7.5 us)."""
     a, spec, v = x.a, x.spec, x.kernel.variant
+    if a["kind"] == "conv" and v in ("align1", "align2") and getattr(spec, f"conv_{v}_efficiency"):
+        return conv_align(x)
     mem = x.est.mem_us * spec.mem_efficiency / (spec.gemm_mem_efficiency or spec.mem_efficiency)
     stream = weight_stream_us(x) if v in ("gemm", "gemm_lt") else None
     if stream is not None:

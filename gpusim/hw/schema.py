@@ -104,6 +104,14 @@ FRACTIONS += ("conv_gemm_efficiency",)
 #: batch-norm law as its sweeps measured it (parameters L2-resident)
 CHAIN_FIGURES = ("bn_cold_us",)
 OPTIONAL_MODEL += CHAIN_FIGURES
+#: a 16-bit 1x1 convolution over NCHW whose map breaks 16-byte alignment, run by cuBLAS's align2 /
+#: align1 CUTLASS kernels as one GEMM per image (validation/fit/fit_conv_align.py on the GPU's
+#: cnn_dispatch sweeps): fraction of the tensor peak, fixed µs, µs per input channel (the K loop of
+#: a grid that does not fill the GPU); without them the misaligned GEMM law of a linear
+CONV_ALIGN_FIGURES = ("conv_align2_efficiency", "conv_align2_us", "conv_align2_k_us",
+                      "conv_align1_efficiency", "conv_align1_us", "conv_align1_k_us")
+OPTIONAL_MODEL += CONV_ALIGN_FIGURES
+FRACTIONS += ("conv_align2_efficiency", "conv_align1_efficiency")
 #: cuDNN's layout transforms priced by their transpose tiles (validation/fit/fit_layout.py on the
 #: GPU's conv sweeps; gpusim.cost.layout): without them the byte stream at layout_transform_efficiency
 LAYOUT_FIGURES = ("layout_transform_us", "layout_transform_gelems", "layout_transform_dram_efficiency",

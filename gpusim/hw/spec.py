@@ -225,6 +225,14 @@ class GPUSpec(TransformerFigures):
     conv_gemm_efficiency: float | None = None
     # eval batch norm's cold-parameter µs inside a model (fit_chain); None: none
     bn_cold_us: float | None = None
+    # a misaligned 16-bit 1x1 conv run by cuBLAS's align2 / align1 kernels (fit_conv_align): fraction of the
+    # tensor peak, fixed µs, µs per input channel; None: the misaligned GEMM law of a linear
+    conv_align2_efficiency: float | None = None
+    conv_align2_us: float | None = None
+    conv_align2_k_us: float | None = None
+    conv_align1_efficiency: float | None = None
+    conv_align1_us: float | None = None
+    conv_align1_k_us: float | None = None
     # cuDNN's NCHW<->NHWC transforms by their tiles (gpusim.cost.layout; fit_layout): fixed µs, tile
     # elements per second (G), DRAM stream past the L2-resident cap (fp32, 16-bit), of bandwidth;
     # None: the byte stream at layout_transform_efficiency

@@ -215,12 +215,16 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
 
 
 #: Cin x Cout past which a 16-bit 1x1 convolution over misaligned maps (H*W not a multiple
-#: of 8) is not priced as cuBLAS's align kernels: at batch 256 (broad H100 AMP records)
-#: 1024 -> 512 and 384 -> 1536 on 14x14 run ``sm90_xmma_fprop_implicit_gemm`` with layout
-#: transforms, 1024 -> 256 and smaller the ``align2`` GEMM; at batch 32 (zoo records) the
-#: same 1024 -> 512 runs either way, so the large ones keep the conv class and kernels
-#: they had
+#: of 8) at a batch past ALIGN_MAX_BATCH is not priced as cuBLAS's align kernels: at batch 256
+#: (broad H100 AMP records) 1024 -> 512 and 384 -> 1536 on 14x14 run
+#: ``sm90_xmma_fprop_implicit_gemm`` with layout transforms, 1024 -> 256 and smaller the
+#: ``align2`` GEMM, so the large ones keep the conv class and kernels they had
 LARGE_POINTWISE = 2 ** 18
+#: the batch up to which a misaligned 16-bit 1x1 convolution runs cuBLAS's align kernels at
+#: any Cin x Cout: the H200's cnn_dispatch sweeps (9, 10, 14, 15 px maps, Cin x Cout 54 k - 2 M,
+#: batch 1-256: align kernels at 198 of the 216 points up to batch 64, cuDNN's implicit GEMM
+#: with transforms at most large ones from batch 128)
+ALIGN_MAX_BATCH = 64
 
 
 def pointwise_gemm_variant(c: dict) -> str:
@@ -231,7 +235,7 @@ def pointwise_gemm_variant(c: dict) -> str:
     maps, ``cutlass_75_tensorop_f16_s1688gemm_f16_*_nn_align1`` on 35x35 and 9x9); else
     the ``conv`` class it was fitted as."""
     if (c["dtype"] not in HALF_DTYPES or c["H"] * c["W"] == 1 or c.get("backward") or c["N"] == 1
-            or c["Cin"] * c["Cout"] > LARGE_POINTWISE):
+            or c["Cin"] * c["Cout"] > LARGE_POINTWISE and c["N"] > ALIGN_MAX_BATCH):
         # (backward GEMMs: the training classes' own rules; batch 1 keeps the conv class
         # its zoo records were fitted with)
         return "conv"
