@@ -5,8 +5,8 @@
 
 Reads the GPU's conv dispatch sweeps (``validation/results/<gpu>/cnn_dispatch.jsonl`` and
 ``cnn_dispatch_mis.jsonl``: :mod:`validation.measure.cnn_dispatch`, :mod:`validation.measure.cnn_dispatch_mis`)
-and keeps their 16-bit 1x1 stride-1 points on maps past 8x8 whose one kernel is an ``align2`` or ``align1``
-CUTLASS GEMM. Per class, ``t = us + max(FLOPs / (peak x efficiency), Cin x k_us)`` is fitted by grid
+and keeps their 16-bit 1x1 stride-1 points on maps past 8x8 at batch 2 and more (batch 1 keeps the conv
+class, ``gpusim.lower.conv.pointwise_gemm_variant``) whose one kernel is an ``align2`` or ``align1`` CUTLASS GEMM. Per class, ``t = us + max(FLOPs / (peak x efficiency), Cin x k_us)`` is fitted by grid
 search on the median relative error; printed: the figures, the error against the misaligned GEMM law of
 a linear that priced them before (``matmul_align{2,1}_efficiency``, floor ``conv_min_us``), and each map
 size left out. No model record is read.
@@ -44,7 +44,8 @@ def points(gpu: str) -> tuple[list[dict], list[str]]:
             for line in f:
                 r = json.loads(line)
                 if (r.get("kind") != "cnn_dispatch" or r.get("failed") or r.get("k") != 1 or r.get("stride") != 1
-                        or r.get("dtype") == "float32" or r["HW"] ** 2 <= 64 or len(r.get("kernels") or ()) != 1):
+                        or r.get("dtype") == "float32" or r["HW"] ** 2 <= 64 or len(r.get("kernels") or ()) != 1
+                        or r["N"] == 1):
                     continue
                 cls = next((c for c in CLASSES if c in r["kernels"][0]["name"]), None)
                 if cls:
