@@ -222,7 +222,7 @@ def conv_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
 LARGE_POINTWISE = 2 ** 18
 #: the batch up to which a misaligned 16-bit 1x1 convolution runs cuBLAS's align kernels at
 #: any Cin x Cout: the H200's cnn_dispatch sweeps (9, 10, 14, 15 px maps, Cin x Cout 54 k - 2 M,
-#: batch 1-256: align kernels at 198 of the 216 points up to batch 64, cuDNN's implicit GEMM
+#: batch 1-256: align kernels at 212 of the 260 points up to batch 64, cuDNN's implicit GEMM
 #: with transforms at most large ones from batch 128)
 ALIGN_MAX_BATCH = 64
 
