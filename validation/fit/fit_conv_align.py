@@ -14,7 +14,6 @@ size left out. No model record is read.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -24,7 +23,7 @@ import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import RESULTS, emit_figures
+from validation.fit.fit_triton import RESULTS, emit_figures, spec_fit_parser
 
 SWEEPS = ("cnn_dispatch.jsonl", "cnn_dispatch_mis.jsonl")
 CLASSES = ("align2", "align1")
@@ -79,10 +78,7 @@ def fit(pts: list[dict], peak: float) -> tuple[float, float, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.fit.fit_conv_align")
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--write", action="store_true", help="write the figures into the GPU's calibrated spec")
-    a = ap.parse_args(argv)
+    a = spec_fit_parser("fit_conv_align").parse_args(argv)
     pts, used = points(a.gpu)
     if not pts:
         print(f"fit_conv_align: no align-kernel 1x1 point in {a.gpu}'s cnn_dispatch sweeps: run python3 -m "
