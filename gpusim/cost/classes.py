@@ -47,6 +47,23 @@ def bn_train_us(nbytes: float, channels: int, eff: float, channel_us: float, spe
     return waves * (channel_us + plane * spec.sm_count / (eff * spec.bandwidth) * 1e6)
 
 
+def conv_align_law(x):
+    """A 16-bit 1x1 convolution over NCHW on a misaligned map, which cuBLAS runs with its align2 /
+    align1 CUTLASS kernels as one GEMM per image (Cout x H*W, K = Cin): ``conv_{v}_us`` + the longer
+    of its FLOPs at ``conv_{v}_efficiency`` of the tensor peak and its K loop, ``conv_{v}_k_us`` per
+    input channel (a grid of few tiles runs each tile's whole K loop in turn); floor
+    ``kernel_min_us`` (validation/fit/fit_conv_align.py on the cnn_dispatch sweeps' points). ``x``:
+    the law input of :mod:`gpusim.cost.laws` (its GEMM law hands these kernels here)."""
+    from gpusim.cost.roofline import unit_for
+    from gpusim.lower.conv import conv_info
+    a, spec, v = x.a, x.spec, x.kernel.variant
+    eff, fixed, k_us = (getattr(spec, f"conv_{v}_{f}") for f in ("efficiency", "us", "k_us"))
+    unit = unit_for(a["kind"], a["dtype"], spec, x.opts)
+    cin = conv_info(x.graph, x.kernel.ops[0])["Cin"]
+    comp = max(a["flops"] / (spec.peak_flops(unit) * eff) * 1e6, cin * (k_us or 0.0))
+    return x.retimed(x.est.mem_us, (fixed or spec.kernel_fixed_us) - spec.kernel_fixed_us + comp, spec.kernel_min_us)
+
+
 def _bn_channels(a: dict) -> int:
     shape = main_shape(a.get("shape"))
     return shape[1] if len(shape) >= 2 else 1

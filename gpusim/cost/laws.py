@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, bn_nhwc_us, _filter_taps, _groups, bn_eval_law,
-                                 bn_input_contiguous, bn_train_figures, bn_train_us, depthwise_aten_us,
-                                 depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
+from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, _filter_taps, _groups, bn_eval_law,
+                                 bn_input_contiguous, bn_nhwc_us, bn_train_figures, bn_train_us, conv_align_law,
+                                 depthwise_aten_us, depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
 from gpusim.cost.vit_kernels import attention_fp32_us, patchify_us
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
@@ -308,34 +308,19 @@ def kloop_us(x: LawInput) -> float:
     return (spec.gemm_kloop_us or 0.0) + g["k"] * spec.gemm_kloop_ns * 1e-3
 
 
-def conv_align(x: LawInput) -> KernelEstimate:
-    """A 16-bit 1x1 convolution over NCHW on a misaligned map, which cuBLAS runs with its align2 /
-    align1 CUTLASS kernels as one GEMM per image (Cout x H*W, K = Cin): ``conv_{v}_us`` + the longer
-    of its FLOPs at ``conv_{v}_efficiency`` of the tensor peak and its K loop, ``conv_{v}_k_us`` per
-    input channel (a grid of few tiles runs each tile's whole K loop in turn); floor
-    ``kernel_min_us`` (validation/fit/fit_conv_align.py on the cnn_dispatch sweeps' points)."""
-    a, spec, v = x.a, x.spec, x.kernel.variant
-    eff, fixed, k_us = (getattr(spec, f"conv_{v}_{f}") for f in ("efficiency", "us", "k_us"))
-    unit = unit_for(a["kind"], a["dtype"], spec, x.opts)
-    cin = conv_info(x.graph, x.kernel.ops[0])["Cin"]
-    comp = max(a["flops"] / (spec.peak_flops(unit) * eff) * 1e6, cin * (k_us or 0.0))
-    return x.retimed(x.est.mem_us, (fixed or spec.kernel_fixed_us) - spec.kernel_fixed_us + comp, spec.kernel_min_us)
-
-
 @law("gemm", "align1", "align2", "gemv", "gemm_lt")
 def gemm(x: LawInput) -> KernelEstimate:
-    """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``, or for 16-bit GEMMs where
-    the GPU has the skinny sweep's figures and the product has at most STREAM_ROWS rows,
-    ``gemm_stream_us`` + bytes at ``gemm_stream_efficiency`` (weights streamed back to back, as a
-    decode step reads them), at least ``gemm_stream_k_us`` + K x ``gemm_stream_k_ns`` when cuBLAS
-    does not split K (each output tile streams its K columns in turn); misaligned 16-bit GEMMs
-    (align1/align2) at ``matmul_align{1,2}_efficiency`` of the unit's peak; fp32 gemv streams the
-    weight at ``gemv_fp32_efficiency`` (no output tiles to quantise); fp32 cuBLASLt without split-K;
-    floors ``gemm_eager_min_us`` (fitted on 16-bit GEMMs, shared by fp32 gemv) and ``conv_min_us``
-    for a 1x1 conv run as a GEMM (densenet121's smallest align2 kernels, 7.5 us)."""
+    """cuBLAS GEMM classes: operand streams at ``gemm_mem_efficiency``, or for 16-bit GEMMs where the GPU has the
+    skinny sweep's figures and the product has at most STREAM_ROWS rows, ``gemm_stream_us`` + bytes at
+    ``gemm_stream_efficiency`` (weights streamed back to back, as a decode step reads them), at least
+    ``gemm_stream_k_us`` + K x ``gemm_stream_k_ns`` when cuBLAS does not split K (each output tile streams its K
+    columns in turn); misaligned 16-bit GEMMs (align1/align2) at ``matmul_align{1,2}_efficiency`` of the unit's peak
+    (a 1x1 conv's where the GPU has its figures: :func:`gpusim.cost.classes.conv_align_law`); fp32 gemv streams the
+    weight at ``gemv_fp32_efficiency`` (no output tiles to quantise); fp32 cuBLASLt without split-K; floors
+    ``gemm_eager_min_us`` (16-bit GEMMs, fp32 gemv) and ``conv_min_us`` for a 1x1 conv run as a GEMM (densenet121: 7.5 us)."""
     a, spec, v = x.a, x.spec, x.kernel.variant
     if a["kind"] == "conv" and v in ("align1", "align2") and getattr(spec, f"conv_{v}_efficiency"):
-        return conv_align(x)
+        return conv_align_law(x)
     mem = x.est.mem_us * spec.mem_efficiency / (spec.gemm_mem_efficiency or spec.mem_efficiency)
     stream = weight_stream_us(x) if v in ("gemm", "gemm_lt") else None
     if stream is not None:
@@ -499,8 +484,7 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
         mem = bn_train_us(kernel.bytes, _bn_channels(a), bn[0], bn[1] or 0.0, spec)
     us = max(spec.kernel_min_us, spec.kernel_fixed_us + mem) if kernel.bytes else spec.kernel_min_us
     if kernel.variant == "mta_launch" and spec.mta_launch_us:
-        # a multi-tensor-apply op's further launch (training records: validation/fit/fit_train.py)
-        us = spec.mta_launch_us
+        us = spec.mta_launch_us     # a multi-tensor-apply op's further launch (training records: fit_train)
     if kernel.variant == "weight_transform" and spec.weight_transform_us:
         us = max(us, spec.weight_transform_us)
     c = conv_info(graph, kernel.ops[0]) if kernel.variant in TRANSFORMS else None
