@@ -126,19 +126,31 @@ def table(d: dict, total_meas: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.reports.cnn_kernels")
+def record_args(prog: str, set_default: str = "holdout") -> argparse.ArgumentParser:
+    """The arguments the CNN record reports share (this one, ``cnn_transforms``, ``cnn_predecessor``):
+    ``--results``, ``--gpu``, ``--set``, ``--family``, ``--case``."""
+    ap = argparse.ArgumentParser(prog=f"python3 -m validation.reports.{prog}")
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--set", default="holdout", choices=("holdout", "zoo"))
-    ap.add_argument("--run", default="eager")
+    ap.add_argument("--set", default=set_default, choices=("holdout", "zoo"))
     ap.add_argument("--family", default="cnn")
     ap.add_argument("--case", default="", help="only cases whose id contains this")
+    return ap
+
+
+def selected_records(a, run: str = "eager") -> tuple:
+    """``(the GPU's calibrated spec, the set's records of the family and run whose id contains
+    --case)`` for the parsed :func:`record_args`."""
+    return load_spec(calibrated_name(a.gpu)), [r for r in load_zoo_records(a.results, a.gpu, a.set)
+                                               if r["family"] == a.family and r["run"] == run and a.case in r["case_id"]]
+
+
+def main(argv=None) -> int:
+    ap = record_args("cnn_kernels")
+    ap.add_argument("--run", default="eager")
     ap.add_argument("--json", help="write the attribution here")
     a = ap.parse_args(argv)
-    spec = load_spec(calibrated_name(a.gpu))
-    recs = [r for r in load_zoo_records(a.results, a.gpu, a.set)
-            if r["family"] == a.family and r["run"] == a.run and a.case in r["case_id"]]
+    spec, recs = selected_records(a, a.run)
     rep = attribute(recs, spec)
     total = sum(c["meas_us"] for c in rep["cases"])
     for c in rep["cases"]:

@@ -14,15 +14,13 @@ measured excess per kernel. Records are only read here: a diagnosis, nothing is 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import sys
 
 from gpusim.cost.kernel import estimate_kernel
-from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.predict.pipeline import lower
-from validation.records.store import load_zoo_records, record_graph
-from validation.reports.cnn_kernels import RESULTS, fine_class, matched_indices
+from validation.records.store import record_graph
+from validation.reports.cnn_kernels import fine_class, matched_indices, record_args, selected_records
 
 MEMORY_CLASSES = ("elementwise", "bn_cudnn", "bn_aten", "layout", "pool", "reduce", "cat", "layer_norm")
 LIBRARY_CLASSES = ("conv_1x1_rtc", "dw_aten", "dw_cudnn", "fprop_sm90", "fprop_sm80_tc", "fprop_ffma", "fprop_other",
@@ -70,14 +68,8 @@ def table(rs: list[dict], total_us: float) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.reports.cnn_predecessor")
-    ap.add_argument("--results", default=RESULTS)
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--set", default="holdout", choices=("holdout", "zoo"))
-    ap.add_argument("--family", default="cnn")
-    a = ap.parse_args(argv)
-    spec = load_spec(calibrated_name(a.gpu))
-    recs = [r for r in load_zoo_records(a.results, a.gpu, a.set) if r["family"] == a.family and r["run"] == "eager"]
+    a = record_args("cnn_predecessor").parse_args(argv)
+    spec, recs = selected_records(a)
     rs = rows(recs, spec)
     total = sum(r["kernel_sum_us"] for r in recs)
     print(f"{a.gpu} {a.set} {a.family} eager: {len(recs)} records, {total:.0f} us measured, spec {spec.name}\n")

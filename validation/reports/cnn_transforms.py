@@ -17,19 +17,16 @@ are where a dispatch rule may be read from; held-out records only test it.
 
 from __future__ import annotations
 
-import argparse
 import collections
-import os
 import sys
 
 from gpusim.cost.kernel import estimate_kernel
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.lower.conv import conv_info, conv_stride
 from gpusim.predict.pipeline import lower
-from validation.records.store import load_zoo_records, record_graph
-from validation.reports.cnn_kernels import matched_indices
+from validation.records.store import record_graph
+from validation.reports.cnn_kernels import matched_indices, record_args, selected_records
 
-RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 LAYOUT = ("nchwToNhwc", "nhwcToNchw", "tensorTransform")
 BEFORE = ("to_nhwc", "weight_to_nhwc", "weight_transform")
 
@@ -125,12 +122,7 @@ def sweep_agreement(path: str, spec) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m validation.reports.cnn_transforms")
-    ap.add_argument("--results", default=RESULTS)
-    ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--set", default="zoo", choices=("holdout", "zoo"))
-    ap.add_argument("--family", default="cnn")
-    ap.add_argument("--case", default="")
+    ap = record_args("cnn_transforms", "zoo")
     ap.add_argument("--by", default="dtype,k,s,N,cin")
     ap.add_argument("--rows", type=int, default=40)
     ap.add_argument("--all", action="store_true", help="also groups whose counts agree")
@@ -141,8 +133,7 @@ def main(argv=None) -> int:
         for key, (n, ok) in sorted(sweep_agreement(a.sweep, spec).items()):
             print(f"{key}: {ok} of {n} points' transform counts matched")
         return 0
-    recs = [r for r in load_zoo_records(a.results, a.gpu, a.set)
-            if r["family"] == a.family and r["run"] == "eager" and a.case in r["case_id"]]
+    _, recs = selected_records(a)
     rows = [row for r in recs for row in conv_rows(r, spec)]
     by = a.by.split(",")
     print(f"{a.gpu} {a.set} {a.family}: {len(recs)} records, {len(rows)} matched NCHW convs")
