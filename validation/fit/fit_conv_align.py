@@ -14,7 +14,6 @@ size left out. No model record is read.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -23,7 +22,7 @@ import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import RESULTS, emit_figures, spec_fit_parser
+from validation.fit.fit_triton import RESULTS, emit_figures, read_sweep, spec_fit_parser
 
 SWEEPS = ("cnn_dispatch.jsonl", "cnn_dispatch_mis.jsonl")
 CLASSES = ("align2", "align1")
@@ -39,17 +38,14 @@ def points(gpu: str) -> tuple[list[dict], list[str]]:
         if not os.path.exists(path):
             continue
         used.append(path)
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                if (r.get("kind") != "cnn_dispatch" or r.get("failed") or r.get("k") != 1 or r.get("stride") != 1
-                        or r.get("dtype") == "float32" or r["HW"] ** 2 <= 64 or len(r.get("kernels") or ()) != 1
-                        or r["N"] == 1):
-                    continue
-                cls = next((c for c in CLASSES if c in r["kernels"][0]["name"]), None)
-                if cls:
-                    pts.append({"cls": cls, "flops": 2.0 * r["N"] * r["HW"] ** 2 * r["Cin"] * r["Cout"],
-                                "cin": r["Cin"], "hw": r["HW"], "us": r["kernels"][0]["us"], "p": r})
+        for r in read_sweep(path, "cnn_dispatch")[1]:
+            if (r.get("k") != 1 or r.get("stride") != 1 or r.get("dtype") == "float32" or r["HW"] ** 2 <= 64
+                    or len(r["kernels"]) != 1 or r["N"] == 1):
+                continue
+            cls = next((c for c in CLASSES if c in r["kernels"][0]["name"]), None)
+            if cls:
+                pts.append({"cls": cls, "flops": 2.0 * r["N"] * r["HW"] ** 2 * r["Cin"] * r["Cout"],
+                            "cin": r["Cin"], "hw": r["HW"], "us": r["kernels"][0]["us"], "p": r})
     return pts, used
 
 
