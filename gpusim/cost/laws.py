@@ -454,9 +454,9 @@ def aux_law(graph: OpGraph, kernel, spec) -> KernelEstimate:
     a = graph.g.nodes[kernel.ops[0]]
     eff = spec.mem_efficiency if kernel.impl == "generated" else (spec.layout_transform_efficiency
                                                                    or spec.mem_efficiency)
-    if kernel.variant == "strided_copy":
-        # ATen's copy of a strided tensor to a contiguous one: a permuting copy, the
-        # class of cuDNN's layout transforms (a transposed read per element)
+    if kernel.variant == "sector_copy":   # bytes count a 32-byte sector per strided read (gpusim.lower.pad_mm)
+        eff = 1.0
+    if kernel.variant == "strided_copy":  # ATen's permuting copy of a strided tensor (a transposed read per element)
         eff = spec.layout_transform_efficiency or spec.aten_strided_efficiency * spec.mem_efficiency
         perm = (spec.aten_permuted_efficiency_16bit if a["dtype"] in HALF_DTYPES
                 else spec.aten_permuted_efficiency)

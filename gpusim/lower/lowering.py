@@ -39,7 +39,7 @@ from gpusim.lower.legality import check_partition, fusion_class
 from gpusim.lower.partition import Partition
 from gpusim.lower.modes import check_mode
 from gpusim.lower.layout import inductor_layout_opt
-from gpusim.lower.pad_mm import pad_mm_operands
+from gpusim.lower.pad_mm import benchmark_pad_bytes, pad_mm_operands
 from gpusim.lower.sdpa_bias import bias_kernels
 
 #: kernel class of a GEMM Inductor leaves to cuBLAS (``extern_kernels.mm/addmm/bmm``)
@@ -185,8 +185,9 @@ def _view_region(graph: OpGraph, v: str, p: str) -> tuple:
 
 
 def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
-    """``pad_mm``'s copy kernels for matmul ``n``, when padding pays: Inductor keeps the
-    padded GEMM only if it runs 1.1x faster than the unpadded one, copies included.
+    """``pad_mm``'s copy kernels for matmul ``n``, when padding pays: Inductor keeps the padded GEMM
+    only if its benchmark finds it 1.1x faster than the unpadded one, the eager padding of the operands
+    it cannot plan away included (:func:`gpusim.lower.pad_mm.benchmark_pad_bytes`).
 
     Inductor benchmarks the two on the GPU; the lowering asks the cost model instead, through
     ``price(graph, kernel, spec) -> µs`` (:func:`gpusim.cost.kernel.kernel_us`), passed in so
@@ -199,7 +200,8 @@ def padding(graph: OpGraph, n: str, spec, price=None) -> list[Kernel]:
                          "(gpusim.cost.kernel.kernel_us) with spec=")
     v = gemm_variant(graph, n)
     unpadded = price(graph, Kernel((n,), "library", variant=v if v in ("align1", "align2") else EXTERN_MM), spec)
-    padded = price(graph, Kernel((n,), "library", variant=EXTERN_MM), spec) + sum(price(graph, k, spec) for k in pads)
+    timed = [Kernel((n,), "aten", role="aux", bytes=b, variant="sector_copy") for b in benchmark_pad_bytes(graph, n)]
+    padded = price(graph, Kernel((n,), "library", variant=EXTERN_MM), spec) + sum(price(graph, k, spec) for k in timed)
     return pads if unpadded > 1.1 * padded else []
 
 
