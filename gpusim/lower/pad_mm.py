@@ -8,11 +8,14 @@ cost model the same question).
 Measured (``validation/results/h200/pad_mm_gate.jsonl``: H200, torch 2.11, 23 compiled ``nn.Linear``
 heads over odd vocabularies; docs/inductor.md):
 
-* **The compute-bound gate passes every product.** ``is_mm_compute_bound`` compares the intensity with half
-  a machine balance from ``get_device_tflops``, which for a GPU torch's device table lacks returns Triton's
-  estimate: 0.535 (bf16, fp16) and 0.033 (fp32) on the H200, 1000x under the peak, so every misaligned
-  product is benchmarked (23 of 23 points ran two benchmarks). The H100 records agree: OPUS-MT's head
-  stays unpadded and BART's and GPT-2's are padded, as the benchmark below decides.
+* **Torch's compute-bound gate passes every product.** ``is_mm_compute_bound`` compares the intensity with
+  half a machine balance from ``get_device_tflops``, which for a GPU torch's device table lacks returns
+  Triton's estimate: 0.535 (bf16, fp16) and 0.033 (fp32) on the H200, 1000x under the peak, so every
+  misaligned product is benchmarked (23 of 23 points ran two benchmarks). gpusim keeps a gate of its own
+  (:func:`mm_compute_bound`): below the dense machine balance a product is memory-bound, padded or not, and
+  the benchmark finds no 1.1x; there gpusim's class prices (the align classes' compute rate against a
+  padded GEMM at the bandwidth) would pad what Inductor leaves alone (Swin's 49-token window bmm runs
+  cuBLAS's align1 kernel in the compiled records, 46 us; priced 33 unpadded against 17 padded).
 * **The benchmark times the padding in eager.** It compares the unpadded call with ATen's
   ``constant_pad_nd`` of each operand it cannot plan away (a graph input: a parameter weight; an operand
   written by a GEMM, convolution or attention call) plus the padded call. ``constant_pad_nd`` fills the
@@ -27,6 +30,15 @@ from __future__ import annotations
 import math
 
 from gpusim.graph.opgraph import HALF_DTYPES, OpGraph
+
+#: gpusim's gate (:func:`mm_compute_bound`): intensity above the dense machine balance (peak / bandwidth)
+#: x ``PAD_MM_BALANCE`` (fp32: ``PAD_MM_BALANCE_FP32``). The records bound it: on the H100 OPUS-MT's LM head
+#: (384 x 512 x 58101, intensity 219) stays unpadded and BART's (1024 x 768 x 50265, 435) and GPT-2's
+#: (4096 x 768 x 50257, 639) are padded; Swin's window bmm (intensity 14) stays unpadded on both GPUs; the
+#: H200 sweep's heads below intensity 206 (its dense balance) all stay unpadded. fp32 keeps half the
+#: balance (no fp32 record or sweep point pads: its SIMT GEMM is as slow padded)
+PAD_MM_BALANCE = 1.0
+PAD_MM_BALANCE_FP32 = 0.5
 
 #: the DRAM access granularity: a warp's strided reads cost a 32-byte sector per element (CUDA C++
 #: Best Practices Guide, "Coalesced Access to Global Memory"); with it, the H200's transposing pad copies
@@ -53,15 +65,27 @@ def _bad(d: int, align: int) -> bool:
     return d % align != 0 and d != 1
 
 
+def mm_compute_bound(m: int, k: int, n: int, dtype: str, spec) -> bool:
+    """Whether gpusim lets ``pad_mm``'s benchmark decide an ``m x k @ k x n`` product on ``spec``:
+    intensity ``mnk / (mk + kn + mn)`` above :data:`PAD_MM_BALANCE` (fp32: :data:`PAD_MM_BALANCE_FP32`)
+    x the dense machine balance."""
+    unit = "bf16_tc" if dtype == "bfloat16" else "fp16_tc" if dtype == "float16" else "fp32"
+    balance = spec.peak_flops(unit) / (spec.bandwidth_gbs * 1e9)
+    factor = PAD_MM_BALANCE if dtype in HALF_DTYPES else PAD_MM_BALANCE_FP32
+    return m * n * k / (m * k + n * k + m * n) > factor * balance
+
+
 def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
     """Bytes each copy the compiled program runs to pad matmul ``n`` moves (one generated kernel per
-    operand with a dimension not a multiple of 8 (16-bit) or 4 (fp32) elements); [] when none needs it or
-    there is no ``spec`` to price the choice with (:func:`gpusim.lower.lowering.padding` keeps them only
+    operand with a dimension not a multiple of 8 (16-bit) or 4 (fp32) elements); [] when none needs it, the
+    product is under gpusim's gate (:func:`mm_compute_bound`) or there is no ``spec`` to price the choice with (:func:`gpusim.lower.lowering.padding` keeps them only
     when the benchmark would)."""
     d = _dims(graph, n) if spec is not None else None
     if d is None:
         return []
     align, size, m, k, nn, b = d
+    if not mm_compute_bound(m, k, nn, graph.g.nodes[n]["dtype"], spec):
+        return []
     out = []
     if _bad(m, align) or _bad(k, align):
         out.append(2.0 * b * m * k * size)           # read and write the activation
