@@ -64,6 +64,41 @@ def conv_align_law(x):
     return x.retimed(x.est.mem_us, (fixed or spec.kernel_fixed_us) - spec.kernel_fixed_us + comp, spec.kernel_min_us)
 
 
+#: output channels a channels-last stem kernel computes at once: cuDNN's NHWC kernels take as long for 16,
+#: 24 or 32 channels, and for 40 as for 64 (cnn_stems sweep; the law's error 10.1% -> 6.7% fp16, 16.0% -> 10.5% bf16)
+STEM_COUT_TILE = 32
+STEM_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def stem_nhwc_law(x, conv_law):
+    """A channels-last stem's estimate (:func:`stem_nhwc_us`; floor ``kernel_min_us``: the law has its own fixed
+    cost); without the figures, ``conv_law`` (the class it had).
+    ``x``: the law input of :mod:`gpusim.cost.laws`."""
+    spec, n = x.spec, x.kernel.ops[0]
+    t = stem_nhwc_us(x.graph, n, spec)
+    if t is None:
+        return conv_law(x)
+    return x.retimed(x.est.mem_us, t - spec.kernel_fixed_us, spec.kernel_min_us)
+
+
+def stem_nhwc_us(graph: OpGraph, n: str, spec) -> float | None:
+    """A channels-last stem convolution (``conv_stem_nhwc``: 3x3 or 4x4 over fewer than 8 input channels):
+    ``conv_stem_nhwc_{dtype}_us`` + its FLOPs, output channels rounded up to :data:`STEM_COUT_TILE`, at
+    ``conv_stem_nhwc_{dtype}_tflops`` (validation/fit/fit_stems.py on the cnn_stems sweep); None
+    without the figures (the caller keeps its law)."""
+    from gpusim.lower.conv import conv_info
+    c = conv_info(graph, n)
+    dt = STEM_DTYPES.get(c["dtype"]) if c else None
+    if dt is None:
+        return None
+    fixed, tflops = (getattr(spec, f"conv_stem_nhwc_{dt}_{f}") for f in ("us", "tflops"))
+    if not tflops:
+        return None
+    cout = c["Cout"]
+    flops = graph.g.nodes[n]["flops"] * math.ceil(cout / STEM_COUT_TILE) * STEM_COUT_TILE / cout
+    return (fixed or 0.0) + flops / (tflops * 1e12) * 1e6
+
+
 def _bn_channels(a: dict) -> int:
     shape = main_shape(a.get("shape"))
     return shape[1] if len(shape) >= 2 else 1

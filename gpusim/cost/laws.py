@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, _filter_taps, _groups, bn_eval_law,
-                                 bn_input_contiguous, bn_nhwc_us, bn_train_figures, bn_train_us, conv_align_law,
-                                 depthwise_aten_us, depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us)
+                                 bn_input_contiguous, bn_nhwc_us, bn_train_figures, bn_train_us, conv_align_law, depthwise_aten_us,
+                                 depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us, stem_nhwc_law)
 from gpusim.cost.vit_kernels import attention_fp32_us, patchify_us
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
@@ -233,11 +233,10 @@ def conv(x: LawInput) -> KernelEstimate:
 
 @law("conv_gemm")
 def conv_gemm(x: LawInput) -> KernelEstimate:
-    """A 1x1 convolution cuDNN hands to cuBLAS over NCHW (``nvjet``, ``cutlass::Kernel2``,
-    ``xmma_gemm``; no layout transforms): ``conv_gemm_us`` + its bytes at ``conv_gemm_efficiency``
-    of the bandwidth, or its tensor-core time if longer, floor ``kernel_min_us``
-    (validation/fit/fit_conv_gemm.py on the cnn sweeps' cuBLAS-run 1x1 points). Without the
-    figures, the conv law it was priced by before."""
+    """A 1x1 convolution cuDNN hands to cuBLAS over NCHW (``nvjet``, ``cutlass::Kernel2``, ``xmma_gemm``; no layout
+    transforms): ``conv_gemm_us`` + its bytes at ``conv_gemm_efficiency`` of the bandwidth, or its tensor-core time if
+    longer, floor ``kernel_min_us`` (validation/fit/fit_conv_gemm.py on the cnn sweeps' cuBLAS-run 1x1 points). Without
+    the figures, the conv law it was priced by before."""
     spec = x.spec
     if not spec.conv_gemm_efficiency:
         return conv(x)
@@ -246,11 +245,13 @@ def conv_gemm(x: LawInput) -> KernelEstimate:
     return x.retimed(mem, x.est.compute_us, spec.kernel_min_us)
 
 
-@law("conv_stem")
+@law("conv_stem", "conv_stem_nhwc")
 def conv_stem(x: LawInput) -> KernelEstimate:
-    """A stem convolution (3 input channels): a ViT patch embedding by :func:`gpusim.cost.vit_kernels.patchify_us`,
-    else ``conv_stem_us`` + FLOPs at ``conv_stem_tflops``, floor ``conv_min_us``; without those, neutral."""
+    """A stem convolution (3 input channels): channels-last by :func:`gpusim.cost.classes.stem_nhwc_law`; a ViT patch embedding
+    by :func:`gpusim.cost.vit_kernels.patchify_us`; else ``conv_stem_us`` + FLOPs at ``conv_stem_tflops`` (floor ``conv_min_us``)."""
     spec = x.spec
+    if x.kernel.variant == "conv_stem_nhwc" and (est := stem_nhwc_law(x, conv)) is not None:
+        return est
     if (patch := patchify_us(conv_info(x.graph, x.kernel.ops[0]), spec)) is not None:
         return x.retimed(x.est.mem_us, patch - spec.kernel_fixed_us, spec.kernel_min_us)
     if not spec.conv_stem_tflops:
@@ -331,8 +332,7 @@ def gemm(x: LawInput) -> KernelEstimate:
     if v in ("align1", "align2") and eff:
         comp = a["flops"] / (spec.peak_flops(unit) * eff) * 1e6
     elif v == "gemv" and unit == "fp32":
-        mem = x.est.mem_us * spec.mem_efficiency / (spec.gemv_fp32_efficiency or spec.gemm_mem_efficiency
-                                                    or spec.mem_efficiency)
+        mem = x.est.mem_us * spec.mem_efficiency / (spec.gemv_fp32_efficiency or spec.gemm_mem_efficiency or spec.mem_efficiency)
         comp = a["flops"] / (spec.peak_flops(unit) * matmul_efficiency(spec, unit)) * 1e6
     elif v == "gemm_lt" and unit == "fp32":
         comp = comp * quantisation_efficiency(a["gemm"], spec) / quantisation_efficiency(a["gemm"], spec, split_k=False)
