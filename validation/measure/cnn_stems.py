@@ -1,7 +1,7 @@
 """Stem convolutions (3 input channels: a CNN's first layer, a patch embedding) in NCHW and channels-last,
 fp32 / fp16 / bf16, batch 1-32: which cuDNN kernels run and how long they take (issue 35).
 
-``python3 -m validation.measure.cnn_stems --out FILE.jsonl [--budget-s 150] [--reps 5] [--device cpu]``
+``python3 -m validation.measure.cnn_stems --out FILE.jsonl [--set grid|maps] [--budget-s 150] [--reps 5] [--device cpu]``
 
 Why: torch.compile runs every convolution channels-last (Inductor's layout optimisation), and so does a
 model moved to ``channels_last``. Their stems then run cuDNN's NHWC kernels, which the zoo records show
@@ -12,8 +12,9 @@ ConvNeXt-V2's 4x4 stride-4 bf16 stem takes 123 us (``conv2d_grouped_direct_kerne
 16x16 stems. This one lays the stems out: filter / stride (3/2, 4/4, 7/2, 14/14, 16/16), output
 channels 16-96 (768 for the patch embeddings), maps of 160 and 224 px, batch 1, 8 and 32; and 18
 points of the same stems as a torch.compile'd ``nn.Conv2d`` (NCHW in, as a model's first layer), to
-check that Inductor's call runs the channels-last kernels. Nothing here is a zoo, held-out or
-published model.
+check that Inductor's call runs the channels-last kernels. ``--set maps``: channels-last 3x3/2, 4x4/4 and 7x7/2
+stems on maps of 96-320 px at batch 1-32, where cuDNN switches kernels with the map (the grid's bf16 4x4/4 stems
+run a direct kernel at 160 px and an implicit GEMM at 224). Nothing here is a zoo, held-out or published model.
 
 Method: each point (``conv2d(x[N, 3, HW, HW], w[Cout, 3, k, k], stride, padding)``, no bias; the input
 and weight NCHW-contiguous or ``channels_last``) is warmed up, then profiled: ``reps`` calls in one
@@ -33,6 +34,10 @@ from validation.measure.bench_common import sweep_main
 STEMS = ((3, 2, 1, (16, 24, 32, 64)), (4, 4, 0, (40, 64, 80, 96)), (7, 2, 3, (32, 64, 96)),
          (14, 14, 0, (384, 768)), (16, 16, 0, (192, 768)))
 HW = (160, 224)
+#: ``--set maps``: the channels-last stems over maps of 96-320 px
+MAP_STEMS = ((3, 2, 1, (32, 64, 96)), (4, 4, 0, (40, 80, 128)), (7, 2, 3, (32, 64, 96)))
+MAP_HW = (96, 128, 160, 192, 224, 256, 288, 320)
+MAP_N = (1, 8, 16, 32)
 N = (1, 8, 32)
 DTYPES = ("float32", "float16", "bfloat16")
 LAYOUTS = ("channels_last", "nchw")
@@ -43,8 +48,18 @@ def _stem(n, co, hw, k, s, pad, dt, layout):
             "groups": 1, "dtype": dt, "layout": layout}
 
 
+def map_points() -> list[dict]:
+    """``--set maps``: channels-last eager stems over map sizes, in a strided order."""
+    pts = [dict(_stem(n, co, hw, k, s, pad, dt, "channels_last"), set="maps") for (k, s, pad, cos) in MAP_STEMS
+           for co in cos for hw in MAP_HW for n in MAP_N for dt in DTYPES]
+    step = 13
+    return [pts[i] for r in range(step) for i in range(r, len(pts), step)]
+
+
 def points(small: bool = False) -> list[dict]:
     """Every point, in a strided order (a cut sweep still spans the grid)."""
+    if not small and SET[0] == "maps":
+        return map_points()
     if small:
         return [_stem(1, 8, 16, 3, 2, 1, "float32", "channels_last"), _stem(2, 8, 16, 4, 4, 0, "float32", "nchw"),
                 dict(_stem(2, 8, 16, 4, 4, 0, "float32", "nchw"), mode="compiled")]
@@ -91,8 +106,20 @@ def describe(p: dict) -> str:
             f"{p['layout']} {p.get('mode', 'eager')}")
 
 
+#: the point set ``points`` builds (``--set``, read by :func:`main` before the sweep starts)
+SET = ["grid"]
+
+
 def main(argv=None) -> int:
-    return sweep_main(argv, __doc__, "cnn_stems", points, run, describe, 150.0)
+    import sys
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--set" in args:
+        i = args.index("--set")
+        SET[0] = args[i + 1]
+        if SET[0] not in ("grid", "maps"):
+            raise SystemExit("cnn_stems: --set is grid or maps")
+        del args[i:i + 2]
+    return sweep_main(args, __doc__, "cnn_stems", points, run, describe, 150.0)
 
 
 if __name__ == "__main__":
