@@ -68,6 +68,16 @@ def conv_align_law(x):
 #: 24 or 32 channels, and for 40 as for 64 (cnn_stems sweep; the law's error 10.1% -> 6.7% fp16, 16.0% -> 10.5% bf16)
 STEM_COUT_TILE = 32
 STEM_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+#: the largest map on which a bf16 4x4/4 stem whose output channels are not a multiple of 64 runs cuDNN's
+#: grouped direct kernel (~1.7 TFLOP/s: ConvNeXt-V2's 123 us at batch 16): 96-160 px in the cnn_stems sweeps,
+#: an implicit GEMM from 192 px (the class's ``direct`` figures)
+STEM_DIRECT_MAX_PX = 160
+
+
+def stem_direct(c: dict) -> bool:
+    """Whether a channels-last stem (:func:`gpusim.lower.conv.conv_info` facts) runs cuDNN's grouped direct kernel."""
+    return (c["dtype"] == "bfloat16" and c["kh"] == 4 and c["Ho"] * 4 == c["H"] and c["H"] <= STEM_DIRECT_MAX_PX
+            and c["Cout"] % 64 != 0)
 
 
 def stem_nhwc_law(x, conv_law):
@@ -84,18 +94,21 @@ def stem_nhwc_law(x, conv_law):
 def stem_nhwc_us(graph: OpGraph, n: str, spec) -> float | None:
     """A channels-last stem convolution (``conv_stem_nhwc``: 3x3 or 4x4 over fewer than 8 input channels):
     ``conv_stem_nhwc_{dtype}_us`` + its FLOPs, output channels rounded up to :data:`STEM_COUT_TILE`, at
-    ``conv_stem_nhwc_{dtype}_tflops`` (validation/fit/fit_stems.py on the cnn_stems sweep); None
-    without the figures (the caller keeps its law)."""
+    ``conv_stem_nhwc_{dtype}_tflops`` (validation/fit/fit_stems.py on the cnn_stems sweeps); cuDNN's direct kernel
+    (:func:`stem_direct`) by ``conv_stem_nhwc_direct_*`` on its true FLOPs; None without the figures (the caller
+    keeps its law)."""
     from gpusim.lower.conv import conv_info
     c = conv_info(graph, n)
     dt = STEM_DTYPES.get(c["dtype"]) if c else None
     if dt is None:
         return None
-    fixed, tflops = (getattr(spec, f"conv_stem_nhwc_{dt}_{f}") for f in ("us", "tflops"))
+    direct = stem_direct(c) and spec.conv_stem_nhwc_direct_tflops
+    fixed, tflops = (getattr(spec, f"conv_stem_nhwc_{'direct' if direct else dt}_{f}") for f in ("us", "tflops"))
     if not tflops:
         return None
     cout = c["Cout"]
-    flops = graph.g.nodes[n]["flops"] * math.ceil(cout / STEM_COUT_TILE) * STEM_COUT_TILE / cout
+    tile = 1 if direct else STEM_COUT_TILE
+    flops = graph.g.nodes[n]["flops"] * math.ceil(cout / tile) * tile / cout
     return (fixed or 0.0) + flops / (tflops * 1e12) * 1e6
 
 

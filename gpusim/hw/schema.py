@@ -115,8 +115,10 @@ FRACTIONS += ("conv_align2_efficiency", "conv_align1_efficiency")
 #: a stem convolution of a small filter (fewer than 8 input channels, 3x3 or 4x4) on a channels-last input,
 #: as torch.compile and channels_last models run it: cuDNN's NHWC kernels, which differ by dtype, fixed µs +
 #: FLOPs (output channels rounded up to 32) at TFLOPS (validation/fit/fit_stems.py on the GPU's cnn_stems
-#: sweep); without them the conv law
-STEM_NHWC_FIGURES = tuple(f"conv_stem_nhwc_{dt}_{f}" for dt in ("fp32", "fp16", "bf16") for f in ("us", "tflops"))
+#: sweep); ``direct``: cuDNN's grouped direct kernel, which bf16 4x4/4 stems of up to 160 px run
+#: (:data:`gpusim.cost.classes.STEM_DIRECT_MAX_PX`); without them the conv law
+STEM_NHWC_FIGURES = tuple(f"conv_stem_nhwc_{dt}_{f}" for dt in ("fp32", "fp16", "bf16", "direct")
+                          for f in ("us", "tflops"))
 OPTIONAL_MODEL += STEM_NHWC_FIGURES
 #: cuDNN's layout transforms priced by their transpose tiles (validation/fit/fit_layout.py on the
 #: GPU's conv sweeps; gpusim.cost.layout): without them the byte stream at layout_transform_efficiency

@@ -233,13 +233,15 @@ class GPUSpec(TransformerFigures):
     conv_align1_efficiency: float | None = None
     conv_align1_us: float | None = None
     conv_align1_k_us: float | None = None
-    # a channels-last 3x3 / 4x4 stem conv (fit_stems): fixed µs and TFLOPS by dtype
+    # a channels-last 3x3 / 4x4 stem conv (fit_stems): fixed µs and TFLOPS by dtype; direct: bf16 4x4/4 up to 160 px
     conv_stem_nhwc_fp32_us: float | None = None
     conv_stem_nhwc_fp32_tflops: float | None = None
     conv_stem_nhwc_fp16_us: float | None = None
     conv_stem_nhwc_fp16_tflops: float | None = None
     conv_stem_nhwc_bf16_us: float | None = None
     conv_stem_nhwc_bf16_tflops: float | None = None
+    conv_stem_nhwc_direct_us: float | None = None
+    conv_stem_nhwc_direct_tflops: float | None = None
     # cuDNN's NCHW<->NHWC transforms by their tiles (gpusim.cost.layout; fit_layout): fixed µs, tile
     # elements per second (G), DRAM stream past the L2-resident cap (fp32, 16-bit), of bandwidth;
     # None: the byte stream at layout_transform_efficiency

@@ -1,13 +1,16 @@
-"""Fit the law of channels-last 3x3 and 4x4 stem convolutions (``conv_stem_nhwc_{fp32,fp16,bf16}_{us,tflops}``;
+"""Fit the law of channels-last 3x3 and 4x4 stem convolutions (``conv_stem_nhwc_{fp32,fp16,bf16,direct}_{us,tflops}``;
 :func:`gpusim.cost.classes.stem_nhwc_us`).
 
 ``python3 -m validation.fit.fit_stems [--gpu h200] [--write]``
 
-Reads the GPU's stem sweep (``validation/results/<gpu>/cnn_stems.jsonl``: :mod:`validation.measure.cnn_stems`)
-and keeps its eager channels-last points with a 3x3 or 4x4 filter: the stems the lowering gives class
+Reads the GPU's stem sweeps (``validation/results/<gpu>/cnn_stems.jsonl`` and ``cnn_stem_maps.jsonl``:
+:mod:`validation.measure.cnn_stems`, ``--set grid`` and ``--set maps``) and keeps their eager channels-last points
+with a 3x3 or 4x4 filter: the stems the lowering gives class
 ``conv_stem_nhwc`` (7x7 stems keep the stem law: cuDNN picks their kernel by map, batch and dtype, and one law
 fits them badly, 11-23% on the sweep and 2x off the ResNet stem at batch 32; ViT patch embeddings keep theirs).
-The time fitted is the point's kernel sum. Per dtype, ``t = us + FLOPs' / tflops`` (FLOPs' with the output
+The time fitted is the point's kernel sum. The stems that run cuDNN's grouped direct kernel
+(:func:`gpusim.cost.classes.stem_direct`: bf16 4x4/4 up to 160 px) are fitted apart (``direct``, true FLOPs). Per
+dtype, ``t = us + FLOPs' / tflops`` (FLOPs' with the output
 channels rounded up to :data:`gpusim.cost.classes.STEM_COUT_TILE`) is fitted by grid search on the median
 relative error; printed: the figures, gpusim's error on each point's whole call without them (the conv
 class) and with them, and each filter left out. No model record is read.
@@ -22,26 +25,30 @@ import sys
 
 import numpy as np
 
-from gpusim.cost.classes import STEM_COUT_TILE, STEM_DTYPES
+from gpusim.cost.classes import STEM_COUT_TILE, STEM_DTYPES, stem_direct
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.spec_io import figure_line
 from validation.fit.fit_triton import RESULTS, emit_figures, read_sweep, spec_fit_parser
 
 SWEEP = "cnn_stems.jsonl"
+#: the map-size sweep beside it (``cnn_stems --set maps``), read when present
+MAPS = "cnn_stem_maps.jsonl"
 TFLOPS = np.round(np.arange(1.0, 200.01, 0.5), 1)
 FIXED = np.round(np.arange(0.0, 80.01, 0.5), 1)
 
 
-def points(path: str) -> list[dict]:
-    """The sweep's eager channels-last stems of 3x3 and 4x4 filters, with FLOPs' and the fitted time."""
+def points(*paths: str) -> list[dict]:
+    """The sweeps' eager channels-last stems of 3x3 and 4x4 filters, with FLOPs' and the fitted time; ``dtype``
+    ``direct`` for those that run cuDNN's grouped direct kernel."""
     out = []
-    for r in read_sweep(path, "cnn_stems")[1]:
+    for r in (row for path in paths for row in read_sweep(path, "cnn_stems")[1]):
         if r.get("mode", "eager") != "eager" or r["layout"] != "channels_last" or r["k"] >= 7:
             continue
         ho = (r["HW"] + 2 * r["padding"] - r["k"]) // r["stride"] + 1
-        cout = math.ceil(r["Cout"] / STEM_COUT_TILE) * STEM_COUT_TILE
-        out.append({"dtype": STEM_DTYPES[r["dtype"]], "k": r["k"], "flops": 2.0 * r["N"] * ho * ho * cout * r["Cin"]
-                    * r["k"] ** 2, "us": r["kernel_sum_us"], "p": r})
+        direct = stem_direct({"dtype": r["dtype"], "kh": r["k"], "Ho": ho, "H": r["HW"], "Cout": r["Cout"]})
+        cout = r["Cout"] if direct else math.ceil(r["Cout"] / STEM_COUT_TILE) * STEM_COUT_TILE
+        out.append({"dtype": "direct" if direct else STEM_DTYPES[r["dtype"]], "k": r["k"],
+                    "flops": 2.0 * r["N"] * ho * ho * cout * r["Cin"] * r["k"] ** 2, "us": r["kernel_sum_us"], "p": r})
     return out
 
 
@@ -86,10 +93,11 @@ def main(argv=None) -> int:
     if not os.path.exists(path):
         print(f"fit_stems: no {path}: run python3 -m validation.measure.cnn_stems on the GPU", file=sys.stderr)
         return 2
-    pts = points(path)
+    paths = [path] + [p for p in [os.path.join(os.path.dirname(path), MAPS)] if os.path.exists(p)]
+    pts = points(*paths)
     spec = load_spec(calibrated_name(a.gpu))
     lines, summary = [], []
-    for dt in ("fp32", "fp16", "bf16"):
+    for dt in ("fp32", "fp16", "bf16", "direct"):
         sub = [p for p in pts if p["dtype"] == dt]
         if len(sub) < 5:
             continue
@@ -102,11 +110,14 @@ def main(argv=None) -> int:
         print(summary[-1])
         for k in sorted({p["k"] for p in sub}):
             rest, own = [p for p in sub if p["k"] != k], [p for p in sub if p["k"] == k]
+            if len(rest) < 5:
+                continue
             f2 = fit(rest)
             print(f"  leave {k}x{k} out ({len(own)} points): {f2[0]:.1f} us, {f2[1]:.1f} TFLOPS; their error "
                   f"{err(own, f2):.1f}% (signed {err(own, f2, True):+.1f}%)")
         lines += [(keys[0], figs[0], ".1f"), (keys[1], figs[1], ".1f")]
-    ref = (f"{spec.name} sweep {os.path.relpath(path)} (python3 -m validation.measure.cnn_stems, 2026-11-29); fitted by "
+    ref = (f"{spec.name} sweeps {', '.join(os.path.relpath(p) for p in paths)} (python3 -m validation.measure.cnn_stems "
+           f"[--set maps], 2026-11-29); fitted by "
            f"python3 -m validation.fit.fit_stems --gpu {a.gpu} ({'; '.join(summary)})")
     emit_figures(spec.path, [figure_line(k, v, "measured", ref, f) for k, v, f in lines],
                  tuple(k for k, _, _ in lines), a.write)
