@@ -225,8 +225,7 @@ class GPUSpec(TransformerFigures):
     conv_gemm_efficiency: float | None = None
     # eval batch norm's cold-parameter µs inside a model (fit_chain); None: none
     bn_cold_us: float | None = None
-    # a misaligned 16-bit 1x1 conv run by cuBLAS's align2 / align1 kernels (fit_conv_align): fraction of the
-    # tensor peak, fixed µs, µs per input channel; None: the misaligned GEMM law of a linear
+    # a misaligned 16-bit 1x1 conv on cuBLAS's align2 / align1 kernels (fit_conv_align): fraction of peak, µs, µs a channel
     conv_align2_efficiency: float | None = None
     conv_align2_us: float | None = None
     conv_align2_k_us: float | None = None
