@@ -21,6 +21,9 @@ Classes (Inductor's kernel names: ``triton_poi_``, ``triton_per_``, ``triton_red
 * ``layout``: the NCHW -> channels-last copy Inductor puts before a model's first convolution;
 * ``red_few``: looped reductions with few, long rows (a squeeze-excite spatial mean in
   channels-last, row sums of 32768 over 128 .. 1024 rows): the loop's latency, not the bytes;
+* ``grn``: ConvNeXt-V2's global response norm over a channels-last activation (N, H, W, C), after its GELU:
+  an L2 norm over the map per (image, channel), C contiguous (an outer reduction), then a per-(image,
+  channel) broadcast that Inductor fuses with the GELU recomputed; and the norm alone;
 * ``chain``: a producer kernel and its consumer, split by a graph break (``torch._dynamo.graph_break``,
   a no-op when gpusim captures the function): how much of the just-written intermediate the
   consumer reads from L2, over intermediates of 1 .. 64 MiB.
@@ -125,6 +128,17 @@ def shift_scale(x):
     return (x - 1.0) * 3.0
 
 
+def grn(x, gamma, beta):
+    g = F.gelu(x)
+    gx = torch.norm(g, p=2, dim=(1, 2), keepdim=True)
+    nx = gx / (gx.mean(dim=-1, keepdim=True) + 1e-6)
+    return g + torch.addcmul(beta, gamma, g * nx)
+
+
+def norm_spatial(x):
+    return torch.norm(x, p=2, dim=(1, 2))
+
+
 def _chain(first, second):
     def chain(x):
         y = first(x)
@@ -138,7 +152,7 @@ def _chain(first, second):
 FUNCS = {f.__name__: f for f in (scale_shift, sum_inputs, gelu_erf, gelu_tanh, silu, softmax_rows,
                                  sum_rows, sum_cols, sum_all, layer_norm_rows, bn_relu, shift_scale,
                                  bn_eval_relu, erf8, tanh8, sigmoid8, rsqrt6, div6, to_channels_last,
-                                 mean_spatial,
+                                 mean_spatial, grn, norm_spatial,
                                  _chain(scale_shift, shift_scale), _chain(scale_shift, softmax_rows))}
 
 
@@ -189,7 +203,12 @@ def cases() -> list[dict]:
     chain += [_case("chain", "chain_scale_shift_shift_scale", [(1 << p,)], "float32") for p in (21, 23)]
     chain += [_case("chain", "chain_scale_shift_softmax_rows", [((1 << p) // w, w)], "bfloat16")
               for p, w in ((21, 1024), (23, 1024), (23, 8192))]
-    groups = [poi, chain, heavy, bcast, inputs, math, per, red, outer, layout, few]
+    grn_shapes = ((16, 40, 40, 320), (16, 20, 20, 640), (16, 10, 10, 1280), (32, 56, 56, 384))
+    grns = [_case("grn", "grn", [s, s[3:], s[3:]], "bfloat16") for s in grn_shapes]
+    grns += [_case("grn", "norm_spatial", [s], "bfloat16") for s in grn_shapes]
+    grns += [_case("grn", "grn", [grn_shapes[0], grn_shapes[0][3:], grn_shapes[0][3:]], "float32"),
+             _case("grn", "norm_spatial", [grn_shapes[0]], "float32")]
+    groups = [poi, chain, heavy, bcast, inputs, math, per, red, outer, layout, few, grns]
     out = []
     for i in range(max(len(g) for g in groups)):
         out += [g[i] for g in groups if i < len(g)]
