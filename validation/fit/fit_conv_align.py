@@ -21,8 +21,7 @@ import sys
 import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import RESULTS, emit_figures, read_sweep, spec_fit_parser
+from validation.fit.fit_triton import RESULTS, emit_fitted, read_sweep, spec_fit_parser
 
 SWEEPS = ("cnn_dispatch.jsonl", "cnn_dispatch_mis.jsonl")
 CLASSES = ("align2", "align1")
@@ -106,8 +105,7 @@ def main(argv=None) -> int:
     ref = (f"{spec.name} sweeps {', '.join(os.path.relpath(u) for u in used)} (python3 -m validation.measure.cnn_dispatch, "
            f"cnn_dispatch_mis; 2026-11-29); fitted by python3 -m validation.fit.fit_conv_align --gpu {a.gpu} "
            f"({'; '.join(summary)})")
-    emit_figures(spec.path, [figure_line(k, v, "measured", ref, f) for k, v, f in lines],
-                 tuple(k for k, _, _ in lines), a.write)
+    emit_fitted(spec.path, lines, ref, a.write)
     return 0
 
 

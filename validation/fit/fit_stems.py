@@ -26,9 +26,9 @@ import sys
 import numpy as np
 
 from gpusim.cost.classes import STEM_COUT_TILE, STEM_DTYPES, stem_direct
+from gpusim.hw.schema import STEM_NHWC_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from gpusim.hw.spec_io import figure_line
-from validation.fit.fit_triton import RESULTS, emit_figures, read_sweep, spec_fit_parser
+from validation.fit.fit_triton import RESULTS, emit_fitted, read_sweep, spec_fit_parser
 
 SWEEP = "cnn_stems.jsonl"
 #: the map-size sweep beside it (``cnn_stems --set maps``), read when present
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
             continue
         figs = fit(sub)
         keys = [f"conv_stem_nhwc_{dt}_{f}" for f in ("us", "tflops")]
-        old = sweep_error(sub, spec.replace(**dict.fromkeys(keys)))
+        old = sweep_error(sub, spec.replace(**dict.fromkeys(STEM_NHWC_FIGURES)))     # the conv class
         new = sweep_error(sub, spec.replace(**dict(zip(keys, figs))))
         summary.append(f"{dt}: {len(sub)} points, {figs[0]:.1f} us + FLOPs at {figs[1]:.1f} TFLOPS; "
                        f"the calls' median error {old:.1f}% (before) -> {new:.1f}%")
@@ -119,8 +119,7 @@ def main(argv=None) -> int:
     ref = (f"{spec.name} sweeps {', '.join(os.path.relpath(p) for p in paths)} (python3 -m validation.measure.cnn_stems "
            f"[--set maps], 2026-11-29); fitted by "
            f"python3 -m validation.fit.fit_stems --gpu {a.gpu} ({'; '.join(summary)})")
-    emit_figures(spec.path, [figure_line(k, v, "measured", ref, f) for k, v, f in lines],
-                 tuple(k for k, _, _ in lines), a.write)
+    emit_fitted(spec.path, lines, ref, a.write)
     return 0
 
 

@@ -210,6 +210,12 @@ def emit_measured(spec_path: str, names: tuple[str, ...], figs: dict, ref: str, 
     emit_figures(spec_path, lines, names, write)
 
 
+def emit_fitted(spec_path: str, lines: list[tuple], ref: str, write: bool) -> None:
+    """A fit's ``(name, value, fmt)`` figures, each measured with ``ref``, through :func:`emit_figures`."""
+    emit_figures(spec_path, [figure_line(k, v, "measured", ref, f) for k, v, f in lines],
+                 tuple(k for k, _, _ in lines), write)
+
+
 def spec_fit_args(prog: str, measure: str, argv=None) -> tuple[argparse.Namespace, str | None]:
     """A spec fit's parsed arguments (:func:`spec_fit_parser`) and the sweep it reads
     (:func:`sweep_path`: ``validation/results/<gpu>/<measure>.jsonl``, written by
