@@ -24,6 +24,9 @@ Classes (Inductor's kernel names: ``triton_poi_``, ``triton_per_``, ``triton_red
 * ``grn``: ConvNeXt-V2's global response norm over a channels-last activation (N, H, W, C), after its GELU:
   an L2 norm over the map per (image, channel), C contiguous (an outer reduction), then a per-(image,
   channel) broadcast that Inductor fuses with the GELU recomputed; and the norm alone;
+* ``poi_bcast``: pointwise kernels over an activation with k = 1 .. 8 broadcast operands (a per-channel vector
+  over channels-last (N, H, W, C) or NCHW images, a per-(image, channel) scale), and a GELU before one: what
+  each broadcast read and its index arithmetic cost per element;
 * ``chain``: a producer kernel and its consumer, split by a graph break (``torch._dynamo.graph_break``,
   a no-op when gpusim captures the function): how much of the just-written intermediate the
   consumer reads from L2, over intermediates of 1 .. 64 MiB.
@@ -139,6 +142,21 @@ def norm_spatial(x):
     return torch.norm(x, p=2, dim=(1, 2))
 
 
+def affine_k(x, *vs):
+    out = x
+    for v in vs:
+        out = out * v + 1.0
+    return out
+
+
+def affine_nc(x, s):
+    return x * s + 1.0
+
+
+def gelu_affine(x, a, b):
+    return F.gelu(x) * a + b
+
+
 def _chain(first, second):
     def chain(x):
         y = first(x)
@@ -152,7 +170,7 @@ def _chain(first, second):
 FUNCS = {f.__name__: f for f in (scale_shift, sum_inputs, gelu_erf, gelu_tanh, silu, softmax_rows,
                                  sum_rows, sum_cols, sum_all, layer_norm_rows, bn_relu, shift_scale,
                                  bn_eval_relu, erf8, tanh8, sigmoid8, rsqrt6, div6, to_channels_last,
-                                 mean_spatial, grn, norm_spatial,
+                                 mean_spatial, grn, norm_spatial, affine_k, affine_nc, gelu_affine,
                                  _chain(scale_shift, shift_scale), _chain(scale_shift, softmax_rows))}
 
 
@@ -208,7 +226,14 @@ def cases() -> list[dict]:
     grns += [_case("grn", "norm_spatial", [s], "bfloat16") for s in grn_shapes]
     grns += [_case("grn", "grn", [grn_shapes[0], grn_shapes[0][3:], grn_shapes[0][3:]], "float32"),
              _case("grn", "norm_spatial", [grn_shapes[0]], "float32")]
-    groups = [poi, chain, heavy, bcast, inputs, math, per, red, outer, layout, few, grns]
+    nhwc, nchw = (16, 40, 40, 320), (16, 320, 40, 40)
+    bcasts = [_case("poi_bcast", "affine_k", [nhwc] + [nhwc[3:]] * k, dt)
+              for k, dt in ((1, "bfloat16"), (2, "bfloat16"), (4, "bfloat16"), (8, "bfloat16"), (1, "float32"),
+                            (4, "float32"))]
+    bcasts += [_case("poi_bcast", "affine_k", [nchw] + [(320, 1, 1)] * k, "bfloat16") for k in (1, 4)]
+    bcasts += [_case("poi_bcast", "affine_nc", [nhwc, (16, 1, 1, 320)], "bfloat16")]
+    bcasts += [_case("poi_bcast", "gelu_affine", [nhwc, nhwc[3:], nhwc[3:]], dt) for dt in ("bfloat16", "float32")]
+    groups = [poi, chain, heavy, bcast, inputs, math, per, red, outer, layout, few, grns, bcasts]
     out = []
     for i in range(max(len(g) for g in groups)):
         out += [g[i] for g in groups if i < len(g)]
