@@ -250,8 +250,8 @@ def conv_stem(x: LawInput) -> KernelEstimate:
     """A stem convolution (3 input channels): channels-last by :func:`gpusim.cost.classes.stem_nhwc_law`; a ViT patch embedding
     by :func:`gpusim.cost.vit_kernels.patchify_us`; else ``conv_stem_us`` + FLOPs at ``conv_stem_tflops`` (floor ``conv_min_us``)."""
     spec = x.spec
-    if x.kernel.variant == "conv_stem_nhwc" and (est := stem_nhwc_law(x, conv)) is not None:
-        return est
+    if x.kernel.variant == "conv_stem_nhwc":
+        return stem_nhwc_law(x, conv)
     if (patch := patchify_us(conv_info(x.graph, x.kernel.ops[0]), spec)) is not None:
         return x.retimed(x.est.mem_us, patch - spec.kernel_fixed_us, spec.kernel_min_us)
     if not spec.conv_stem_tflops:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from gpusim.graph.opgraph import HALF_DTYPES, OpGraph
+from gpusim.graph.opgraph import DTYPE_BYTES, HALF_DTYPES, OpGraph
 
 #: gpusim's gate (:func:`mm_compute_bound`): intensity above the dense machine balance (peak / bandwidth)
 #: x ``PAD_MM_BALANCE`` (fp32: ``PAD_MM_BALANCE_FP32``). The records bound it: on the H100 OPUS-MT's LM head
@@ -57,8 +57,7 @@ def _dims(graph: OpGraph, n: str):
     align = 8 if a["dtype"] in HALF_DTYPES else 4 if a["dtype"] == "float32" else 0
     if not align:
         return None
-    size = 2 if a["dtype"] in HALF_DTYPES else 4
-    return align, size, gm["m"], gm["k"], gm["n"], gm.get("b", 1)
+    return align, DTYPE_BYTES[a["dtype"]], gm["m"], gm["k"], gm["n"], gm.get("b", 1)
 
 
 def _bad(d: int, align: int) -> bool:
@@ -77,9 +76,9 @@ def mm_compute_bound(m: int, k: int, n: int, dtype: str, spec) -> bool:
 
 def pad_mm_operands(graph: OpGraph, n: str, spec) -> list[float]:
     """Bytes each copy the compiled program runs to pad matmul ``n`` moves (one generated kernel per
-    operand with a dimension not a multiple of 8 (16-bit) or 4 (fp32) elements); [] when none needs it, the
-    product is under gpusim's gate (:func:`mm_compute_bound`) or there is no ``spec`` to price the choice with (:func:`gpusim.lower.lowering.padding` keeps them only
-    when the benchmark would)."""
+    operand with a dimension not a multiple of 8 (16-bit) or 4 (fp32) elements); [] when none needs it,
+    the product is under gpusim's gate (:func:`mm_compute_bound`) or there is no ``spec`` to price the
+    choice with (:func:`gpusim.lower.lowering.padding` keeps them only when the benchmark would)."""
     d = _dims(graph, n) if spec is not None else None
     if d is None:
         return []
