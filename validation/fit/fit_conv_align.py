@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS, emit_fitted, read_sweep, spec_fit_parser
+from validation.fit.fit_triton import RESULTS, emit_fitted, left_out, read_sweep, spec_fit_parser
 
 SWEEPS = ("cnn_dispatch.jsonl", "cnn_dispatch_mis.jsonl")
 CLASSES = ("align2", "align1")
@@ -95,11 +95,9 @@ def main(argv=None) -> int:
                        f"{figs[2]:.4f} us per input channel; median error {before:.1f}% (the linear's law) -> "
                        f"{err(sub, peak, figs):.1f}%")
         print(summary[-1])
-        for hw in sorted({p["hw"] for p in sub}):
-            rest, own = [p for p in sub if p["hw"] != hw], [p for p in sub if p["hw"] == hw]
-            if len(rest) >= 5:
-                print(f"  leave {hw}x{hw} maps out ({len(own)} points): figures "
-                      f"{', '.join(f'{x:g}' for x in fit(rest, peak))}; their error {err(own, peak, fit(rest, peak)):.1f}%")
+        for hw, own, f2 in left_out(sub, "hw", lambda rest: fit(rest, peak)):
+            print(f"  leave {hw}x{hw} maps out ({len(own)} points): figures "
+                  f"{', '.join(f'{x:g}' for x in f2)}; their error {err(own, peak, f2):.1f}%")
         lines += [(f"conv_{cls}_efficiency", figs[0], ".3f"), (f"conv_{cls}_us", figs[1], ".2f"),
                   (f"conv_{cls}_k_us", figs[2], ".4f")]
     ref = (f"{spec.name} sweeps {', '.join(os.path.relpath(u) for u in used)} (python3 -m validation.measure.cnn_dispatch, "

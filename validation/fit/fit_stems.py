@@ -28,7 +28,7 @@ import numpy as np
 from gpusim.cost.classes import STEM_COUT_TILE, STEM_DTYPES, stem_direct
 from gpusim.hw.schema import STEM_NHWC_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS, emit_fitted, read_sweep, spec_fit_parser
+from validation.fit.fit_triton import RESULTS, emit_fitted, left_out, read_sweep, spec_fit_parser
 
 SWEEP = "cnn_stems.jsonl"
 #: the map-size sweep beside it (``cnn_stems --set maps``), read when present
@@ -71,20 +71,23 @@ def err(pts: list[dict], figs: tuple[float, float], signed: bool = False) -> flo
     return float(statistics.median(e if signed else [abs(x) for x in e])) * 100
 
 
-def predicted_us(p: dict, spec) -> float:
-    """gpusim's device time for the point's whole call on ``spec``."""
+def call_graph(p: dict):
+    """The point's call (a channels-last ``nn.Conv2d``) captured on fake tensors, once for every spec it is priced on."""
     import torch
-    from gpusim.predict.api import predict
+    from gpusim.capture.tracing import capture
     r = p["p"]
     dt = getattr(torch, r["dtype"])
     conv = torch.nn.Conv2d(r["Cin"], r["Cout"], r["k"], r["stride"], r["padding"], bias=False, dtype=dt)
     x = torch.randn(r["N"], r["Cin"], r["HW"], r["HW"], dtype=dt).contiguous(memory_format=torch.channels_last)
-    return predict(conv.to(memory_format=torch.channels_last), (x,), gpu=spec, mode="eager").device_us
+    return capture(conv.to(memory_format=torch.channels_last), (x,))
 
 
-def sweep_error(pts: list[dict], spec) -> float:
-    """Median |error| of gpusim's device time against each point's kernel sum."""
-    return float(statistics.median(abs(predicted_us(p, spec) / p["p"]["kernel_sum_us"] - 1) for p in pts)) * 100
+def sweep_error(pts: list[dict], graphs: list, spec) -> float:
+    """Median |error| of gpusim's device time for each point's call (``graphs``: :func:`call_graph`) on ``spec``
+    against the point's kernel sum."""
+    from gpusim.predict.api import predict
+    return float(statistics.median(abs(predict(g, gpu=spec, mode="eager").device_us / p["p"]["kernel_sum_us"] - 1)
+                                   for p, g in zip(pts, graphs))) * 100
 
 
 def main(argv=None) -> int:
@@ -103,16 +106,13 @@ def main(argv=None) -> int:
             continue
         figs = fit(sub)
         keys = [f"conv_stem_nhwc_{dt}_{f}" for f in ("us", "tflops")]
-        old = sweep_error(sub, spec.replace(**dict.fromkeys(STEM_NHWC_FIGURES)))     # the conv class
-        new = sweep_error(sub, spec.replace(**dict(zip(keys, figs))))
+        graphs = [call_graph(p) for p in sub]
+        old = sweep_error(sub, graphs, spec.replace(**dict.fromkeys(STEM_NHWC_FIGURES)))     # the conv class
+        new = sweep_error(sub, graphs, spec.replace(**dict(zip(keys, figs))))
         summary.append(f"{dt}: {len(sub)} points, {figs[0]:.1f} us + FLOPs at {figs[1]:.1f} TFLOPS; "
                        f"the calls' median error {old:.1f}% (before) -> {new:.1f}%")
         print(summary[-1])
-        for k in sorted({p["k"] for p in sub}):
-            rest, own = [p for p in sub if p["k"] != k], [p for p in sub if p["k"] == k]
-            if len(rest) < 5:
-                continue
-            f2 = fit(rest)
+        for k, own, f2 in left_out(sub, "k", fit):
             print(f"  leave {k}x{k} out ({len(own)} points): {f2[0]:.1f} us, {f2[1]:.1f} TFLOPS; their error "
                   f"{err(own, f2):.1f}% (signed {err(own, f2, True):+.1f}%)")
         lines += [(keys[0], figs[0], ".1f"), (keys[1], figs[1], ".1f")]

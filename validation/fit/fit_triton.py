@@ -210,6 +210,15 @@ def emit_measured(spec_path: str, names: tuple[str, ...], figs: dict, ref: str, 
     emit_figures(spec_path, lines, names, write)
 
 
+def left_out(pts: list[dict], key: str, fit, min_rest: int = 5):
+    """``(value, its points, fit(the others))`` for each value of ``pts``' ``key`` whose other points number at
+    least ``min_rest``: a fit's error with each group left out."""
+    for v in sorted({p[key] for p in pts}):
+        rest = [p for p in pts if p[key] != v]
+        if len(rest) >= min_rest:
+            yield v, [p for p in pts if p[key] == v], fit(rest)
+
+
 def emit_fitted(spec_path: str, lines: list[tuple], ref: str, write: bool) -> None:
     """A fit's ``(name, value, fmt)`` figures, each measured with ``ref``, through :func:`emit_figures`."""
     emit_figures(spec_path, [figure_line(k, v, "measured", ref, f) for k, v, f in lines],

@@ -57,9 +57,7 @@ def map_points() -> list[dict]:
 
 
 def points(small: bool = False) -> list[dict]:
-    """Every point, in a strided order (a cut sweep still spans the grid)."""
-    if not small and SET[0] == "maps":
-        return map_points()
+    """Every point of the grid (``--set grid``), in a strided order (a cut sweep still spans the grid)."""
     if small:
         return [_stem(1, 8, 16, 3, 2, 1, "float32", "channels_last"), _stem(2, 8, 16, 4, 4, 0, "float32", "nchw"),
                 dict(_stem(2, 8, 16, 4, 4, 0, "float32", "nchw"), mode="compiled")]
@@ -106,20 +104,13 @@ def describe(p: dict) -> str:
             f"{p['layout']} {p.get('mode', 'eager')}")
 
 
-#: the point set ``points`` builds (``--set``, read by :func:`main` before the sweep starts)
-SET = ["grid"]
-
-
 def main(argv=None) -> int:
-    import sys
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--set" in args:
-        i = args.index("--set")
-        SET[0] = args[i + 1]
-        if SET[0] not in ("grid", "maps"):
-            raise SystemExit("cnn_stems: --set is grid or maps")
-        del args[i:i + 2]
-    return sweep_main(args, __doc__, "cnn_stems", points, run, describe, 150.0)
+    import argparse
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--set", choices=("grid", "maps"), default="grid")
+    known, rest = ap.parse_known_args(argv)
+    pick = points if known.set == "grid" else (lambda small=False: points(small) if small else map_points())
+    return sweep_main(rest, __doc__, "cnn_stems", pick, run, describe, 150.0)
 
 
 if __name__ == "__main__":
