@@ -220,6 +220,9 @@ def fx_to_opgraph(gm, name: str = "graph", param_names: list[str] | None = None)
             g.nodes[n.name]["strided_inputs"] = True
         if pname == "linear" and in_tensors and _strided_fold(in_tensors[0]):
             g.nodes[n.name]["fold_view"] = True     # (gpusim.lower.dispatch.folded_linear)
+        if est["kind"] == "reduction" and in_tensors and all(type(x) is int for x in in_tensors[0].stride()):
+            # the reduced input's layout: ATen's reduce_kernel sizes its grid from it (gpusim.cost.aten_reduce)
+            g.nodes[n.name]["in_strides"] = tuple(in_tensors[0].stride())
         if est["kind"] in ("norm", "matmul") and in_tensors and in_tensors[0].device.type == "cuda":
             # CUDA traces only, as _plain: meta traces keep NCHW where cuDNN returns NHWC
             g.nodes[n.name]["input_contiguous"] = bool(in_tensors[0].is_contiguous())

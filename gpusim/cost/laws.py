@@ -16,6 +16,7 @@ from typing import Callable
 from gpusim.cost.classes import (BN_NHWC_CLASSES, BN_TRAIN_CLASSES, _bn_channels, _filter_taps, _groups, bn_eval_law,
                                  bn_input_contiguous, bn_nhwc_us, bn_train_figures, bn_train_us, conv_align_law, depthwise_aten_us,
                                  depthwise_nchw_us, mta_bytes, narrow_row_fraction, plane_padding, pool_us, stem_nhwc_law)
+from gpusim.cost.aten_reduce import aten_reduce_law
 from gpusim.cost.vit_kernels import attention_fp32_us, patchify_us
 from gpusim.cost.decode_attention import decode_attention_us, reduce_us
 from gpusim.cost.roofline import (CostOptions, KernelEstimate, _retimed, attention_flops, gemm_flops_effective,
@@ -71,11 +72,10 @@ def neutral(x: LawInput) -> KernelEstimate:
 
 @law("mta")
 def mta(x: LawInput) -> KernelEstimate:
-    """Multi-tensor apply (foreach and fused optimizer kernels): the op's own bytes (every list
-    read, every list written in place) over ``mta_efficiency x bandwidth``, floor ``kernel_min_us``
-    (figure fitted by validation/fit/fit_train.py on the training records). A fused optimizer op
-    writes its lists without an output tensor, which the group's boundary count misses (GPT-2's
-    ``_fused_adamw_``: 16 of its 28 bytes per element). Without the figure: the plain ATen stream."""
+    """Multi-tensor apply (foreach and fused optimizer kernels): the op's own bytes (every list read, every list
+    written in place) over ``mta_efficiency x bandwidth``, floor ``kernel_min_us`` (fit_train.py on the training
+    records). A fused optimizer op writes its lists without an output tensor, which the group's boundary count
+    misses (GPT-2's ``_fused_adamw_``: 16 of its 28 bytes per element). Without the figure: the plain ATen stream."""
     spec = x.spec
     if not spec.mta_efficiency:
         return x.est
@@ -146,10 +146,12 @@ def depthwise_aten(x: LawInput) -> KernelEstimate:
     return _cuda_core_depthwise(x)
 
 
+law("aten_reduce")(aten_reduce_law)     # ATen's reduce_kernel by its launch configuration (gpusim.cost.aten_reduce)
+
+
 @law("pool")
 def pool(x: LawInput) -> KernelEstimate:
-    """Pooling: its window's rate (:func:`gpusim.cost.classes.pool_us`) at the reduction floor;
-    without a rate, the reduction stream unchanged."""
+    """Pooling: its window's rate (:func:`gpusim.cost.classes.pool_us`) at the reduction floor; else the stream."""
     us = pool_us(x.a, x.spec)
     if us is None:
         return x.est
@@ -175,8 +177,7 @@ def layer_norm(x: LawInput) -> KernelEstimate:
 
 @law("gather", "bcast_mul")
 def small_op(x: LawInput) -> KernelEstimate:
-    """ViT's gather of a table's rows and its layer-scale multiply (:mod:`gpusim.cost.small_ops`,
-    the vit_small_ops sweep's lines): that time, in its measured domain; else the common stream."""
+    """ViT's gather and layer-scale multiply (:mod:`gpusim.cost.small_ops`): that time in its domain; else the stream."""
     us = (gather_us if x.kernel.variant == "gather" else bcast_mul_us)(x.a, x.spec)
     if us is None:
         return x.est
@@ -185,9 +186,8 @@ def small_op(x: LawInput) -> KernelEstimate:
 
 @law("column_sum")
 def column_sum(x: LawInput) -> KernelEstimate:
-    """A backward sum over the leading dim (:func:`gpusim.lower.dispatch_train.column_sum`): a fixed
-    ``column_sum_us`` in place of ``kernel_fixed_us`` and its bytes at ``column_sum_efficiency`` of
-    the bandwidth (validation/fit/fit_train.py); without the figures, the reduction stream."""
+    """A backward sum over the leading dim (:func:`gpusim.lower.dispatch_train.column_sum`): ``column_sum_us`` for
+    ``kernel_fixed_us``, its bytes at ``column_sum_efficiency`` (fit_train.py); else the reduction stream."""
     spec = x.spec
     if not spec.column_sum_efficiency:
         return x.est

@@ -120,6 +120,13 @@ FRACTIONS += ("conv_align2_efficiency", "conv_align1_efficiency")
 STEM_NHWC_FIGURES = tuple(f"conv_stem_nhwc_{dt}_{f}" for dt in ("fp32", "fp16", "bf16", "direct")
                           for f in ("us", "tflops"))
 OPTIONAL_MODEL += STEM_NHWC_FIGURES
+#: ATen's reduction kernel by its launch configuration (validation/fit/fit_aten_reduce.py on the GPU's aten_reduce
+#: sweep; gpusim.cost.aten_reduce): fixed µs, DRAM stream of bandwidth, a serial load's latency from DRAM and from L2
+#: (ns), µs a wave of blocks, µs of the global pass; without them the roofline's reduction stream
+ATEN_REDUCE_FIGURES = ("aten_reduce_us", "aten_reduce_efficiency", "aten_reduce_load_ns", "aten_reduce_l2_load_ns",
+                       "aten_reduce_wave_us", "aten_reduce_global_us")
+OPTIONAL_MODEL += ATEN_REDUCE_FIGURES
+FRACTIONS += ("aten_reduce_efficiency",)
 #: cuDNN's layout transforms priced by their transpose tiles (validation/fit/fit_layout.py on the
 #: GPU's conv sweeps; gpusim.cost.layout): without them the byte stream at layout_transform_efficiency
 LAYOUT_FIGURES = ("layout_transform_us", "layout_transform_gelems", "layout_transform_dram_efficiency",

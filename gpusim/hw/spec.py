@@ -63,12 +63,9 @@ class GPUSpec(TransformerFigures):
     reduction_min_us: float | None = None      # floor of reduction/norm kernels
     gemm_min_us: float | None = None           # floor of library GEMM/conv kernels
     compute_capability: float | None = None    # [compute] e.g. 9.0: library defaults that differ by generation
-    # Eager kernel classes (gpusim.lower.dispatch): figures fitted per GPU by
-    # validation/fit/fit_dispatch.py on that GPU's microbenchmark sweep. None: this GPU has no
-    # figure for the class, and cost prices it by the class's neutral law (the plain
-    # roofline, mem_efficiency, the common kernel floor: gpusim.cost.kernel.estimate_kernel). A
-    # figure fitted on one GPU is never another GPU's default (issue #21); a datasheet
-    # spec may carry one derived by gpusim.hw.arch.SAME_ARCH_RULE, saying so in its ref.
+    # Eager kernel classes (gpusim.lower.dispatch), fitted per GPU on its own sweeps (validation/fit/). None: the
+    # class's neutral law (gpusim.cost.kernel.estimate_kernel); one GPU's figure is never another's default (issue
+    # #21), though a datasheet spec may carry one derived by gpusim.hw.arch.SAME_ARCH_RULE, saying so in its ref.
     layout_transform_efficiency: float | None = None  # cuDNN nchwToNhwc/nhwcToNchw, of DRAM bandwidth
     bn_eval_efficiency: float | None = None     # eager eval batch norm, of DRAM bandwidth
     depthwise_aten_efficiency: float | None = None  # ATen NCHW depthwise conv, of fp32 CUDA-core peak
@@ -126,17 +123,13 @@ class GPUSpec(TransformerFigures):
     # each further launch of a multi-tensor-apply op (a full table of tensors or blocks):
     # its own time, not the common floor (None: kernel_min_us)
     mta_launch_us: float | None = None
-    # backward column sums (a gradient summed over its leading dim: biases, layer scales;
-    # ATen's reduce_kernel over the outer dims): a fixed time of their own (column_sum_us,
-    # in place of kernel_fixed_us) and the bytes at this fraction of the bandwidth
-    # (gpusim.cost.kernel.estimate_kernel, class column_sum)
+    # backward column sums (a gradient summed over its leading dim: ATen's reduce_kernel over the outer dims): a fixed
+    # time of their own (column_sum_us, for kernel_fixed_us), the bytes at this fraction of the bandwidth (column_sum)
     column_sum_efficiency: float | None = None
     column_sum_us: float | None = None
-    # backward kernels (gpusim.cost.kernel.BACKWARD_SCALES): time over the forward law's for the
-    # same class on the gradient's own shapes. Dense convolutions' dgrad and wgrad, spatial
-    # filters (cuDNN's kernels) and 1x1 (mostly cuBLAS GEMMs), fp32 (TF32) and 16-bit;
-    # cuDNN's depthwise backward-data, backward-filter fp32 and 16-bit; ATen's depthwise
-    # kernels by direction; fp32 matrix products of the backward
+    # backward kernels (gpusim.cost.kernel.BACKWARD_SCALES): time over the forward law's on the gradient's shapes: dense
+    # convs' dgrad and wgrad (spatial: cuDNN; 1x1: mostly cuBLAS), fp32 and 16-bit; cuDNN's depthwise backward-data and
+    # -filter; ATen's depthwise kernels by direction; fp32 matrix products of the backward
     conv_backward_scale: float | None = None
     conv_backward_scale_16bit: float | None = None
     conv_backward_scale_1x1: float | None = None
@@ -150,11 +143,9 @@ class GPUSpec(TransformerFigures):
     # large tensor-core GEMMs, of the tensor-core peak (gpusim.hw.arch.TENSOR_LOAD_RULE on
     # datasheet specs); None: matmul_efficiency, which then covers every unit
     matmul_tc_efficiency: float | None = None
-    # training batch norm (batch statistics): cuDNN's bn_fw_tr / bn_bw kernels, forward and
-    # backward, fp32 and 16-bit apart; ATen's native kernels (bf16,
-    # gpusim.lower.dispatch_train.cudnn_batch_norm) forward and backward. A block per channel, the
-    # channels in waves over the SMs: each wave a fixed cost per channel (*_channel_us) and
-    # its planes at the efficiency's share of the bandwidth (gpusim.cost.classes.bn_train_us)
+    # training batch norm: cuDNN's bn_fw_tr / bn_bw, fp32 and 16-bit, and ATen's native bf16 kernels, forward and
+    # backward; channels in waves over the SMs, each a fixed cost per channel (*_channel_us) and its planes at the
+    # efficiency's share of the bandwidth (gpusim.cost.classes.bn_train_us)
     bn_train_efficiency: float | None = None
     bn_train_efficiency_16bit: float | None = None
     bn_backward_efficiency: float | None = None
@@ -241,6 +232,14 @@ class GPUSpec(TransformerFigures):
     conv_stem_nhwc_bf16_tflops: float | None = None
     conv_stem_nhwc_direct_us: float | None = None
     conv_stem_nhwc_direct_tflops: float | None = None
+    # ATen's reduce_kernel by its launch configuration (gpusim.cost.aten_reduce; fit_aten_reduce): fixed µs, DRAM
+    # stream of bandwidth, serial-load latency from DRAM and L2 (ns), µs a wave, µs of a global pass
+    aten_reduce_us: float | None = None
+    aten_reduce_efficiency: float | None = None
+    aten_reduce_load_ns: float | None = None
+    aten_reduce_l2_load_ns: float | None = None
+    aten_reduce_wave_us: float | None = None
+    aten_reduce_global_us: float | None = None
     # cuDNN's NCHW<->NHWC transforms by their tiles (gpusim.cost.layout; fit_layout): fixed µs, tile
     # elements per second (G), DRAM stream past the L2-resident cap (fp32, 16-bit), of bandwidth;
     # None: the byte stream at layout_transform_efficiency

@@ -62,6 +62,7 @@ from gpusim.lower.conv import aten_depthwise, conv_info, conv_kernels, is_depthw
 from gpusim.lower.dispatch_train import BATCH_NORM_TRAIN, batch_norm_train_kernels, training_kernels
 from gpusim.lower.conv import misaligned_variant
 from gpusim.lower.layout import strided
+from gpusim.lower.reductions import aten_reduce
 
 
 def conv_bias_kernels(graph: OpGraph, n: str, Kernel) -> list:
@@ -376,11 +377,12 @@ def eager_kernels(graph: OpGraph, n: str, spec, Kernel) -> list:
         return [Kernel((n,), "aten", role="aux", bytes=b, variant="cat_copy")
                 for b in a["cat_copies"]]
     cast = reduction_cast_bytes(graph, n)
+    reduce = "aten_reduce" if aten_reduce(graph, n) else ""
     if cast:
-        return [Kernel((n,), "aten", role="aux", bytes=cast), Kernel((n,), "aten")]
+        return [Kernel((n,), "aten", role="aux", bytes=cast), Kernel((n,), "aten", variant=reduce)]
     impl = "library" if kind == "norm" else "aten"
     main = Kernel((n,), impl, variant="layer_norm" if name in LAYER_NORMS else
-                  "pool" if name in WINDOW_POOLS else small_op_class(graph, n))
+                  "pool" if name in WINDOW_POOLS else reduce or small_op_class(graph, n))
     if name in GROUP_NORMS:
         # ATen's group norm: RowwiseMomentsCUDAKernel (reads the input), a tiny kernel for
         # the fused scale and shift, then the elementwise GroupNormKernelImpl (broad H100

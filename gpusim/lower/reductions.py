@@ -46,6 +46,45 @@ DEFAULT_THREADS_PER_SM = 2048    # choices.reduction_split_factor's fallback
 ROW_OPS = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax",
                      "layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm"})
 
+#: ops eager PyTorch runs as one ``reduce_kernel`` (an adaptive average pool only to one element a plane: ATen
+#: computes it as ``mean`` over the map)
+REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "linalg_vector_norm", "norm", "any",
+                        "all", "argmax", "argmin"})
+GLOBAL_POOLS = frozenset({"adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d",
+                          "adaptive_avg_pool3d", "_adaptive_avg_pool3d"})
+
+
+def aten_reduce(graph: OpGraph, n: str) -> bool:
+    """Whether eager runs node ``n`` as ATen's one ``reduce_kernel`` (class ``aten_reduce``,
+    :mod:`gpusim.cost.aten_reduce`): a reduction op, or an adaptive average pool to one element a plane."""
+    a = graph.g.nodes[n]
+    name = packet_name(a.get("op", ""))
+    if name in GLOBAL_POOLS:
+        return all(s == 1 for s in main_shape(a.get("shape"))[2:])
+    return name in REDUCE_OPS and a.get("kind") == "reduction"
+
+
+#: kinds an activation passes through keeping its layout (elementwise ops, casts, an eval dropout)
+LAYOUT_KEEPING = ("pointwise", "copy", "view")
+
+
+def nhwc_on_gpu(graph: OpGraph, n: str, hops: int = 8) -> bool:
+    """Whether the 4-D activation node ``n`` is channels-last on the GPU although a meta trace left it NCHW: its
+    producer chain (same-shape elementwise ops) starts at a convolution cuDNN ran NHWC (ConvNeXt-V2's 1x1
+    convolutions of a permuted layer norm's output), whose output cuDNN writes channels-last."""
+    shape = main_shape(graph.g.nodes[n].get("shape"))
+    for _ in range(hops):
+        a = graph.g.nodes[n]
+        if a["kind"] == "conv":
+            c = conv_info(graph, n)
+            return c is not None and c["layout"] != "nchw"
+        if a["kind"] not in LAYOUT_KEEPING or main_shape(a.get("shape")) != shape or len(shape) != 4:
+            return False
+        srcs = [p for p in a.get("inputs") or () if p in graph.g and main_shape(graph.g.nodes[p].get("shape")) == shape]
+        if not srcs:
+            return False
+        n = srcs[0]
+    return False
 
 def channels_last(graph: OpGraph, nodes=None) -> bool:
     """Whether the 4-D activations of this compiled graph are channels-last: Inductor's
