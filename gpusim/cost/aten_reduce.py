@@ -58,7 +58,8 @@ def iter_dims(shape, strides, reduced) -> tuple[list, list]:
 def reduce_config(shape, strides, reduced, elem_bytes: int, sms: int, threads_per_sm: int = THREADS_PER_SM,
                   vec16: bool = False) -> dict:
     """``setReduceConfig`` for an input of ``shape`` / ``strides`` (elements) reduced over dims ``reduced``:
-    ``{threads, blocks, values, loads, global, waves}`` (``values``: a thread's values; ``loads``: its serial loads;
+    ``{threads, vec, blocks, values, loads, global, waves}`` (``vec``: outputs a thread loads at once, the kernel's
+    template ``reduce_kernel<512 / vec, vec>``; ``values``: a thread's values; ``loads``: its serial loads;
     ``global``: the reduction split over blocks; ``waves``: the grid over the blocks the SMs hold at once)."""
     red, kept = iter_dims(shape, strides, set(reduced))
     n_in, n_out = math.prod(s for s, _ in red), math.prod(s for s, _ in kept)
@@ -92,7 +93,7 @@ def reduce_config(shape, strides, reduced, elem_bytes: int, sms: int, threads_pe
         ctas = max(math.ceil(values / MAX_VALUES), min(math.ceil(resident / grid), math.ceil(values / MIN_VALUES)))
         values = math.ceil(n_in / (step_in * ctas))
     per_load = max(16 // elem_bytes, 1) if vec_in and vec16 else VT0
-    return {"threads": width * height, "blocks": grid * ctas, "values": values,
+    return {"threads": width * height, "vec": out_vec, "blocks": grid * ctas, "values": values,
             "loads": math.ceil(values / per_load), "global": ctas > 1,
             "waves": math.ceil(grid * ctas / resident)}
 

@@ -1,6 +1,6 @@
 """Carry the decode-step and ViT sweeps' laws of one calibrated GPU to a calibrated GPU of the same architecture
 row that never ran those sweeps (issue 34: the H100 has no skinny_gemm, sdpa_decode, decode_classes or prefill_classes
-records; issue 35: nor sdpa_mask, vit_small_ops or vit_patchify records; the H200 has all seven), each figure by a named rule whose
+records; issue 35: nor sdpa_mask, vit_small_ops, vit_patchify or aten_reduce records; the H200 has all eight), each figure by a named rule whose
 inputs are the two GPUs' own figures:
 
 - a **bandwidth** (a fraction of the datasheet bandwidth, a TB/s, or a fraction of a copy's bandwidth) by the
@@ -27,8 +27,8 @@ import statistics
 import sys
 
 from gpusim.hw.arch import BANDWIDTH_LATENCY_RULE, SAME_ARCH_RULE, bandwidth_fraction, bandwidth_k
-from gpusim.hw.schema import (DECODE_ATTENTION_FIGURES, DECODE_CLASS_FIGURES, MASK_FIGURES, PATCHIFY_FIGURES,
-                              PREFILL_FIGURES, SMALL_OP_FIGURES, STREAM_FIGURES, builtin_dir)
+from gpusim.hw.schema import (ATEN_REDUCE_FIGURES, DECODE_ATTENTION_FIGURES, DECODE_CLASS_FIGURES, MASK_FIGURES,
+                              PATCHIFY_FIGURES, PREFILL_FIGURES, SMALL_OP_FIGURES, STREAM_FIGURES, builtin_dir)
 from gpusim.hw.spec import calibrated_name, load_spec
 from gpusim.hw.spec_io import figure_line
 
@@ -37,9 +37,9 @@ from gpusim.hw.spec_io import figure_line
 #: fit_sdpa_mask.py; ViT blocks' small ATen kernels, fit_vit_small_ops.py; patch embeddings, fit_patchify.py: the
 #: dispatch sweeps' 16x16 embeddings run within 0.5% on both GPUs, and the H200's law prices the H100's at 3.6%)
 FIELDS = STREAM_FIGURES + DECODE_ATTENTION_FIGURES + DECODE_CLASS_FIGURES + PREFILL_FIGURES + MASK_FIGURES \
-    + SMALL_OP_FIGURES + PATCHIFY_FIGURES
+    + SMALL_OP_FIGURES + PATCHIFY_FIGURES + ATEN_REDUCE_FIGURES
 #: figures that are a fraction of the datasheet bandwidth
-OF_BANDWIDTH = ("gemm_stream_efficiency",)
+OF_BANDWIDTH = ("gemm_stream_efficiency", "aten_reduce_efficiency")
 #: figures in TB/s
 TBPS = ("attention_decode_tbps",)
 # (the mask-read rates of masked 16-bit attention, MASK_FIGURES, carry by the same-architecture rule, as times:
