@@ -7,7 +7,7 @@ Reads the GPU's aten_reduce sweep (``validation/results/<gpu>/aten_reduce.jsonl`
 and its ``aten_reduce`` kernel's launch configuration (:func:`gpusim.cost.aten_reduce.node_config`) and roofline
 bytes (DRAM and L2-credited: a warm point's input was written by the kernel before) are taken; the time fitted is
 the point's ``reduce_kernel``. The six figures are fitted by least squares on the log of predicted over measured
-time. Printed: gpusim's error on those kernels before (the spec as it is) and after, by family, each family left out
+time. Printed: gpusim's error on those kernels before (without the figures) and after, by family, each family left out
 of the fit in turn, and the cnn_convs sweep's reductions (``validation/results/<gpu>/cnn_convs.jsonl``:
 squeeze-excite means and ConvNeXt-V2 norms, measured a day earlier), which the fit never reads. No model record is
 read.
@@ -55,7 +55,8 @@ def sweep_call(p: dict):
 
 
 def points(path: str, spec, family=None) -> list[dict]:
-    """Each point with its reduce kernel's measured time, launch configuration, roofline bytes and time before."""
+    """Each point with its reduce kernel's measured time, launch configuration, roofline bytes and time before (the
+    spec without the figures: the roofline's reduction stream)."""
     import torch
     from gpusim.capture.tracing import capture
     from gpusim.predict.pipeline import lower
@@ -73,7 +74,7 @@ def points(path: str, spec, family=None) -> list[dict]:
         est = estimate_group(g, ks[0].ops, spec, CostOptions(aten=True))
         out.append({"family": family or r["op"], "us": meas[0], "cfg": node_config(g, ks[0].ops[0], spec),
                     "dram": est.bytes - est.bytes_read_l2, "l2": est.bytes_read_l2,
-                    "before": estimate_kernel(g, ks[0], spec).us, "p": r})
+                    "before": estimate_kernel(g, ks[0], spec.replace(**dict.fromkeys(ATEN_REDUCE_FIGURES))).us, "p": r})
     return out
 
 
