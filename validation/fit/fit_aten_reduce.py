@@ -15,9 +15,7 @@ read.
 
 from __future__ import annotations
 
-import math
 import os
-import statistics
 import sys
 from types import SimpleNamespace
 
@@ -29,9 +27,8 @@ from gpusim.cost.kernel import estimate_kernel
 from gpusim.cost.roofline import CostOptions, estimate_group
 from gpusim.hw.schema import ATEN_REDUCE_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS, emit_fitted, read_sweep, spec_fit_parser
+from validation.fit.fit_triton import emit_fitted, read_sweep, spec_fit_args
 
-SWEEP = "aten_reduce.jsonl"
 #: the earlier sweep whose reductions check the fit (never fitted)
 CHECK = "cnn_convs.jsonl"
 #: starting point and bounds of the figures, in ATEN_REDUCE_FIGURES' order
@@ -101,10 +98,8 @@ def errors(pts: list[dict], pred) -> str:
 
 
 def main(argv=None) -> int:
-    a = spec_fit_parser("fit_aten_reduce", sweep=SWEEP).parse_args(argv)
-    path = a.sweep or os.path.join(RESULTS, a.gpu, SWEEP)
-    if not os.path.exists(path):
-        print(f"fit_aten_reduce: no {path}: run python3 -m validation.measure.aten_reduce on the GPU", file=sys.stderr)
+    a, path = spec_fit_args("fit_aten_reduce", "aten_reduce", argv)
+    if path is None:
         return 2
     spec = load_spec(calibrated_name(a.gpu))
     pts = points(path, spec)

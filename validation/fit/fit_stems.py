@@ -28,10 +28,9 @@ import numpy as np
 from gpusim.cost.classes import STEM_COUT_TILE, STEM_DTYPES, stem_direct
 from gpusim.hw.schema import STEM_NHWC_FIGURES
 from gpusim.hw.spec import calibrated_name, load_spec
-from validation.fit.fit_triton import RESULTS, emit_fitted, left_out, read_sweep, spec_fit_parser
+from validation.fit.fit_triton import emit_fitted, left_out, read_sweep, spec_fit_args
 
-SWEEP = "cnn_stems.jsonl"
-#: the map-size sweep beside it (``cnn_stems --set maps``), read when present
+#: the map-size sweep beside the grid sweep (``cnn_stems --set maps``), read when present
 MAPS = "cnn_stem_maps.jsonl"
 TFLOPS = np.round(np.arange(1.0, 200.01, 0.5), 1)
 FIXED = np.round(np.arange(0.0, 80.01, 0.5), 1)
@@ -91,10 +90,8 @@ def sweep_error(pts: list[dict], graphs: list, spec) -> float:
 
 
 def main(argv=None) -> int:
-    a = spec_fit_parser("fit_stems", sweep=SWEEP).parse_args(argv)
-    path = a.sweep or os.path.join(RESULTS, a.gpu, SWEEP)
-    if not os.path.exists(path):
-        print(f"fit_stems: no {path}: run python3 -m validation.measure.cnn_stems on the GPU", file=sys.stderr)
+    a, path = spec_fit_args("fit_stems", "cnn_stems", argv)
+    if path is None:
         return 2
     paths = [path] + [p for p in [os.path.join(os.path.dirname(path), MAPS)] if os.path.exists(p)]
     pts = points(*paths)
