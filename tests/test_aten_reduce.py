@@ -163,3 +163,14 @@ def test_global_pools_of_the_dispatch_sweeps(gpu, bound):
         err.append(estimate_kernel(g, k[0], spec).us / meas - 1)
     assert len(err) == 12
     assert statistics.median(abs(e) for e in err) < bound
+
+
+def test_sweep_dry_run_on_the_cpu(tmp_path):
+    """The sweep's code on a CPU (tiny shapes): one record per point, each with its reduction's kernel profiled."""
+    from validation.measure import aten_reduce
+    out = tmp_path / "r.jsonl"
+    assert aten_reduce.main(["--out", str(out), "--device", "cpu", "--reps", "1"]) == 0
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert recs[0]["kind"] == "environment" and recs[-1]["kind"] == "summary"
+    points = [r for r in recs if r.get("kind") == "aten_reduce"]
+    assert len(points) == len(aten_reduce.points(small=True)) and not any(r.get("failed") for r in points)
