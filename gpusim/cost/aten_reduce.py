@@ -27,16 +27,15 @@ import math
 
 from gpusim.graph.opgraph import DTYPE_BYTES, OpGraph, main_shape
 from gpusim.graph.ops import packet_name
-from gpusim.hw.arch import arch_of
-from gpusim.lower.reductions import GLOBAL_POOLS, _input_shape, nhwc_on_gpu, reduced_dims
+from gpusim.cost.roofline import REDUCE_THREADS as MAX_THREADS, REDUCE_VEC as VT0, REDUCE_WARP as WARP
+from gpusim.lower.reductions import (DEFAULT_THREADS_PER_SM, GLOBAL_POOLS, _input_shape, _threads_per_sm, nhwc_on_gpu,
+                                     reduced_dims)
 from gpusim.util.ints import last_pow2
 
 #: reductions whose contiguous input is read in 16-byte vectors (8 values of a 16-bit type: the sweep's bf16 sums
 #: and means walk half the loads of fp32's; its bf16 ``amax`` walks as many)
 VEC16_OPS = frozenset({"sum", "mean"}) | GLOBAL_POOLS
-MAX_THREADS, WARP, VT0 = 512, 32, 4                 # Reduce.cuh: block size, warp, values a thread loads at once
 MIN_VALUES, MAX_VALUES = 16, 256                    # setReduceConfig's values per thread around a block split
-THREADS_PER_SM = 2048                               # without an architecture row
 
 
 def iter_dims(shape, strides, reduced) -> tuple[list, list]:
@@ -55,7 +54,7 @@ def iter_dims(shape, strides, reduced) -> tuple[list, list]:
     return coalesce([d for d in dims if d[2]]), coalesce([d for d in dims if not d[2]])
 
 
-def reduce_config(shape, strides, reduced, elem_bytes: int, sms: int, threads_per_sm: int = THREADS_PER_SM,
+def reduce_config(shape, strides, reduced, elem_bytes: int, sms: int, threads_per_sm: int = DEFAULT_THREADS_PER_SM,
                   vec16: bool = False) -> dict:
     """``setReduceConfig`` for an input of ``shape`` / ``strides`` (elements) reduced over dims ``reduced``:
     ``{threads, vec, blocks, values, loads, global, waves}`` (``vec``: outputs a thread loads at once, the kernel's
@@ -124,10 +123,8 @@ def node_config(graph: OpGraph, n: str, spec) -> dict | None:
         strides = (shape[1] * shape[2] * shape[3], 1, shape[1] * shape[3], shape[1])
     name = packet_name(a.get("op", ""))
     red = reduced_dims(shape, out) if name not in GLOBAL_POOLS else list(range(2, len(shape)))
-    arch = arch_of(spec)
     return reduce_config(shape, strides, red, DTYPE_BYTES.get(graph.g.nodes[src if src in graph.g else n].get("dtype"), 4),
-                         spec.sm_count,
-                         int(arch.max_threads_per_sm) if arch is not None else THREADS_PER_SM, name in VEC16_OPS)
+                         spec.sm_count, _threads_per_sm(spec), name in VEC16_OPS)
 
 
 def aten_reduce_law(x):

@@ -73,12 +73,14 @@ def nhwc_on_gpu(graph: OpGraph, n: str, hops: int = 8) -> bool:
     producer chain (same-shape elementwise ops) starts at a convolution cuDNN ran NHWC (ConvNeXt-V2's 1x1
     convolutions of a permuted layer norm's output), whose output cuDNN writes channels-last."""
     shape = main_shape(graph.g.nodes[n].get("shape"))
+    if len(shape) != 4:
+        return False
     for _ in range(hops):
         a = graph.g.nodes[n]
         if a["kind"] == "conv":
             c = conv_info(graph, n)
             return c is not None and c["layout"] != "nchw"
-        if a["kind"] not in LAYOUT_KEEPING or main_shape(a.get("shape")) != shape or len(shape) != 4:
+        if a["kind"] not in LAYOUT_KEEPING or main_shape(a.get("shape")) != shape:
             return False
         srcs = [p for p in a.get("inputs") or () if p in graph.g and main_shape(graph.g.nodes[p].get("shape")) == shape]
         if not srcs:

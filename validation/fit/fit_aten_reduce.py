@@ -58,6 +58,7 @@ def points(path: str, spec, family=None) -> list[dict]:
     from gpusim.capture.tracing import capture
     from gpusim.predict.pipeline import lower
     kind = "cnn_convs" if os.path.basename(path) == CHECK else "aten_reduce"
+    stream = spec.replace(**dict.fromkeys(ATEN_REDUCE_FIGURES))     # the spec without the law's figures
     out = []
     for r in read_sweep(path, kind)[1]:
         if kind == "cnn_convs" and r["op"] != "reduce":
@@ -71,7 +72,7 @@ def points(path: str, spec, family=None) -> list[dict]:
         est = estimate_group(g, ks[0].ops, spec, CostOptions(aten=True))
         out.append({"family": family or r["op"], "us": meas[0], "cfg": node_config(g, ks[0].ops[0], spec),
                     "dram": est.bytes - est.bytes_read_l2, "l2": est.bytes_read_l2,
-                    "before": estimate_kernel(g, ks[0], spec.replace(**dict.fromkeys(ATEN_REDUCE_FIGURES))).us, "p": r})
+                    "before": estimate_kernel(g, ks[0], stream).us, "p": r})
     return out
 
 
